@@ -1,0 +1,305 @@
+//! Compiles a [`Policy`] to a classic BPF seccomp program.
+//!
+//! Layout, chosen from measurements on the kernel's attach cost (see docs/benchmarks.md):
+//! 1. architecture check: any other `seccomp_data.arch` (i386 `int 0x80`, arm32) is killed;
+//! 2. on x86_64, any number with the x32 bit (>= 0x40000000) is killed, in every mode;
+//! 3. syscalls with argument rules, each tested with one `jeq` and decided by its rule block,
+//!    so hot calls such as `openat` are decided within a few instructions;
+//! 4. a balanced tree of `jge` over ranges of numbers sharing one decision, ending in `ret`.
+//!
+//! Parts 1, 2 and 4 use only `ld nr/arch`, `jeq`, `jge`, `ja` and `ret`, which the kernel's
+//! decision cache can follow, so argument-free decisions cost nothing per call once attached,
+//! and building that cache walks about log2(ranges) instructions per number instead of a chain.
+
+use crate::action::{Action, RET_KILL_PROCESS};
+use crate::error::ErrorKind;
+use crate::policy::{CmpOp, Cond, Policy, Width, MAX_NR};
+use crate::syscalls;
+
+/// One classic BPF instruction, laid out as the kernel's `struct sock_filter`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Insn {
+    /// Opcode.
+    pub code: u16,
+    /// Jump offset when true.
+    pub jt: u8,
+    /// Jump offset when false.
+    pub jf: u8,
+    /// Constant operand.
+    pub k: u32,
+}
+
+/// The kernel's limit on a program's length (BPF_MAXINSNS).
+pub const MAX_INSNS: usize = 4096;
+
+/// `BPF_LD | BPF_W | BPF_ABS`
+pub const LD_W_ABS: u16 = 0x20;
+/// `BPF_ALU | BPF_AND | BPF_K`
+pub const ALU_AND_K: u16 = 0x54;
+/// `BPF_JMP | BPF_JA`
+pub const JA: u16 = 0x05;
+/// `BPF_JMP | BPF_JEQ | BPF_K`
+pub const JEQ_K: u16 = 0x15;
+/// `BPF_JMP | BPF_JGT | BPF_K`
+pub const JGT_K: u16 = 0x25;
+/// `BPF_JMP | BPF_JGE | BPF_K`
+pub const JGE_K: u16 = 0x35;
+/// `BPF_JMP | BPF_JSET | BPF_K`
+pub const JSET_K: u16 = 0x45;
+/// `BPF_RET | BPF_K`
+pub const RET_K: u16 = 0x06;
+
+/// Offset of `seccomp_data.nr`.
+pub const OFF_NR: u32 = 0;
+/// Offset of `seccomp_data.arch`.
+pub const OFF_ARCH: u32 = 4;
+/// Offset of `seccomp_data.args[i]` is `OFF_ARGS + 8 * i` (low word on little-endian targets).
+pub const OFF_ARGS: u32 = 16;
+
+/// First syscall number of the x32 ABI on x86_64.
+pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+const fn stmt(code: u16, k: u32) -> Insn {
+    Insn { code, jt: 0, jf: 0, k }
+}
+const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> Insn {
+    Insn { code, jt, jf, k }
+}
+const fn ret(a: Action) -> Insn {
+    stmt(RET_K, a.ret())
+}
+
+/// Writes instructions, or only counts them when it has no buffer (to size jumps).
+struct Out<'a> {
+    buf: Option<&'a mut [Insn]>,
+    len: usize,
+}
+
+impl Out<'_> {
+    fn counter() -> Out<'static> {
+        Out { buf: None, len: 0 }
+    }
+    fn push(&mut self, i: Insn) {
+        if let Some(b) = self.buf.as_deref_mut() {
+            if let Some(slot) = b.get_mut(self.len) {
+                *slot = i;
+            }
+        }
+        self.len += 1;
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Leaf {
+    Ret(Action),
+}
+
+#[derive(Clone, Copy)]
+struct Range {
+    start: u32,
+    leaf: Leaf,
+}
+
+const MAX_RANGES: usize = MAX_NR + 2;
+
+/// Compiles `policy` into `out`; returns the number of instructions written.
+pub fn compile(policy: &Policy, out: &mut [Insn]) -> Result<usize, ErrorKind> {
+    let mut ranges = [Range { start: 0, leaf: Leaf::Ret(Action::Kill) }; MAX_RANGES];
+    let n = build_ranges(policy, &mut ranges);
+    let ranges = &ranges[..n];
+
+    let mut o = Out { buf: Some(out), len: 0 };
+    emit_all(policy, ranges, &mut o);
+    let cap = o.buf.as_ref().map_or(0, |b| b.len());
+    if o.len > MAX_INSNS || o.len > cap {
+        return Err(ErrorKind::FilterTooLarge);
+    }
+    Ok(o.len)
+}
+
+/// Compiles `policy` into a new vector.
+#[cfg(feature = "std")]
+pub fn compile_vec(policy: &Policy) -> Result<std::vec::Vec<Insn>, ErrorKind> {
+    let mut buf = std::vec![Insn::default(); MAX_INSNS];
+    let n = compile(policy, &mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn emit_all(policy: &Policy, ranges: &[Range], o: &mut Out<'_>) {
+    let arch = policy.arch();
+    o.push(stmt(LD_W_ABS, OFF_ARCH));
+    o.push(jump(JEQ_K, arch.audit_arch(), 1, 0));
+    o.push(stmt(RET_K, RET_KILL_PROCESS));
+    o.push(stmt(LD_W_ABS, OFF_NR));
+    if arch.has_x32() {
+        o.push(jump(JGE_K, X32_SYSCALL_BIT, 0, 1));
+        o.push(stmt(RET_K, RET_KILL_PROCESS));
+    }
+    // Syscalls decided by their arguments: one jeq each, then their block.
+    let mut last = u32::MAX;
+    for rule in policy.rules() {
+        let nr = u32::from(rule.nr);
+        if nr == last || policy.constant_decision(nr).is_some() {
+            continue;
+        }
+        last = nr;
+        let mut c = Out::counter();
+        emit_rule_block(policy, nr, &mut c);
+        if c.len <= 255 {
+            o.push(jump(JEQ_K, nr, 0, c.len as u8));
+        } else {
+            o.push(jump(JEQ_K, nr, 1, 0));
+            o.push(stmt(JA, c.len as u32));
+        }
+        emit_rule_block(policy, nr, o);
+    }
+    emit_tree(ranges, o);
+}
+
+/// Groups syscall numbers into maximal runs with one constant decision. Numbers decided by
+/// argument rules never reach the tree, so they join whichever run surrounds them.
+fn build_ranges(policy: &Policy, ranges: &mut [Range; MAX_RANGES]) -> usize {
+    let table = syscalls::table_len(policy.arch()).min(MAX_NR as u32);
+    let mut n = 0;
+    let mut current: Option<Action> = None;
+    for nr in 0..=table {
+        // Everything from the table's end upwards gets the fallback.
+        let action = if nr == table {
+            Some(policy.fallback())
+        } else {
+            policy.constant_decision(nr)
+        };
+        let Some(action) = action else { continue };
+        if current != Some(action) {
+            ranges[n] = Range { start: if n == 0 { 0 } else { nr }, leaf: Leaf::Ret(action) };
+            n += 1;
+            current = Some(action);
+        }
+    }
+    n
+}
+
+fn emit_tree(ranges: &[Range], o: &mut Out<'_>) {
+    if ranges.len() == 1 {
+        let Leaf::Ret(a) = ranges[0].leaf;
+        o.push(ret(a));
+        return;
+    }
+    let mid = ranges.len() / 2;
+    let (left, right) = ranges.split_at(mid);
+    let mut c = Out::counter();
+    emit_tree(left, &mut c);
+    if c.len <= 255 {
+        o.push(jump(JGE_K, right[0].start, c.len as u8, 0));
+    } else {
+        o.push(jump(JGE_K, right[0].start, 0, 1));
+        o.push(stmt(JA, c.len as u32));
+    }
+    emit_tree(left, o);
+    emit_tree(right, o);
+}
+
+/// Where a jump of a condition goes.
+#[derive(Clone, Copy)]
+enum T {
+    /// The next instruction.
+    Next,
+    /// Past this condition: it holds, go on with the next one.
+    Done,
+    /// Past this alternative: it does not hold.
+    Fail,
+}
+
+#[derive(Clone, Copy)]
+struct Sym {
+    code: u16,
+    k: u32,
+    jt: T,
+    jf: T,
+}
+
+const NOP: Sym = Sym { code: 0, k: 0, jt: T::Next, jf: T::Next };
+
+fn cond_syms(c: &Cond, s: &mut [Sym; 8]) -> usize {
+    let lo_off = OFF_ARGS + 8 * u32::from(c.arg);
+    let mut n = 0;
+    let mut push = |x: Sym, n: &mut usize| {
+        s[*n] = x;
+        *n += 1;
+    };
+    let ld = |off| Sym { code: LD_W_ABS, k: off, jt: T::Next, jf: T::Next };
+    let and = |m| Sym { code: ALU_AND_K, k: m, jt: T::Next, jf: T::Next };
+    let j = |code, k, jt, jf| Sym { code, k, jt, jf };
+    let (mlo, vlo) = (c.mask as u32, c.value as u32);
+    let (mhi, vhi) = ((c.mask >> 32) as u32, (c.value >> 32) as u32);
+    if c.width == Width::W64 {
+        push(ld(lo_off + 4), &mut n);
+        if mhi != u32::MAX {
+            push(and(mhi), &mut n);
+        }
+        match c.op {
+            CmpOp::Eq => push(j(JEQ_K, vhi, T::Next, T::Fail), &mut n),
+            CmpOp::Ne => push(j(JEQ_K, vhi, T::Next, T::Done), &mut n),
+            CmpOp::Gt | CmpOp::Ge => {
+                push(j(JGT_K, vhi, T::Done, T::Next), &mut n);
+                push(j(JEQ_K, vhi, T::Next, T::Fail), &mut n);
+            }
+            CmpOp::Lt | CmpOp::Le => {
+                push(j(JGT_K, vhi, T::Fail, T::Next), &mut n);
+                push(j(JEQ_K, vhi, T::Next, T::Done), &mut n);
+            }
+        }
+    }
+    push(ld(lo_off), &mut n);
+    if mlo != u32::MAX {
+        push(and(mlo), &mut n);
+    }
+    let last = match c.op {
+        CmpOp::Eq => j(JEQ_K, vlo, T::Done, T::Fail),
+        CmpOp::Ne => j(JEQ_K, vlo, T::Fail, T::Done),
+        CmpOp::Gt => j(JGT_K, vlo, T::Done, T::Fail),
+        CmpOp::Ge => j(JGE_K, vlo, T::Done, T::Fail),
+        CmpOp::Lt => j(JGE_K, vlo, T::Fail, T::Done),
+        CmpOp::Le => j(JGT_K, vlo, T::Fail, T::Done),
+    };
+    push(last, &mut n);
+    n
+}
+
+fn cond_len(c: &Cond) -> usize {
+    cond_syms(c, &mut [NOP; 8])
+}
+
+/// Emits the decision for one syscall whose outcome depends on its arguments.
+fn emit_rule_block(policy: &Policy, nr: u32, o: &mut Out<'_>) {
+    for rule in policy.rules_for(nr) {
+        if Policy::is_unconditional(rule) {
+            o.push(ret(rule.action));
+            return;
+        }
+        for alt in policy.alternatives(rule) {
+            // Instructions left in this alternative after each condition, the `ret` included.
+            let mut rest: usize = alt.iter().map(cond_len).sum::<usize>() + 1;
+            for c in alt {
+                let mut s = [NOP; 8];
+                let len = cond_syms(c, &mut s);
+                rest -= len;
+                for (i, sym) in s[..len].iter().enumerate() {
+                    let after = len - i - 1;
+                    let resolve = |t: T| -> u8 {
+                        match t {
+                            T::Next => 0,
+                            T::Done => after as u8,
+                            T::Fail => (after + rest) as u8,
+                        }
+                    };
+                    o.push(Insn { code: sym.code, jt: resolve(sym.jt), jf: resolve(sym.jf), k: sym.k });
+                }
+            }
+            o.push(ret(rule.action));
+        }
+    }
+    o.push(ret(if policy.is_allowed(nr) { Action::Allow } else { policy.fallback() }));
+}

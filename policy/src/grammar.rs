@@ -1,0 +1,397 @@
+//! The list grammar of `SECCOMP_SYSCALL_ALLOW`, `SECCOMP_SYSCALL_DENY` and profile files.
+//!
+//! ```text
+//! list   := "" | entry (":" entry)*
+//! entry  := target [ "(" alts ")" ] [ "=" action ]
+//! target := NAME | "@" GROUP
+//! alts   := conj ("||" conj)*          any alternative holding makes the entry match
+//! conj   := cond ("&&" cond)*          every condition must hold
+//! cond   := arg [ "&" value ] op value  (arg & mask) op value, unsigned
+//! arg    := "a0".."a5"                 low 32 bits; "a0.64".."a5.64" for all 64 bits
+//! op     := "==" | "!=" | "<" | "<=" | ">" | ">="
+//! value  := term ("|" term)*           terms are ORed: O_CREAT|O_TRUNC
+//! term   := NUMBER | "-" NUMBER | CONST  decimal, 0x hex, 0o octal; CONST from consts.rs
+//! action := kill | trap | log | allow | errno | ERRNO-NAME
+//! ```
+//! Whitespace is allowed inside parentheses only. Example:
+//! `openat:socket(a0 == AF_UNIX || a0 == AF_INET):creat=EROFS`.
+
+use crate::action::Action;
+use crate::arch::Arch;
+use crate::consts;
+use crate::error::{Error, ErrorKind, Source, Token};
+use crate::groups;
+use crate::policy::{CmpOp, Cond, Policy, Width, MAX_CONDS_PER_ALT};
+
+/// Longest accepted value of one variable, in bytes.
+pub const MAX_VALUE_LEN: usize = 65536;
+/// Most entries accepted in one variable (groups count as one).
+pub const MAX_ENTRIES: usize = 1024;
+const MAX_GROUP_DEPTH: usize = 4;
+const MAX_ALTS_PER_ENTRY: usize = 16;
+
+/// Parses one list into `policy`. Entries without `=action` get `list_action`: allow for the
+/// allow list, the default action for the deny list.
+pub fn parse_list(
+    policy: &mut Policy,
+    source: Source,
+    text: &str,
+    list_action: Action,
+) -> Result<(), Error> {
+    if text.len() > MAX_VALUE_LEN {
+        return Err(Error { source, entry: 0, token: Token::new(text), kind: ErrorKind::TooLong });
+    }
+    if text.is_empty() {
+        return Ok(());
+    }
+    if text.split(':').count() > MAX_ENTRIES {
+        return Err(Error::whole(source, ErrorKind::TooManyEntries));
+    }
+    for (i, entry) in text.split(':').enumerate() {
+        let err = |kind| Error { source, entry: i + 1, token: Token::new(entry), kind };
+        parse_entry(policy, entry, list_action, None, 0).map_err(err)?;
+    }
+    policy.finish();
+    Ok(())
+}
+
+/// Checks every byte of an entry before anything else looks at it.
+fn check_bytes(entry: &str) -> Result<(), ErrorKind> {
+    let mut depth = 0usize;
+    for b in entry.bytes() {
+        match b {
+            b'(' => depth += 1,
+            b')' => depth = depth.saturating_sub(1),
+            b' ' | b'\t' if depth > 0 => {}
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => return Err(ErrorKind::Whitespace),
+            0x21..=0x7e => {}
+            _ => return Err(ErrorKind::NotAscii),
+        }
+    }
+    Ok(())
+}
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'
+}
+
+fn parse_entry(
+    policy: &mut Policy,
+    entry: &str,
+    list_action: Action,
+    forced: Option<Action>,
+    depth: usize,
+) -> Result<(), ErrorKind> {
+    if entry.is_empty() {
+        return Err(ErrorKind::EmptyEntry);
+    }
+    check_bytes(entry)?;
+    let (head, action_text) = match entry.rfind('=') {
+        // `=` inside the parentheses belongs to `==`, `<=` ...; the action suffix follows `)`.
+        Some(i) if !entry[i..].contains(')') && !entry[..i].ends_with(['=', '!', '<', '>']) => {
+            (&entry[..i], Some(&entry[i + 1..]))
+        }
+        _ => (entry, None),
+    };
+    let action = match action_text {
+        Some(t) => Action::parse(t).ok_or(ErrorKind::UnknownAction)?,
+        None => forced.unwrap_or(list_action),
+    };
+    let (target, conds) = match head.find('(') {
+        Some(open) => {
+            let inner = &head[open + 1..];
+            let close = inner.rfind(')').ok_or(ErrorKind::Syntax("unbalanced brackets: missing `)`"))?;
+            if close + 1 != inner.len() {
+                return Err(ErrorKind::Syntax("unexpected text after `)`"));
+            }
+            let inner = &inner[..close];
+            if inner.contains(['(', ')']) {
+                return Err(ErrorKind::Syntax("unbalanced brackets: nested `(` or `)`"));
+            }
+            (&head[..open], Some(inner))
+        }
+        None if head.contains(')') => {
+            return Err(ErrorKind::Syntax("unbalanced brackets: `)` without `(`"))
+        }
+        None => (head, None),
+    };
+
+    if let Some(group) = target.strip_prefix('@') {
+        if conds.is_some() {
+            return Err(ErrorKind::ConditionOnGroup);
+        }
+        if depth >= MAX_GROUP_DEPTH {
+            return Err(ErrorKind::GroupTooDeep);
+        }
+        let g = groups::find(group).ok_or(ErrorKind::UnknownGroup)?;
+        let forced = action_text.map(|_| action).or(forced);
+        for member in g.entries {
+            match parse_entry(policy, member, list_action, forced, depth + 1) {
+                // A group may name calls another architecture lacks (`open` on aarch64).
+                Err(ErrorKind::UnknownSyscall) => {}
+                r => r?,
+            }
+        }
+        return Ok(());
+    }
+
+    if target.is_empty() {
+        return Err(ErrorKind::Syntax("missing syscall name"));
+    }
+    if !target.bytes().all(is_name_byte) {
+        return Err(ErrorKind::Syntax("a syscall name is lower-case letters, digits and `_`"));
+    }
+    let nr = policy.arch().syscall_number(target).ok_or(ErrorKind::UnknownSyscall)?;
+
+    match conds {
+        None if action == Action::Allow => {
+            policy.allow(nr);
+            Ok(())
+        }
+        None => policy.add_rule(nr, action, &[]).map_err(|_| ErrorKind::TooManyRules),
+        Some(text) => {
+            let mut store = [[NO_COND; MAX_CONDS_PER_ALT]; MAX_ALTS_PER_ENTRY];
+            let mut lens = [0usize; MAX_ALTS_PER_ENTRY];
+            let n = parse_conditions(policy.arch(), text, &mut store, &mut lens)?;
+            let mut alts: [&[Cond]; MAX_ALTS_PER_ENTRY] = [&[]; MAX_ALTS_PER_ENTRY];
+            for i in 0..n {
+                alts[i] = &store[i][..lens[i]];
+            }
+            policy.add_rule(nr, action, &alts[..n]).map_err(|_| ErrorKind::TooManyRules)
+        }
+    }
+}
+
+const NO_COND: Cond = Cond { arg: 0, width: Width::W32, mask: u64::MAX, op: CmpOp::Eq, value: 0 };
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Tok<'a> {
+    Word(&'a str),
+    Op(CmpOp),
+    And,
+    Or,
+    Amp,
+    Pipe,
+    Minus,
+}
+
+/// Splits the text inside parentheses into tokens.
+struct Lexer<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Lexer<'a> {
+    fn next(&mut self) -> Result<Option<Tok<'a>>, ErrorKind> {
+        let bytes = self.text.as_bytes();
+        while self.pos < bytes.len() && (bytes[self.pos] == b' ' || bytes[self.pos] == b'\t') {
+            self.pos += 1;
+        }
+        if self.pos == bytes.len() {
+            return Ok(None);
+        }
+        let two = |s: &str| self.text[self.pos..].starts_with(s);
+        let (tok, len) = if two("==") {
+            (Tok::Op(CmpOp::Eq), 2)
+        } else if two("!=") {
+            (Tok::Op(CmpOp::Ne), 2)
+        } else if two("<=") {
+            (Tok::Op(CmpOp::Le), 2)
+        } else if two(">=") {
+            (Tok::Op(CmpOp::Ge), 2)
+        } else if two("&&") {
+            (Tok::And, 2)
+        } else if two("||") {
+            (Tok::Or, 2)
+        } else {
+            match bytes[self.pos] {
+                b'<' => (Tok::Op(CmpOp::Lt), 1),
+                b'>' => (Tok::Op(CmpOp::Gt), 1),
+                b'&' => (Tok::Amp, 1),
+                b'|' => (Tok::Pipe, 1),
+                b'-' => (Tok::Minus, 1),
+                b if b.is_ascii_alphanumeric() || b == b'_' || b == b'.' => {
+                    let start = self.pos;
+                    let mut end = start;
+                    while end < bytes.len()
+                        && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_' || bytes[end] == b'.')
+                    {
+                        end += 1;
+                    }
+                    self.pos = end;
+                    return Ok(Some(Tok::Word(&self.text[start..end])));
+                }
+                b'=' => return Err(ErrorKind::Syntax("`=` inside a condition; comparisons use `==`")),
+                _ => return Err(ErrorKind::Syntax("unexpected character in a condition")),
+            }
+        };
+        self.pos += len;
+        Ok(Some(tok))
+    }
+
+    fn peek(&mut self) -> Result<Option<Tok<'a>>, ErrorKind> {
+        let save = self.pos;
+        let t = self.next();
+        self.pos = save;
+        t
+    }
+}
+
+/// Parses `alts` into `store`; returns the number of alternatives.
+fn parse_conditions(
+    arch: Arch,
+    text: &str,
+    store: &mut [[Cond; MAX_CONDS_PER_ALT]; MAX_ALTS_PER_ENTRY],
+    lens: &mut [usize; MAX_ALTS_PER_ENTRY],
+) -> Result<usize, ErrorKind> {
+    let mut lx = Lexer { text, pos: 0 };
+    if lx.peek()?.is_none() {
+        return Err(ErrorKind::Syntax("empty parentheses"));
+    }
+    let mut alt = 0;
+    loop {
+        if alt == MAX_ALTS_PER_ENTRY {
+            return Err(ErrorKind::TooManyRules);
+        }
+        let mut n = 0;
+        loop {
+            if n == MAX_CONDS_PER_ALT {
+                return Err(ErrorKind::TooManyRules);
+            }
+            store[alt][n] = parse_cond(arch, &mut lx)?;
+            n += 1;
+            if lx.peek()? == Some(Tok::And) {
+                lx.next()?;
+            } else {
+                break;
+            }
+        }
+        lens[alt] = n;
+        alt += 1;
+        match lx.next()? {
+            None => return Ok(alt),
+            Some(Tok::Or) => {}
+            Some(_) => return Err(ErrorKind::Syntax("expected `&&`, `||` or `)` after a condition")),
+        }
+    }
+}
+
+fn parse_cond(arch: Arch, lx: &mut Lexer<'_>) -> Result<Cond, ErrorKind> {
+    let (arg, width) = match lx.next()? {
+        Some(Tok::Word(w)) => parse_arg(w)?,
+        _ => return Err(ErrorKind::Syntax("a condition starts with an argument, a0..a5")),
+    };
+    let mut mask = u64::MAX;
+    if lx.peek()? == Some(Tok::Amp) {
+        lx.next()?;
+        mask = parse_value(arch, lx, width)?;
+    }
+    let op = match lx.next()? {
+        Some(Tok::Op(op)) => op,
+        _ => return Err(ErrorKind::Syntax("expected a comparison: == != < <= > >=")),
+    };
+    let value = parse_value(arch, lx, width)?;
+    Ok(Cond { arg, width, mask, op, value })
+}
+
+fn parse_arg(word: &str) -> Result<(u8, Width), ErrorKind> {
+    let (base, width) = match word.strip_suffix(".64") {
+        Some(b) => (b, Width::W64),
+        None => (word, Width::W32),
+    };
+    let b = base.as_bytes();
+    if b.len() == 2 && (b[0] == b'a') && (b'0'..=b'5').contains(&b[1]) {
+        Ok((b[1] - b'0', width))
+    } else {
+        Err(ErrorKind::BadArgument)
+    }
+}
+
+fn parse_value(arch: Arch, lx: &mut Lexer<'_>, width: Width) -> Result<u64, ErrorKind> {
+    let mut value = 0u64;
+    loop {
+        let negative = if lx.peek()? == Some(Tok::Minus) {
+            lx.next()?;
+            true
+        } else {
+            false
+        };
+        let term = match lx.next()? {
+            Some(Tok::Word(w)) => parse_term(arch, w)?,
+            _ => return Err(ErrorKind::Syntax("expected a number or a constant")),
+        };
+        let term = if negative {
+            let t = term.wrapping_neg();
+            match width {
+                Width::W32 if term <= 0x8000_0000 => t & 0xffff_ffff,
+                Width::W32 => return Err(ErrorKind::ValueTooWide),
+                Width::W64 => t,
+            }
+        } else {
+            term
+        };
+        if width == Width::W32 && term > 0xffff_ffff {
+            return Err(ErrorKind::ValueTooWide);
+        }
+        value |= term;
+        if lx.peek()? == Some(Tok::Pipe) {
+            lx.next()?;
+        } else {
+            return Ok(value);
+        }
+    }
+}
+
+fn parse_term(arch: Arch, word: &str) -> Result<u64, ErrorKind> {
+    let first = word.as_bytes()[0];
+    if first.is_ascii_digit() {
+        let (digits, radix) = if let Some(h) = word.strip_prefix("0x") {
+            (h, 16)
+        } else if let Some(o) = word.strip_prefix("0o") {
+            (o, 8)
+        } else {
+            (word, 10)
+        };
+        if digits.is_empty() || digits.starts_with('+') {
+            return Err(ErrorKind::BadNumber);
+        }
+        u64::from_str_radix(digits, radix).map_err(|_| ErrorKind::BadNumber)
+    } else {
+        consts::constant(arch, word).ok_or(ErrorKind::UnknownConstant)
+    }
+}
+
+/// Builds a policy from the three environment values, as the preload reads them. `None` when
+/// neither list is set: no filter is wanted.
+pub fn from_env(
+    arch: Arch,
+    allow: Option<&str>,
+    deny: Option<&str>,
+    default_action: Option<&str>,
+    policy: &mut Policy,
+) -> Result<bool, Error> {
+    let action = match default_action {
+        None => Action::Kill,
+        Some(t) => Action::parse(t).filter(|a| *a != Action::Allow).ok_or(Error {
+            source: Source::DefaultAction,
+            entry: 0,
+            token: Token::new(t),
+            kind: ErrorKind::UnknownAction,
+        })?,
+    };
+    let mode = match (allow, deny) {
+        (None, None) => return Ok(false),
+        (Some(_), _) => crate::Mode::AllowList,
+        (None, Some(_)) => crate::Mode::DenyList,
+    };
+    *policy = Policy::new(arch, mode, action);
+    if let Some(a) = allow {
+        parse_list(policy, Source::Allow, a, Action::Allow)?;
+    }
+    if let Some(d) = deny {
+        parse_list(policy, Source::Deny, d, action)?;
+    }
+    policy.add_trap_support();
+    policy.finish();
+    Ok(true)
+}
