@@ -1,0 +1,99 @@
+//! The report channel between the preload and the host: a pipe whose write end the child
+//! inherits as `SECCOMP_REPORT_FD`. The preload writes `ready N` just before installing its
+//! filter, `violation NR NAME` from its SIGSYS handler, `error TEXT` when it fails. The
+//! program's stdout and stderr never reach it, so its own output cannot forge a report.
+
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+/// What the preload said about one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Report {
+    /// The preload was about to install its filter (`ready`).
+    pub ready: bool,
+    /// The last violation reported by the trap handler: (number, name).
+    pub violation: Option<(u32, String)>,
+    /// The preload's error, when it refused to run the program.
+    pub error: Option<String>,
+}
+
+impl Report {
+    /// Parses the lines the preload wrote; unknown lines are ignored.
+    pub fn parse(text: &str) -> Report {
+        let mut r = Report::default();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("ready ") {
+                r.ready = rest.parse::<u32>().is_ok();
+            } else if let Some(rest) = line.strip_prefix("violation ") {
+                let mut it = rest.splitn(2, ' ');
+                if let (Some(nr), Some(name)) = (it.next(), it.next()) {
+                    if let Ok(nr) = nr.parse() {
+                        r.violation = Some((nr, name.to_string()));
+                    }
+                }
+            } else if let Some(rest) = line.strip_prefix("error ") {
+                r.error = Some(rest.to_string());
+            }
+        }
+        r
+    }
+}
+
+/// A pipe: the parent keeps the read end, the child inherits the write end.
+#[derive(Debug)]
+pub struct ReportPipe {
+    read: OwnedFd,
+    write: Option<OwnedFd>,
+    write_raw: RawFd,
+}
+
+impl ReportPipe {
+    /// Creates the pipe, both ends close-on-exec (the child clears it on its own copy).
+    pub fn new() -> std::io::Result<ReportPipe> {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into the array.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: both descriptors were just created and are owned by nobody else.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // The child's end must block: a full pipe then stalls only a program that spams it.
+        // SAFETY: fcntl on a descriptor we own.
+        unsafe { libc::fcntl(fds[1], libc::F_SETFL, 0) };
+        Ok(ReportPipe { read, write: Some(write), write_raw: fds[1] })
+    }
+
+    /// The descriptor number the child sees.
+    pub fn child_fd(&self) -> RawFd {
+        self.write_raw
+    }
+
+    /// Drops the parent's write end.
+    pub fn close_writer(&mut self) {
+        self.write = None;
+    }
+
+    /// Reads what is in the pipe now, without waiting (at most 64 KiB), and closes it.
+    pub fn read_available(self) -> Report {
+        drop(self.write);
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let mut f = std::fs::File::from(self.read);
+        while buf.len() < 65536 {
+            match f.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        Report::parse(&String::from_utf8_lossy(&buf))
+    }
+}
+
+/// In the child between fork and exec: lets `fd` survive exec.
+pub fn inherit_fd(fd: RawFd) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor number; async-signal-safe.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

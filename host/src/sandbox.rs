@@ -1,0 +1,254 @@
+//! Applying the sandbox to a `std::process::Command`: profile, preload, admission control,
+//! no_new_privs, and the report channel that tells the host what happened.
+
+use crate::admission::{self, Unconfinable};
+use crate::extract::{self, ExtractError};
+use crate::platform::{self, Unavailable};
+use crate::report::{Report, ReportPipe};
+use sandbox_policy::profile::Profile;
+use sandbox_policy::Action;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What to do with a program the preload cannot enter (static, musl, 32-bit, unreadable).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StaticBinaryAction {
+    /// Refuse to run it (the default).
+    #[default]
+    Block,
+    /// Run it unconfined, with a warning on every run.
+    Warn,
+    /// Run it unconfined without a warning.
+    Allow,
+}
+
+impl std::str::FromStr for StaticBinaryAction {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "block" => Ok(Self::Block),
+            "warn" => Ok(Self::Warn),
+            "allow" => Ok(Self::Allow),
+            _ => Err(format!("unknown static-binary action `{s}` (block, warn or allow)")),
+        }
+    }
+}
+
+/// Everything that decides how a command is sandboxed.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The validated profile.
+    pub profile: Profile,
+    /// Overrides the profile's default action (`--on-violation`).
+    pub on_violation: Option<Action>,
+    /// What to do with programs the preload cannot enter.
+    pub static_binary: StaticBinaryAction,
+    /// Refuse to run when the sandbox is unavailable on this machine, instead of warning.
+    pub require_sandbox: bool,
+    /// Use this library instead of extracting the embedded one (`libsandboxPath`).
+    pub libsandbox_path: Option<PathBuf>,
+}
+
+impl Options {
+    /// Options for a profile with every other setting at its default.
+    pub fn new(profile: Profile) -> Options {
+        Options {
+            profile,
+            on_violation: None,
+            static_binary: StaticBinaryAction::Block,
+            require_sandbox: false,
+            libsandbox_path: None,
+        }
+    }
+}
+
+/// Why a command was not started.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The sandbox cannot work on this machine and `require_sandbox` is set.
+    #[error("sandbox required but unavailable: {0}")]
+    Unavailable(#[from] Unavailable),
+    /// The preload library could not be provided.
+    #[error("{0}")]
+    Extract(#[from] ExtractError),
+    /// Admission control refused the program (static-binary action `block`).
+    #[error("{0:?}; refusing to run it unconfined (use --static-binary warn or allow to run it anyway)")]
+    Blocked(Unconfinable),
+    /// The profile does not compile.
+    #[error("profile {0}: {1}")]
+    Profile(String, sandbox_policy::Error),
+    /// The report channel could not be created.
+    #[error("cannot create the report pipe: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How the command will be (or was) confined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sandboxed {
+    /// The preload installed the profile's exact filter.
+    Exact,
+    /// No filter: unrestricted profile, unconfinable program allowed to run, or no sandbox here.
+    None,
+}
+
+/// A configured sandbox, ready to apply to many commands.
+#[derive(Debug)]
+pub struct Sandbox {
+    options: Options,
+    /// The preload's path, or why the sandbox is off on this machine.
+    preload: Result<PathBuf, Unavailable>,
+}
+
+/// The sandbox applied to one command; call [`Applied::finish`] after the child has exited.
+#[derive(Debug)]
+pub struct Applied {
+    /// What the host expects before the run.
+    pub planned: Sandboxed,
+    /// Warnings the caller must show (one line each): unconfined runs, unavailable sandbox.
+    pub warnings: Vec<String>,
+    /// The profile's name.
+    pub profile: String,
+    report: Option<ReportPipe>,
+}
+
+/// What happened, known once the child has exited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// Whether the filter was installed.
+    pub sandboxed: Sandboxed,
+    /// The preload's own report (handshake, violation, error).
+    pub report: Report,
+}
+
+impl Sandbox {
+    /// Checks the platform and provides the preload once; profile errors were caught when the
+    /// profile was parsed.
+    pub fn new(options: Options) -> Result<Sandbox, SandboxError> {
+        let preload = match platform::check() {
+            Err(why) if options.require_sandbox => return Err(SandboxError::Unavailable(why)),
+            Err(why) => Err(why),
+            Ok(()) => Ok(match &options.libsandbox_path {
+                Some(p) => extract::explicit(p)?,
+                None => extract::extracted()?,
+            }),
+        };
+        if let Ok(p) = &preload {
+            tracing::debug!(profile = %options.profile.name, preload = %p.display(), "sandbox ready");
+        }
+        Ok(Sandbox { options, preload })
+    }
+
+    /// The options this sandbox was built with.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// The preload's path, when the sandbox is available here.
+    pub fn preload_path(&self) -> Option<&Path> {
+        self.preload.as_deref().ok()
+    }
+
+    /// The preload's variables for this sandbox's profile (for `sandbox env`).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let mut v = Vec::new();
+        if let Some(p) = self.preload_path() {
+            if !self.options.profile.is_unrestricted() {
+                v.push(("LD_PRELOAD", p.display().to_string()));
+            }
+        }
+        v.extend(self.options.profile.env(self.options.on_violation));
+        v
+    }
+
+    /// Configures `cmd`, which will run `program`, under this sandbox. Call it after the
+    /// command's environment is set up: it replaces `LD_PRELOAD` and every `SECCOMP_*`.
+    pub fn apply(&self, cmd: &mut Command, program: &Path) -> Result<Applied, SandboxError> {
+        let profile = self.options.profile.name.clone();
+        for var in crate::SANDBOX_VARS {
+            cmd.env_remove(var);
+        }
+        let mut applied = Applied { planned: Sandboxed::None, warnings: Vec::new(), profile, report: None };
+        if self.options.profile.is_unrestricted() {
+            tracing::info!(profile = %applied.profile, program = %program.display(), "unrestricted: no filter");
+            return Ok(applied);
+        }
+        let preload = match &self.preload {
+            Ok(p) => p,
+            Err(why) => {
+                tracing::warn!(%why, "sandbox unavailable, running unsandboxed");
+                applied.warnings.push(format!("sandbox: unavailable ({why}); running {} unsandboxed", program.display()));
+                return Ok(applied);
+            }
+        };
+        let verdict = admission::classify(program);
+        if let Err(reason) = verdict.preload {
+            match self.options.static_binary {
+                StaticBinaryAction::Block => {
+                    tracing::warn!(?reason, "refused by admission control");
+                    return Err(SandboxError::Blocked(reason));
+                }
+                StaticBinaryAction::Warn => {
+                    tracing::warn!(?reason, "running unconfined (static-binary warn)");
+                    applied.warnings.push(format!("sandbox: warning: {reason:?}; running it UNCONFINED"));
+                }
+                StaticBinaryAction::Allow => {
+                    tracing::info!(?reason, "running unconfined (static-binary allow)");
+                }
+            }
+            return Ok(applied);
+        }
+        let pipe = ReportPipe::new()?;
+        cmd.env("LD_PRELOAD", preload);
+        for (k, v) in self.options.profile.env(self.options.on_violation) {
+            cmd.env(k, v);
+        }
+        cmd.env("SECCOMP_REPORT_FD", pipe.child_fd().to_string());
+        let child_fd = pipe.child_fd();
+        // SAFETY: the closure only makes async-signal-safe syscalls (prctl, fcntl) between
+        // fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                // setuid/setgid programs then run unprivileged and keep the preload; every
+                // program inherits it anyway once the preload installs its filter.
+                sandbox_policy::install::set_no_new_privs().map_err(|_| std::io::Error::last_os_error())?;
+                crate::report::inherit_fd(child_fd)
+            });
+        }
+        tracing::info!(
+            profile = %applied.profile,
+            program = %program.display(),
+            privileged = verdict.privileged,
+            "preload applied"
+        );
+        applied.planned = Sandboxed::Exact;
+        applied.report = Some(pipe);
+        Ok(applied)
+    }
+}
+
+impl Applied {
+    /// Closes the parent's copy of the report pipe's write end; call right after spawning.
+    pub fn spawned(&mut self) {
+        if let Some(p) = &mut self.report {
+            p.close_writer();
+        }
+    }
+
+    /// Reads what the preload reported and says how the run was confined. Call after the
+    /// child has exited.
+    pub fn finish(mut self) -> Outcome {
+        let report = match self.report.take() {
+            Some(p) => p.read_available(),
+            None => Report::default(),
+        };
+        let sandboxed = if self.planned == Sandboxed::Exact && report.ready && report.error.is_none() {
+            Sandboxed::Exact
+        } else {
+            Sandboxed::None
+        };
+        Outcome { sandboxed, report }
+    }
+}
