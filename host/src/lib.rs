@@ -10,3 +10,17 @@ pub mod extract;
 pub mod platform;
 
 pub use sandbox_policy as policy;
+pub mod report;
+pub mod sandbox;
+
+pub use sandbox::{Applied, Options, Outcome, Sandbox, SandboxError, Sandboxed, StaticBinaryAction};
+
+/// Variables the sandbox owns in a child's environment; inherited values are removed.
+pub const SANDBOX_VARS: &[&str] = &[
+    "LD_PRELOAD",
+    "SECCOMP_SYSCALL_ALLOW",
+    "SECCOMP_SYSCALL_DENY",
+    "SECCOMP_DEFAULT_ACTION",
+    "SECCOMP_VERBOSE",
+    "SECCOMP_REPORT_FD",
+];
