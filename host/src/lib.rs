@@ -10,7 +10,9 @@ pub mod extract;
 pub mod platform;
 
 pub use sandbox_policy as policy;
+pub mod config;
 pub mod report;
+pub mod run;
 pub mod sandbox;
 
 pub use sandbox::{Applied, Options, Outcome, Sandbox, SandboxError, Sandboxed, StaticBinaryAction};
