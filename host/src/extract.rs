@@ -1,28 +1,548 @@
 //! Writing the embedded preload to disk safely, once per process.
+//!
+//! The library goes into a private directory (owned by us, not writable by group or others,
+//! not a symlink) under a content-addressed name, `libsandbox-<sha256 prefix>.so`, with mode
+//! 0644. It is written to a temporary file in the same directory, synced and renamed into
+//! place, so concurrent processes never see a partial file. An existing file is reused only
+//! after it has been checked byte for byte. Paths that glibc would split (spaces, colons) and
+//! directories on `noexec` mounts are refused, because glibc ignores a preload it cannot map
+//! and runs the program without it.
 
+use crate::embedded::{LIBSANDBOX, SHA256_HEX};
+use sha2::{Digest, Sha256};
+use std::ffi::CString;
+use std::fs::{self, File, Permissions};
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// The mode of an extracted library: readable by everyone (a program running as another user
+/// must be able to open it), writable only by us. The execute bit is not needed.
+pub const LIBRARY_MODE: u32 = 0o644;
+
+/// The mode of a directory created for the library.
+pub const DIR_MODE: u32 = 0o700;
 
 /// Why the preload cannot be provided at a usable path.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExtractError {
-    /// Placeholder until extraction lands.
-    #[error("extraction is not implemented")]
-    Unimplemented,
+    /// A file system call failed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: Arc<io::Error>,
+    },
+    /// The directory is not private: a symlink, not a directory, not ours, or writable by others.
+    #[error("{} is not a safe directory for the preload: {reason}", path.display())]
+    UnsafeDirectory {
+        /// The directory.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// glibc splits `LD_PRELOAD` on spaces and colons, so this path would not load.
+    #[error("{} contains a space or a colon, which LD_PRELOAD cannot carry", path.display())]
+    UnsafePathChars {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The path is on a `noexec` mount: glibc would fail to map the library and run the
+    /// program without it.
+    #[error("{} is on a noexec mount: the loader could not map the preload and would run programs unsandboxed", path.display())]
+    Noexec {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A file at the library's name belongs to another user: refusing to use or replace it.
+    #[error("{} is owned by uid {uid}, not by us (uid {euid}): refusing to use or replace it", path.display())]
+    ForeignOwner {
+        /// The file.
+        path: PathBuf,
+        /// Its owner.
+        uid: u32,
+        /// Our effective uid.
+        euid: u32,
+    },
+    /// The freshly written library did not verify (something changed it concurrently).
+    #[error("{} does not hold the embedded preload after writing it: {reason}", path.display())]
+    VerifyFailed {
+        /// The file.
+        path: PathBuf,
+        /// What differed.
+        reason: String,
+    },
+    /// An operator-given library is not usable.
+    #[error("{} cannot be used as the preload: {reason}", path.display())]
+    BadLibrary {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        reason: String,
+    },
+    /// `extract_to` was given a destination whose parent directory does not exist.
+    #[error("cannot write the preload to {}: directory {} does not exist", path.display(), parent.display())]
+    MissingParent {
+        /// The destination.
+        path: PathBuf,
+        /// Its parent.
+        parent: PathBuf,
+    },
+    /// No candidate directory was usable; each one's reason is listed.
+    #[error("no usable directory for the preload: {}", join_reasons(.0))]
+    NoDirectory(Vec<ExtractError>),
+}
+
+fn join_reasons(errors: &[ExtractError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn io_err(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> ExtractError {
+    let path = path.to_path_buf();
+    move |e| ExtractError::Io {
+        what,
+        path,
+        source: Arc::new(e),
+    }
+}
+
+/// The library's file name: `libsandbox-<first 16 hex digits of its SHA-256>.so`.
+pub fn file_name() -> String {
+    format!("libsandbox-{}.so", &SHA256_HEX[..16])
 }
 
 /// Extracts the embedded library into the per-user directory (once per process) and returns
 /// its path, verified and safe to put in `LD_PRELOAD`.
+///
+/// Candidates, in order: `$XDG_RUNTIME_DIR/sandbox`, `$XDG_CACHE_HOME/sandbox` (or
+/// `~/.cache/sandbox`), then a fresh private temporary directory. A candidate that is unusable
+/// (unsafe, noexec, a space or colon in its path) is skipped; a library file that is owned by
+/// someone else is a hard error.
 pub fn extracted() -> Result<PathBuf, ExtractError> {
-    Err(ExtractError::Unimplemented)
+    static ONCE: OnceLock<Result<PathBuf, ExtractError>> = OnceLock::new();
+    ONCE.get_or_init(extract_default).clone()
 }
 
-/// Writes the embedded library to `dest` (for `sandbox extract --to`).
-pub fn extract_to(_dest: &Path) -> Result<(), ExtractError> {
-    Err(ExtractError::Unimplemented)
+fn extract_default() -> Result<PathBuf, ExtractError> {
+    let mut skipped = Vec::new();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let candidates = [
+        std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute()),
+        std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| home.filter(|h| h.is_absolute()).map(|h| h.join(".cache"))),
+    ];
+    for base in candidates.into_iter().flatten() {
+        let dir = base.join("sandbox");
+        match prepare_dir(&dir).and_then(|()| extract_into(&dir)) {
+            Ok(path) => return Ok(path),
+            Err(e @ ExtractError::ForeignOwner { .. }) => return Err(e),
+            Err(e) => {
+                tracing::debug!(error = %e, "skipping preload directory");
+                skipped.push(e);
+            }
+        }
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("sandbox-")
+        .tempdir()
+        .map_err(io_err(
+            "creating a temporary directory in",
+            &std::env::temp_dir(),
+        ));
+    match tmp {
+        // The directory must outlive this process's children, so it is kept.
+        Ok(tmp) => match extract_into(&tmp.keep()) {
+            Ok(path) => return Ok(path),
+            Err(e) => skipped.push(e),
+        },
+        Err(e) => skipped.push(e),
+    }
+    Err(ExtractError::NoDirectory(skipped))
 }
 
-/// Checks an operator-given library path (`libsandboxPath`) and returns it.
+/// Creates `dir` (mode 0700, parents as needed) if it does not exist.
+fn prepare_dir(dir: &Path) -> Result<(), ExtractError> {
+    match fs::symlink_metadata(dir) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            match fs::DirBuilder::new()
+                .recursive(true)
+                .mode(DIR_MODE)
+                .create(dir)
+            {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+                Err(e) => Err(io_err("creating", dir)(e)),
+            }
+        }
+        Err(e) => Err(io_err("inspecting", dir)(e)),
+    }
+}
+
+/// Extracts the embedded library into `dir`, which must already exist and be private, and
+/// returns the verified path. Safe to call from many processes at once.
+pub fn extract_into(dir: &Path) -> Result<PathBuf, ExtractError> {
+    check_dir(dir)?;
+    let target = dir.join(file_name());
+    check_path_chars(&target)?;
+    check_exec_mount(dir)?;
+    match verify(&target) {
+        Ok(()) => return Ok(target),
+        Err(Mismatch::Missing) => {}
+        Err(Mismatch::Foreign(uid)) => {
+            return Err(ExtractError::ForeignOwner {
+                path: target,
+                uid,
+                euid: euid(),
+            })
+        }
+        Err(Mismatch::Io(e)) => return Err(io_err("checking", &target)(e)),
+        Err(Mismatch::Wrong(reason)) => {
+            tracing::warn!(path = %target.display(), %reason, "replacing an invalid preload file");
+        }
+    }
+    write_atomically(dir, &target)?;
+    match verify(&target) {
+        Ok(()) => Ok(target),
+        Err(Mismatch::Foreign(uid)) => Err(ExtractError::ForeignOwner {
+            path: target,
+            uid,
+            euid: euid(),
+        }),
+        Err(m) => Err(ExtractError::VerifyFailed {
+            path: target,
+            reason: m.to_string(),
+        }),
+    }
+}
+
+/// Writes the embedded library to `dest` (for `sandbox extract --to`): mode 0644, written to
+/// a temporary file next to it and renamed into place. Call [`explicit`] on the result to
+/// check that it is usable as `libsandboxPath`.
+pub fn extract_to(dest: &Path) -> Result<(), ExtractError> {
+    let parent = match dest.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new("."),
+        Some(p) => p,
+        None => {
+            return Err(ExtractError::MissingParent {
+                path: dest.to_path_buf(),
+                parent: PathBuf::new(),
+            })
+        }
+    };
+    if !parent.is_dir() {
+        return Err(ExtractError::MissingParent {
+            path: dest.to_path_buf(),
+            parent: parent.to_path_buf(),
+        });
+    }
+    if dest.is_dir() {
+        return Err(ExtractError::Io {
+            what: "writing",
+            path: dest.to_path_buf(),
+            source: Arc::new(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "is a directory",
+            )),
+        });
+    }
+    write_atomically(parent, dest)
+}
+
+/// Checks an operator-given library path (`libsandboxPath`) and returns it (made absolute,
+/// symlinks kept): an existing regular file, an ELF shared object for this machine, at a path
+/// without spaces or colons, not on a `noexec` mount.
 pub fn explicit(path: &Path) -> Result<PathBuf, ExtractError> {
-    let _ = path;
-    Err(ExtractError::Unimplemented)
+    let path = std::path::absolute(path).map_err(io_err("resolving", path))?;
+    let bad = |reason: String| ExtractError::BadLibrary {
+        path: path.clone(),
+        reason,
+    };
+    let meta = fs::metadata(&path).map_err(io_err("inspecting", &path))?;
+    if !meta.is_file() {
+        return Err(bad("not a regular file".into()));
+    }
+    check_path_chars(&path)?;
+    check_exec_mount(&path)?;
+    let bytes = fs::read(&path).map_err(io_err("reading", &path))?;
+    check_shared_object(&bytes).map_err(bad)?;
+    Ok(path)
+}
+
+/// Checks that `bytes` are an ELF shared object (ET_DYN, no PT_INTERP) of the host's class
+/// and machine.
+fn check_shared_object(bytes: &[u8]) -> Result<(), String> {
+    use goblin::elf::{header, program_header::PT_INTERP, Elf};
+    let elf = Elf::parse(bytes).map_err(|e| format!("not an ELF file ({e})"))?;
+    if !elf.is_64 {
+        return Err("a 32-bit ELF file; the host's loader is 64-bit".into());
+    }
+    let machine = crate::admission::host_machine();
+    if elf.header.e_machine != machine {
+        return Err(format!(
+            "built for {}, not {}",
+            header::machine_to_str(elf.header.e_machine),
+            header::machine_to_str(machine)
+        ));
+    }
+    if elf.header.e_type != header::ET_DYN {
+        return Err(format!(
+            "ELF type {}, not a shared object",
+            header::et_to_str(elf.header.e_type)
+        ));
+    }
+    if elf.program_headers.iter().any(|ph| ph.p_type == PT_INTERP) || !elf.is_lib {
+        return Err("an executable, not a shared library".into());
+    }
+    Ok(())
+}
+
+/// Refuses a path that glibc would split in `LD_PRELOAD`.
+fn check_path_chars(path: &Path) -> Result<(), ExtractError> {
+    if path
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .any(|b| matches!(b, b' ' | b':' | b'\t' | b'\n'))
+    {
+        return Err(ExtractError::UnsafePathChars {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a path on a `noexec` mount.
+fn check_exec_mount(path: &Path) -> Result<(), ExtractError> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io_err("checking", path)(e.into()))?;
+    // SAFETY: an all-zero statvfs is a valid value (plain integers).
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a valid, writable statvfs.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if rc != 0 {
+        return Err(io_err("checking the mount of", path)(
+            io::Error::last_os_error(),
+        ));
+    }
+    if st.f_flag & libc::ST_NOEXEC != 0 {
+        return Err(ExtractError::Noexec {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// The effective uid of this process.
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Checks that `dir` is a real directory (not a symlink), owned by us, not writable by group
+/// or others; and that its parent cannot be used to swap it (not writable by others, unless
+/// sticky).
+fn check_dir(dir: &Path) -> Result<(), ExtractError> {
+    let unsafe_dir = |reason: String| ExtractError::UnsafeDirectory {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let meta = fs::symlink_metadata(dir).map_err(io_err("inspecting", dir))?;
+    if meta.file_type().is_symlink() {
+        return Err(unsafe_dir("it is a symlink".into()));
+    }
+    if !meta.is_dir() {
+        return Err(unsafe_dir("it is not a directory".into()));
+    }
+    if meta.uid() != euid() {
+        return Err(unsafe_dir(format!(
+            "it is owned by uid {}, not by us (uid {})",
+            meta.uid(),
+            euid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(unsafe_dir(format!(
+            "its mode {:04o} lets group or others write to it",
+            meta.mode() & 0o7777
+        )));
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let pm = fs::metadata(parent).map_err(io_err("inspecting", parent))?;
+        if pm.mode() & 0o022 != 0 && pm.mode() & libc::S_ISVTX == 0 {
+            return Err(unsafe_dir(format!(
+                "its parent {} (mode {:04o}) lets others replace it",
+                parent.display(),
+                pm.mode() & 0o7777
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Why an existing file is not the embedded library.
+enum Mismatch {
+    /// Nothing at that name.
+    Missing,
+    /// Owned by another user.
+    Foreign(u32),
+    /// Ours, but wrong (type, mode, size or content).
+    Wrong(String),
+    /// Could not be inspected.
+    Io(io::Error),
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mismatch::Missing => f.write_str("the file is missing"),
+            Mismatch::Foreign(uid) => write!(f, "owned by uid {uid}"),
+            Mismatch::Wrong(why) => f.write_str(why),
+            Mismatch::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Checks that `path` is a regular file (not a symlink) owned by us, mode 0644, holding
+/// exactly the embedded bytes.
+fn verify(path: &Path) -> Result<(), Mismatch> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Mismatch::Missing),
+        Err(e) => return Err(Mismatch::Io(e)),
+    };
+    if meta.uid() != euid() {
+        return Err(Mismatch::Foreign(meta.uid()));
+    }
+    if meta.file_type().is_symlink() {
+        return Err(Mismatch::Wrong("a symlink".into()));
+    }
+    if !meta.is_file() {
+        return Err(Mismatch::Wrong("not a regular file".into()));
+    }
+    if meta.mode() & 0o7777 != LIBRARY_MODE {
+        return Err(Mismatch::Wrong(format!(
+            "mode {:04o}, not {LIBRARY_MODE:04o}",
+            meta.mode() & 0o7777
+        )));
+    }
+    if meta.len() != LIBSANDBOX.len() as u64 {
+        return Err(Mismatch::Wrong(format!(
+            "{} bytes, not {}",
+            meta.len(),
+            LIBSANDBOX.len()
+        )));
+    }
+    let mut file = match File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Mismatch::Wrong("a symlink".into()))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Mismatch::Missing),
+        Err(e) => return Err(Mismatch::Io(e)),
+    };
+    let opened = file.metadata().map_err(Mismatch::Io)?;
+    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
+        // Replaced between lstat and open (a concurrent extraction): check again from scratch.
+        return Err(Mismatch::Wrong("replaced while being checked".into()));
+    }
+    let mut bytes = Vec::with_capacity(LIBSANDBOX.len());
+    file.read_to_end(&mut bytes).map_err(Mismatch::Io)?;
+    if bytes.len() != LIBSANDBOX.len() || Sha256::digest(&bytes)[..] != sha256_bytes()[..] {
+        return Err(Mismatch::Wrong(
+            "its content differs from the embedded library".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The embedded library's SHA-256 as bytes.
+fn sha256_bytes() -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&SHA256_HEX[2 * i..2 * i + 2], 16).expect("build.rs writes hex");
+    }
+    out
+}
+
+/// Writes the embedded bytes to a temporary file in `dir`, mode 0644, syncs it and renames it
+/// to `target` (replacing whatever entry is there: a symlink is replaced, never followed).
+fn write_atomically(dir: &Path, target: &Path) -> Result<(), ExtractError> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".libsandbox-")
+        .suffix(".tmp")
+        .permissions(Permissions::from_mode(LIBRARY_MODE))
+        .tempfile_in(dir)
+        .map_err(io_err("creating a temporary file in", dir))?;
+    // The umask applies at creation; set the mode explicitly.
+    tmp.as_file()
+        .set_permissions(Permissions::from_mode(LIBRARY_MODE))
+        .map_err(io_err("setting the mode of", tmp.path()))?;
+    tmp.write_all(LIBSANDBOX)
+        .map_err(io_err("writing", tmp.path()))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(io_err("syncing", tmp.path()))?;
+    tmp.persist(target)
+        .map_err(|e| io_err("renaming into place", target)(e.error))?;
+    // Make the rename durable; failure here does not make the file wrong.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_name_is_content_addressed() {
+        let name = file_name();
+        assert_eq!(name.len(), "libsandbox-.so".len() + 16);
+        assert!(name.starts_with("libsandbox-") && name.ends_with(".so"));
+        assert_eq!(Sha256::digest(LIBSANDBOX)[..], sha256_bytes()[..]);
+    }
+
+    #[test]
+    fn split_characters_are_refused() {
+        assert!(check_path_chars(Path::new("/a b/x.so")).is_err());
+        assert!(check_path_chars(Path::new("/a:b/x.so")).is_err());
+        assert!(check_path_chars(Path::new("/ab/x.so")).is_ok());
+    }
+
+    #[test]
+    fn embedded_library_is_a_shared_object() {
+        check_shared_object(LIBSANDBOX).unwrap();
+    }
+
+    #[test]
+    fn extract_into_private_dir_then_reuse() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = extract_into(dir.path()).unwrap();
+        let mtime = fs::metadata(&a).unwrap().modified().unwrap();
+        let b = extract_into(dir.path()).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(fs::metadata(&b).unwrap().modified().unwrap(), mtime);
+        assert_eq!(fs::metadata(&b).unwrap().mode() & 0o7777, LIBRARY_MODE);
+    }
 }
