@@ -1,12 +1,55 @@
 //! `cargo xtask`: the project's build, check and measurement tasks.
+//!
+//! - `codegen [--check]`: write (or check) the syscall tables in `policy/src/syscalls/`
+//! - `build-preload`: build the release `libsandbox.so` at `target/preload/libsandbox.so`
+//! - `ci`: formatting, clippy, table drift, and the whole test suite
+//! - `bench`: startup cost of the preload and its size, written to `docs/benchmarks.md`
 
+mod bench;
 mod codegen;
 
-use anyhow::{bail, Result};
-use std::path::PathBuf;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
-fn root() -> PathBuf {
+/// The workspace root.
+pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Runs a command in the workspace root, failing on a non-zero status.
+fn run(cmd: &mut Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let status = cmd.current_dir(root()).status().with_context(|| format!("starting {shown}"))?;
+    if !status.success() {
+        bail!("{shown} failed: {status}");
+    }
+    Ok(())
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// Builds the shipped preload and returns its path.
+pub fn build_preload() -> Result<PathBuf> {
+    run(cargo().args(["build", "--quiet", "-p", "sandbox-preload", "--profile", "preload"]))?;
+    let dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
+    let so = dir.join("preload/libsandbox.so");
+    if !so.is_file() {
+        bail!("{} was not produced", so.display());
+    }
+    Ok(so)
+}
+
+fn ci() -> Result<()> {
+    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    codegen::run(&root(), true)?;
+    run(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
+    // The shipped, no_std build of the preload is a different configuration: lint it too.
+    run(cargo().args(["clippy", "-p", "sandbox-preload", "--profile", "preload", "--quiet", "--", "-D", "warnings"]))?;
+    run(cargo().args(["test", "--workspace", "--all-features"]))?;
+    Ok(())
 }
 
 fn main() -> Result<()> {
@@ -14,6 +57,18 @@ fn main() -> Result<()> {
     let rest: Vec<&str> = args.iter().skip(1).map(String::as_str).collect();
     match args.first().map(String::as_str) {
         Some("codegen") => codegen::run(&root(), rest.contains(&"--check")),
-        _ => bail!("usage: cargo xtask <codegen [--check]>"),
+        Some("build-preload") => {
+            println!("{}", build_preload()?.display());
+            Ok(())
+        }
+        Some("ci") => ci(),
+        Some("bench") => bench::run(&rest),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | bench>"),
     }
+}
+
+/// Writes `text` to `path` relative to the workspace root.
+pub fn write_doc(path: &Path, text: &str) -> Result<()> {
+    let full = root().join(path);
+    std::fs::write(&full, text).with_context(|| format!("writing {}", full.display()))
 }
