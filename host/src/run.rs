@@ -4,7 +4,6 @@
 use crate::config::ExecConfig;
 use crate::sandbox::{Sandbox, SandboxError, Sandboxed};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -28,23 +27,6 @@ pub struct RunSettings {
     pub verbose: bool,
 }
 
-/// Finds `program` like `execvp` would: a path with a `/` as given, a bare name through PATH.
-pub fn locate(program: &str) -> Result<PathBuf, i32> {
-    let candidate = if program.contains('/') {
-        Some(PathBuf::from(program))
-    } else {
-        let path = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
-        path.split(':')
-            .filter(|d| !d.is_empty())
-            .map(|d| Path::new(d).join(program))
-            .find(|p| p.is_file())
-    };
-    match candidate {
-        Some(p) if p.exists() => Ok(std::fs::canonicalize(&p).unwrap_or(p)),
-        _ => Err(EXIT_NOT_FOUND),
-    }
-}
-
 /// Prints one `sandbox: ...` line on stderr.
 fn say(msg: impl std::fmt::Display) {
     eprintln!("sandbox: {msg}");
@@ -52,11 +34,11 @@ fn say(msg: impl std::fmt::Display) {
 
 /// Runs `program args` under `sandbox`; returns the exit status for the `sandbox` command.
 pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSettings) -> i32 {
-    let resolved = match locate(program) {
+    let resolved = match crate::admission::resolve(program, std::env::var("PATH").ok().as_deref()) {
         Ok(p) => p,
-        Err(code) => {
-            say(format_args!("{program}: command not found"));
-            return code;
+        Err(e) => {
+            say(&e);
+            return e.exit_status();
         }
     };
     if let Some(cfg) = &settings.config {

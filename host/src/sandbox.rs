@@ -74,7 +74,7 @@ pub enum SandboxError {
     #[error("{0}")]
     Extract(#[from] ExtractError),
     /// Admission control refused the program (static-binary action `block`).
-    #[error("{0:?}; refusing to run it unconfined (use --static-binary warn or allow to run it anyway)")]
+    #[error("{0}; refusing to run it unconfined (use --static-binary warn or allow to run it anyway)")]
     Blocked(Unconfinable),
     /// The profile does not compile.
     #[error("profile {0}: {1}")]
@@ -187,15 +187,15 @@ impl Sandbox {
         if let Err(reason) = verdict.preload {
             match self.options.static_binary {
                 StaticBinaryAction::Block => {
-                    tracing::warn!(?reason, "refused by admission control");
+                    tracing::warn!(%reason, "refused by admission control");
                     return Err(SandboxError::Blocked(reason));
                 }
                 StaticBinaryAction::Warn => {
-                    tracing::warn!(?reason, "running unconfined (static-binary warn)");
-                    applied.warnings.push(format!("sandbox: warning: {reason:?}; running it UNCONFINED"));
+                    tracing::warn!(%reason, "running unconfined (static-binary warn)");
+                    applied.warnings.push(format!("sandbox: warning: {reason}; running it UNCONFINED"));
                 }
                 StaticBinaryAction::Allow => {
-                    tracing::info!(?reason, "running unconfined (static-binary allow)");
+                    tracing::info!(%reason, "running unconfined (static-binary allow)");
                 }
             }
             return Ok(applied);
