@@ -14,7 +14,6 @@
 use crate::action::{Action, RET_KILL_PROCESS};
 use crate::error::ErrorKind;
 use crate::policy::{CmpOp, Cond, Policy, Width, MAX_NR};
-use crate::syscalls;
 
 /// One classic BPF instruction, laid out as the kernel's `struct sock_filter`.
 #[repr(C)]
@@ -61,7 +60,12 @@ pub const OFF_ARGS: u32 = 16;
 pub const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 const fn stmt(code: u16, k: u32) -> Insn {
-    Insn { code, jt: 0, jf: 0, k }
+    Insn {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    }
 }
 const fn jump(code: u16, k: u32, jt: u8, jf: u8) -> Insn {
     Insn { code, jt, jf, k }
@@ -105,11 +109,17 @@ const MAX_RANGES: usize = MAX_NR + 2;
 
 /// Compiles `policy` into `out`; returns the number of instructions written.
 pub fn compile(policy: &Policy, out: &mut [Insn]) -> Result<usize, ErrorKind> {
-    let mut ranges = [Range { start: 0, leaf: Leaf::Ret(Action::Kill) }; MAX_RANGES];
+    let mut ranges = [Range {
+        start: 0,
+        leaf: Leaf::Ret(Action::Kill),
+    }; MAX_RANGES];
     let n = build_ranges(policy, &mut ranges);
     let ranges = &ranges[..n];
 
-    let mut o = Out { buf: Some(out), len: 0 };
+    let mut o = Out {
+        buf: Some(out),
+        len: 0,
+    };
     emit_all(policy, ranges, &mut o);
     let cap = o.buf.as_ref().map_or(0, |b| b.len());
     if o.len > MAX_INSNS || o.len > cap {
@@ -161,19 +171,23 @@ fn emit_all(policy: &Policy, ranges: &[Range], o: &mut Out<'_>) {
 /// Groups syscall numbers into maximal runs with one constant decision. Numbers decided by
 /// argument rules never reach the tree, so they join whichever run surrounds them.
 fn build_ranges(policy: &Policy, ranges: &mut [Range; MAX_RANGES]) -> usize {
-    let table = syscalls::table_len(policy.arch()).min(MAX_NR as u32);
+    // Every number a policy can name (not only the table's: `Policy::allow` and `add_rule`
+    // accept any number below MAX_NR), then everything from MAX_NR upwards gets the fallback.
+    let end = MAX_NR as u32;
     let mut n = 0;
     let mut current: Option<Action> = None;
-    for nr in 0..=table {
-        // Everything from the table's end upwards gets the fallback.
-        let action = if nr == table {
+    for nr in 0..=end {
+        let action = if nr == end {
             Some(policy.fallback())
         } else {
             policy.constant_decision(nr)
         };
         let Some(action) = action else { continue };
         if current != Some(action) {
-            ranges[n] = Range { start: if n == 0 { 0 } else { nr }, leaf: Leaf::Ret(action) };
+            ranges[n] = Range {
+                start: if n == 0 { 0 } else { nr },
+                leaf: Leaf::Ret(action),
+            };
             n += 1;
             current = Some(action);
         }
@@ -220,7 +234,12 @@ struct Sym {
     jf: T,
 }
 
-const NOP: Sym = Sym { code: 0, k: 0, jt: T::Next, jf: T::Next };
+const NOP: Sym = Sym {
+    code: 0,
+    k: 0,
+    jt: T::Next,
+    jf: T::Next,
+};
 
 fn cond_syms(c: &Cond, s: &mut [Sym; 8]) -> usize {
     let lo_off = OFF_ARGS + 8 * u32::from(c.arg);
@@ -229,11 +248,32 @@ fn cond_syms(c: &Cond, s: &mut [Sym; 8]) -> usize {
         s[*n] = x;
         *n += 1;
     };
-    let ld = |off| Sym { code: LD_W_ABS, k: off, jt: T::Next, jf: T::Next };
-    let and = |m| Sym { code: ALU_AND_K, k: m, jt: T::Next, jf: T::Next };
+    let ld = |off| Sym {
+        code: LD_W_ABS,
+        k: off,
+        jt: T::Next,
+        jf: T::Next,
+    };
+    let and = |m| Sym {
+        code: ALU_AND_K,
+        k: m,
+        jt: T::Next,
+        jf: T::Next,
+    };
     let j = |code, k, jt, jf| Sym { code, k, jt, jf };
     let (mlo, vlo) = (c.mask as u32, c.value as u32);
     let (mhi, vhi) = ((c.mask >> 32) as u32, (c.value >> 32) as u32);
+    if c.width == Width::W32 && vhi != 0 {
+        // A 32-bit operand is below any value wider than 32 bits (the grammar rejects such
+        // values, but `Policy::add_rule` takes any `Cond`): the outcome is constant. A
+        // conditional jump with equal targets is an unconditional one.
+        let t = match c.op {
+            CmpOp::Eq | CmpOp::Gt | CmpOp::Ge => T::Fail,
+            CmpOp::Ne | CmpOp::Lt | CmpOp::Le => T::Done,
+        };
+        push(j(JEQ_K, 0, t, t), &mut n);
+        return n;
+    }
     if c.width == Width::W64 {
         push(ld(lo_off + 4), &mut n);
         if mhi != u32::MAX {
@@ -295,11 +335,20 @@ fn emit_rule_block(policy: &Policy, nr: u32, o: &mut Out<'_>) {
                             T::Fail => (after + rest) as u8,
                         }
                     };
-                    o.push(Insn { code: sym.code, jt: resolve(sym.jt), jf: resolve(sym.jf), k: sym.k });
+                    o.push(Insn {
+                        code: sym.code,
+                        jt: resolve(sym.jt),
+                        jf: resolve(sym.jf),
+                        k: sym.k,
+                    });
                 }
             }
             o.push(ret(rule.action));
         }
     }
-    o.push(ret(if policy.is_allowed(nr) { Action::Allow } else { policy.fallback() }));
+    o.push(ret(if policy.is_allowed(nr) {
+        Action::Allow
+    } else {
+        policy.fallback()
+    }));
 }

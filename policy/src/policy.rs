@@ -127,8 +127,20 @@ pub struct Policy {
     sorted: bool,
 }
 
-const NO_RULE: Rule = Rule { nr: 0, action: Action::Allow, alt_start: 0, alt_len: 0, order: 0 };
-const NO_COND: Cond = Cond { arg: 0, width: Width::W32, mask: 0, op: CmpOp::Eq, value: 0 };
+const NO_RULE: Rule = Rule {
+    nr: 0,
+    action: Action::Allow,
+    alt_start: 0,
+    alt_len: 0,
+    order: 0,
+};
+const NO_COND: Cond = Cond {
+    arg: 0,
+    width: Width::W32,
+    mask: 0,
+    op: CmpOp::Eq,
+    value: 0,
+};
 
 /// Capacity exhausted while adding a rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,7 +206,10 @@ impl Policy {
         if self.n_rules == MAX_RULES
             || self.n_alts + alts.len() > MAX_ALTS
             || self.n_conds + n_conds > MAX_CONDS
-            || alts.iter().any(|a| a.is_empty() || a.len() > MAX_CONDS_PER_ALT)
+            || alts
+                .iter()
+                .any(|a| a.is_empty() || a.len() > MAX_CONDS_PER_ALT)
+            || alts.iter().flat_map(|a| a.iter()).any(|c| c.arg > 5)
             || nr as usize >= MAX_NR
         {
             return Err(Full);
@@ -208,25 +223,35 @@ impl Policy {
                 self.n_conds += 1;
             }
         }
-        self.rules[self.n_rules] = Rule {
+        let rule = Rule {
             nr: nr as u16,
             action,
             alt_start,
             alt_len: alts.len() as u16,
             order: self.n_rules as u16,
         };
+        // Keep the rules in evaluation order at all times (insertion after every rule that
+        // sorts before or equal), so `decide`, `rules_for` and the compiler, which only borrow
+        // the policy, never see an unsorted list even when `finish` was not called.
+        let at = self.rules[..self.n_rules]
+            .partition_point(|r| Self::eval_key(r) <= Self::eval_key(&rule));
+        self.rules.copy_within(at..self.n_rules, at + 1);
+        self.rules[at] = rule;
         self.n_rules += 1;
-        self.sorted = false;
         Ok(())
     }
 
+    /// The evaluation order: by syscall, then strictest action first, then as written.
+    fn eval_key(r: &Rule) -> (u16, core::cmp::Reverse<u8>, u16) {
+        (r.nr, core::cmp::Reverse(r.action.severity()), r.order)
+    }
+
     /// Orders rules for evaluation: by syscall, then strictest action first (allow rules last),
-    /// then in the order they were written. Called by the parser and the compiler.
+    /// then in the order they were written. [`Policy::add_rule`] already keeps that order, so
+    /// this is a cheap check kept for callers that expect it.
     pub fn finish(&mut self) {
         if !self.sorted {
-            self.rules[..self.n_rules].sort_unstable_by_key(|r| {
-                (r.nr, core::cmp::Reverse(r.action.severity()), r.order)
-            });
+            self.rules[..self.n_rules].sort_unstable_by_key(Self::eval_key);
             self.sorted = true;
         }
     }
@@ -261,7 +286,11 @@ impl Policy {
     pub fn constant_decision(&self, nr: u32) -> Option<Action> {
         let rules = self.rules_for(nr);
         match rules.first() {
-            None => Some(if self.is_allowed(nr) { Action::Allow } else { self.fallback() }),
+            None => Some(if self.is_allowed(nr) {
+                Action::Allow
+            } else {
+                self.fallback()
+            }),
             Some(r) if Self::is_unconditional(r) => Some(r.action),
             Some(_) => None,
         }
@@ -271,7 +300,9 @@ impl Policy {
     pub fn decide(&self, nr: u32, args: &[u64; 6]) -> Action {
         for rule in self.rules_for(nr) {
             if Self::is_unconditional(rule)
-                || self.alternatives(rule).any(|alt| alt.iter().all(|c| c.matches(args)))
+                || self
+                    .alternatives(rule)
+                    .any(|alt| alt.iter().all(|c| c.matches(args)))
             {
                 return rule.action;
             }

@@ -46,10 +46,15 @@ fn render(arch: &str, mut entries: Vec<(&'static str, u32)>) -> String {
 }
 
 fn tables() -> Vec<(&'static str, String)> {
-    let x86: Vec<_> = syscalls::x86_64::Sysno::iter()
+    // Not `Sysno::iter()`: in syscalls 0.8.1 its `next()` stops *before* `Sysno::last()`, so
+    // iterating drops the newest call (file_setattr, 469). Walk every number up to last().
+    use syscalls::{aarch64::Sysno as Arm, x86_64::Sysno as X86};
+    let x86: Vec<_> = (X86::first().id()..=X86::last().id())
+        .filter_map(|n| X86::new(n as usize))
         .map(|s| (s.name(), s.id() as u32))
         .collect();
-    let arm: Vec<_> = syscalls::aarch64::Sysno::iter()
+    let arm: Vec<_> = (Arm::first().id()..=Arm::last().id())
+        .filter_map(|n| Arm::new(n as usize))
         .map(|s| (s.name(), s.id() as u32))
         .collect();
     vec![("x86_64", render("x86_64", x86)), ("aarch64", render("aarch64", arm))]

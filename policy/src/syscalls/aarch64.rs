@@ -60,6 +60,7 @@ pub(crate) static BY_NAME: &[(&str, u16)] = &[
     ("fdatasync", 83),
     ("fgetxattr", 10),
     ("file_getattr", 468),
+    ("file_setattr", 469),
     ("finit_module", 273),
     ("flistxattr", 13),
     ("flock", 32),
@@ -820,4 +821,5 @@ pub(crate) static BY_NR: &[&str] = &[
     "removexattrat",
     "open_tree_attr",
     "file_getattr",
+    "file_setattr",
 ];

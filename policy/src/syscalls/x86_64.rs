@@ -70,6 +70,7 @@ pub(crate) static BY_NAME: &[(&str, u16)] = &[
     ("fdatasync", 75),
     ("fgetxattr", 193),
     ("file_getattr", 468),
+    ("file_setattr", 469),
     ("finit_module", 313),
     ("flistxattr", 196),
     ("flock", 73),
@@ -858,4 +859,5 @@ pub(crate) static BY_NR: &[&str] = &[
     "removexattrat",
     "open_tree_attr",
     "file_getattr",
+    "file_setattr",
 ];
