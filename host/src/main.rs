@@ -1,1 +1,338 @@
-fn main() {}
+//! The `sandbox` command: run programs under the sandbox, print the variables for other
+//! languages, extract the library, and explain what works here and why.
+
+use clap::{Parser, Subcommand};
+use sandbox_host::config::ExecConfig;
+use sandbox_host::run::{self, RunSettings, EXIT_SANDBOX};
+use sandbox_host::{admission, extract, platform, Options, Sandbox, StaticBinaryAction};
+use sandbox_policy::profile::Profile;
+use sandbox_policy::Action;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "sandbox", version, about = "Kernel-enforced confinement for the commands agents run")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// Options that select and adjust the policy.
+#[derive(clap::Args, Clone, Default)]
+struct PolicyArgs {
+    /// A built-in profile name or a profile file's path (default: minimal).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Extra allow-list entries (`a:b:@group`); alone, they form a custom allow list.
+    #[arg(long)]
+    allow: Option<String>,
+    /// Extra deny-list entries; alone, they form a custom deny list.
+    #[arg(long)]
+    deny: Option<String>,
+    /// What a blocked syscall does: kill, trap, log, errno, errno:NAME.
+    #[arg(long, value_parser = parse_action)]
+    on_violation: Option<Action>,
+    /// Programs a preload cannot enter: block, warn, allow or confine.
+    #[arg(long)]
+    static_binary: Option<StaticBinaryAction>,
+    /// Refuse to run when the sandbox is unavailable on this machine.
+    #[arg(long)]
+    require_sandbox: bool,
+    /// A GoClaw `tools.exec` JSON config; command-line options override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a program under the sandbox.
+    Run {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Kill the program after this many seconds (exit status 124).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// Say on stderr how the run was confined.
+        #[arg(long, short)]
+        verbose: bool,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        argv: Vec<String>,
+    },
+    /// Print the variables that sandbox a program (for agents in other languages).
+    Env {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Print a JSON object instead of KEY=VALUE lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write libsandbox.so to a path (default: the per-user directory) and print the path.
+    Extract {
+        /// Where to write it.
+        #[arg(long)]
+        to: Option<PathBuf>,
+    },
+    /// Say what works on this machine and why.
+    Check,
+    /// List the built-in profiles, or show one resolved.
+    Profiles {
+        #[command(subcommand)]
+        what: Option<ProfilesCmd>,
+    },
+    /// Say what admission control decides for a program, and why.
+    Inspect {
+        /// The program (a path, or a name looked up in PATH).
+        program: String,
+    },
+    /// Run one exec request read as JSON from stdin; print the result as JSON.
+    Exec {
+        /// Read the request as JSON (the only mode).
+        #[arg(long, required = true)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ProfilesCmd {
+    /// Show a profile's resolved syscall list.
+    Show {
+        /// Built-in name or profile file.
+        name: String,
+    },
+    /// List the syscall groups.
+    Groups,
+}
+
+fn parse_action(s: &str) -> Result<Action, String> {
+    Action::parse(s).ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))
+}
+
+/// Builds sandbox options from the config file (if any) and the command line.
+fn options(p: &PolicyArgs) -> Result<(Options, Option<ExecConfig>), String> {
+    let config = match &p.config {
+        Some(path) => Some(ExecConfig::load(path).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let origin = p.config.as_ref().map(|c| c.display().to_string()).unwrap_or_default();
+    let mut opts = match &config {
+        Some(c) if p.profile.is_none() => c.options(&origin).map_err(|e| e.to_string())?,
+        _ => Options::new(Profile::builtin("minimal").map_err(|e| e.to_string())?),
+    };
+    let profile = match (&p.profile, &p.allow, &p.deny) {
+        (Some(name), _, _) => Some(Profile::named_or_file(name).map_err(|e| e.to_string())?),
+        (None, Some(_), _) | (None, _, Some(_)) if config.is_none() => {
+            Some(Profile::custom(p.allow.as_deref(), p.deny.as_deref()).map_err(|e| e.to_string())?)
+        }
+        _ => None,
+    };
+    if let Some(mut prof) = profile {
+        if prof.name != "custom" {
+            extend(&mut prof, p)?;
+        }
+        opts.profile = prof;
+    } else if config.is_some() {
+        extend(&mut opts.profile, p)?;
+    }
+    if p.on_violation.is_some() {
+        opts.on_violation = p.on_violation;
+    }
+    if let Some(s) = p.static_binary {
+        opts.static_binary = s;
+    }
+    opts.require_sandbox |= p.require_sandbox;
+    Ok((opts, config))
+}
+
+/// Adds `--allow` / `--deny` entries to a named profile, re-validating it.
+fn extend(prof: &mut Profile, p: &PolicyArgs) -> Result<(), String> {
+    if p.allow.is_none() && p.deny.is_none() {
+        return Ok(());
+    }
+    let mut allow = prof.allow.clone();
+    if let Some(a) = &p.allow {
+        match &mut allow {
+            Some(list) => list.extend(a.split(':').map(String::from)),
+            None => return Err(format!("profile {} has no allow list to extend with --allow", prof.name)),
+        }
+    }
+    let mut deny = prof.deny.clone();
+    if let Some(d) = &p.deny {
+        deny.extend(d.split(':').map(String::from));
+    }
+    let toml_list = |v: &[String]| format!("[{}]", v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "));
+    let mut text = format!("description = {:?}\ndefault_action = {:?}\n", prof.description, prof.default_action.to_string());
+    if let Some(a) = &allow {
+        text += &format!("allow = {}\n", toml_list(a));
+    }
+    text += &format!("deny = {}\n", toml_list(&deny));
+    *prof = Profile::from_toml(&prof.name, &text).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn fail(msg: impl std::fmt::Display) -> i32 {
+    eprintln!("sandbox: {msg}");
+    EXIT_SANDBOX
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SANDBOX_LOG").unwrap_or_else(|_| "off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    std::process::exit(match cli.command {
+        Cmd::Run { policy, timeout, verbose, argv } => cmd_run(&policy, timeout, verbose, &argv),
+        Cmd::Env { policy, json } => cmd_env(&policy, json),
+        Cmd::Extract { to } => cmd_extract(to),
+        Cmd::Check => cmd_check(),
+        Cmd::Profiles { what } => cmd_profiles(what),
+        Cmd::Inspect { program } => cmd_inspect(&program),
+        Cmd::Exec { json: _ } => cmd_exec(),
+    })
+}
+
+fn cmd_run(policy: &PolicyArgs, timeout: Option<u64>, verbose: bool, argv: &[String]) -> i32 {
+    let (opts, config) = match options(policy) {
+        Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    let timeout = timeout.or(config.as_ref().and_then(|c| c.timeout)).map(Duration::from_secs);
+    let sandbox = match Sandbox::new(opts) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let settings = RunSettings { config, timeout, verbose };
+    run::run(&sandbox, &argv[0], &argv[1..], &settings)
+}
+
+fn cmd_env(policy: &PolicyArgs, json: bool) -> i32 {
+    let (opts, _) = match options(policy) {
+        Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    let sandbox = match Sandbox::new(opts) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let vars = sandbox.env();
+    if json {
+        let map: serde_json::Map<String, serde_json::Value> =
+            vars.into_iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v))).collect();
+        println!("{}", serde_json::Value::Object(map));
+    } else {
+        for (k, v) in vars {
+            println!("{k}={v}");
+        }
+    }
+    0
+}
+
+fn cmd_extract(to: Option<PathBuf>) -> i32 {
+    let result = match &to {
+        Some(p) => extract::extract_to(p).map(|()| p.clone()),
+        None => extract::extracted(),
+    };
+    match result {
+        Ok(p) => {
+            println!("{}", p.display());
+            0
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn cmd_check() -> i32 {
+    let mut ok = true;
+    for check in platform::report() {
+        match &check.result {
+            Ok(detail) => println!("ok    {}: {detail}", check.name),
+            Err(why) => {
+                ok &= !check.required;
+                println!("{}  {}: {why}", if check.required { "FAIL" } else { "warn" }, check.name);
+            }
+        }
+    }
+    match extract::extracted() {
+        Ok(p) => println!("ok    preload: {}", p.display()),
+        Err(e) => {
+            ok = false;
+            println!("FAIL  preload: {e}");
+        }
+    }
+    if ok {
+        0
+    } else {
+        1
+    }
+}
+
+fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
+    match what {
+        None => {
+            for name in Profile::builtin_names() {
+                match Profile::builtin(name) {
+                    Ok(p) => println!("{name:13} {}", p.description),
+                    Err(e) => return fail(e),
+                }
+            }
+            0
+        }
+        Some(ProfilesCmd::Groups) => {
+            for g in sandbox_policy::groups::all() {
+                println!("@{:10} {}", g.name, g.doc);
+            }
+            0
+        }
+        Some(ProfilesCmd::Show { name }) => {
+            let p = match Profile::named_or_file(&name) {
+                Ok(p) => p,
+                Err(e) => return fail(e),
+            };
+            println!("# {}: {}", p.name, p.description);
+            if p.is_unrestricted() {
+                println!("# no filter");
+                return 0;
+            }
+            println!("# default action: {}", p.default_action);
+            for (syscall, decision, source) in p.resolve_with_groups(sandbox_policy::NATIVE) {
+                println!("{syscall:24} {decision:40} {source}");
+            }
+            0
+        }
+    }
+}
+
+fn cmd_inspect(program: &str) -> i32 {
+    let path = match admission::resolve(program, std::env::var("PATH").ok().as_deref()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("sandbox: {e}");
+            return e.exit_status();
+        }
+    };
+    let v = admission::classify(&path);
+    match &v.preload {
+        Ok(()) => println!("{}: dynamic glibc program: the preload confines it", path.display()),
+        Err(why) => println!("{}: cannot be confined by the preload: {why}", path.display()),
+    }
+    if v.privileged {
+        println!("{}: setuid/setgid/capabilities: runs with no_new_privs (unprivileged) under the sandbox", path.display());
+    }
+    0
+}
+
+fn cmd_exec() -> i32 {
+    use std::io::{Read, Write};
+    let mut input = Vec::new();
+    let limit = sandbox_host::exec::json::MAX_REQUEST_BYTES as u64 + 1;
+    if let Err(e) = std::io::stdin().take(limit).read_to_end(&mut input) {
+        return fail(format_args!("reading stdin: {e}"));
+    }
+    let (out, code) = sandbox_host::exec::json::run_json(&input);
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{out}");
+    code
+}

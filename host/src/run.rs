@@ -114,6 +114,7 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
     if settings.verbose {
         let how = match outcome.sandboxed {
             Sandboxed::Exact => "exact",
+            Sandboxed::OuterOnly => "outer-only",
             Sandboxed::None => "none",
         };
         say(format_args!("profile {profile}, sandboxed: {how}"));

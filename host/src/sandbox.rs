@@ -6,7 +6,9 @@ use crate::extract::{self, ExtractError};
 use crate::platform::{self, Unavailable};
 use crate::report::{Report, ReportPipe};
 use sandbox_policy::profile::Profile;
-use sandbox_policy::Action;
+use crate::outer;
+use sandbox_policy::{Action, Insn, Policy};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,6 +24,9 @@ pub enum StaticBinaryAction {
     Warn,
     /// Run it unconfined without a warning.
     Allow,
+    /// Run it under the host's outer filter alone (the profile plus what exec and a loader
+    /// need), with a one-line notice.
+    Confine,
 }
 
 impl std::str::FromStr for StaticBinaryAction {
@@ -31,7 +36,8 @@ impl std::str::FromStr for StaticBinaryAction {
             "block" => Ok(Self::Block),
             "warn" => Ok(Self::Warn),
             "allow" => Ok(Self::Allow),
-            _ => Err(format!("unknown static-binary action `{s}` (block, warn or allow)")),
+            "confine" => Ok(Self::Confine),
+            _ => Err(format!("unknown static-binary action `{s}` (block, warn, allow or confine)")),
         }
     }
 }
@@ -79,6 +85,10 @@ pub enum SandboxError {
     /// The profile does not compile.
     #[error("profile {0}: {1}")]
     Profile(String, sandbox_policy::Error),
+    /// The program is not given as an absolute path (the outer filter needs the exact string
+    /// `execve` receives).
+    #[error("{0}: the sandbox needs the program as an absolute path")]
+    RelativeProgram(PathBuf),
     /// The report channel could not be created.
     #[error("cannot create the report pipe: {0}")]
     Io(#[from] std::io::Error),
@@ -88,8 +98,10 @@ pub enum SandboxError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Sandboxed {
-    /// The preload installed the profile's exact filter.
+    /// The preload installed the profile's exact filter (on top of the outer filter).
     Exact,
+    /// Only the host's outer filter applied: the preload could not enter the program.
+    OuterOnly,
     /// No filter: unrestricted profile, unconfinable program allowed to run, or no sandbox here.
     None,
 }
@@ -100,6 +112,8 @@ pub struct Sandbox {
     options: Options,
     /// The preload's path, or why the sandbox is off on this machine.
     preload: Result<PathBuf, Unavailable>,
+    /// The outer filter's policy before the per-command execve exemption.
+    outer: Option<Box<Policy>>,
 }
 
 /// The sandbox applied to one command; call [`Applied::finish`] after the child has exited.
@@ -138,7 +152,9 @@ impl Sandbox {
         if let Ok(p) = &preload {
             tracing::debug!(profile = %options.profile.name, preload = %p.display(), "sandbox ready");
         }
-        Ok(Sandbox { options, preload })
+        let outer = outer::base_policy(&options.profile, options.on_violation)
+            .map_err(|e| SandboxError::Profile(options.profile.name.clone(), e))?;
+        Ok(Sandbox { options, preload, outer })
     }
 
     /// The options this sandbox was built with.
@@ -184,8 +200,9 @@ impl Sandbox {
             }
         };
         let verdict = admission::classify(program);
-        if let Err(reason) = verdict.preload {
-            match self.options.static_binary {
+        let confine_only = match verdict.preload {
+            Ok(()) => false,
+            Err(reason) => match self.options.static_binary {
                 StaticBinaryAction::Block => {
                     tracing::warn!(%reason, "refused by admission control");
                     return Err(SandboxError::Blocked(reason));
@@ -193,39 +210,74 @@ impl Sandbox {
                 StaticBinaryAction::Warn => {
                     tracing::warn!(%reason, "running unconfined (static-binary warn)");
                     applied.warnings.push(format!("sandbox: warning: {reason}; running it UNCONFINED"));
+                    return Ok(applied);
                 }
                 StaticBinaryAction::Allow => {
                     tracing::info!(%reason, "running unconfined (static-binary allow)");
+                    return Ok(applied);
                 }
+                StaticBinaryAction::Confine => {
+                    tracing::info!(%reason, "confined by the outer filter only");
+                    applied
+                        .warnings
+                        .push(format!("sandbox: notice: {reason}; confined by the outer filter only"));
+                    true
+                }
+            },
+        };
+        let outer = self.outer_program(cmd)?;
+        let report = if confine_only {
+            None
+        } else {
+            let pipe = ReportPipe::new()?;
+            cmd.env("LD_PRELOAD", preload);
+            for (k, v) in self.options.profile.env(self.options.on_violation) {
+                cmd.env(k, v);
             }
-            return Ok(applied);
-        }
-        let pipe = ReportPipe::new()?;
-        cmd.env("LD_PRELOAD", preload);
-        for (k, v) in self.options.profile.env(self.options.on_violation) {
-            cmd.env(k, v);
-        }
-        cmd.env("SECCOMP_REPORT_FD", pipe.child_fd().to_string());
-        let child_fd = pipe.child_fd();
-        // SAFETY: the closure only makes async-signal-safe syscalls (prctl, fcntl) between
-        // fork and exec.
+            cmd.env("SECCOMP_REPORT_FD", pipe.child_fd().to_string());
+            Some(pipe)
+        };
+        let child_fd = report.as_ref().map(|p| p.child_fd());
+        // SAFETY: the closure makes only async-signal-safe syscalls (prctl, fcntl, seccomp)
+        // and does not allocate: the program was compiled before fork. It must be the last
+        // pre_exec hook, so callers apply the sandbox after adding their own.
         unsafe {
             cmd.pre_exec(move || {
-                // setuid/setgid programs then run unprivileged and keep the preload; every
-                // program inherits it anyway once the preload installs its filter.
-                sandbox_policy::install::set_no_new_privs().map_err(|_| std::io::Error::last_os_error())?;
-                crate::report::inherit_fd(child_fd)
+                if let Some(fd) = child_fd {
+                    crate::report::inherit_fd(fd)?;
+                }
+                // setuid/setgid programs then run unprivileged and keep the preload.
+                sandbox_policy::install(&outer).map_err(|e| match e {
+                    sandbox_policy::InstallError::NoNewPrivs(n) | sandbox_policy::InstallError::Seccomp(n) => {
+                        std::io::Error::from_raw_os_error(n)
+                    }
+                    _ => std::io::Error::from_raw_os_error(libc::EINVAL),
+                })
             });
         }
         tracing::info!(
             profile = %applied.profile,
             program = %program.display(),
             privileged = verdict.privileged,
-            "preload applied"
+            preload = !confine_only,
+            "sandbox applied"
         );
-        applied.planned = Sandboxed::Exact;
-        applied.report = Some(pipe);
+        applied.planned = if confine_only { Sandboxed::OuterOnly } else { Sandboxed::Exact };
+        applied.report = report;
         Ok(applied)
+    }
+
+    /// Compiles the outer filter for `cmd`, exempting the first execve of its program string.
+    fn outer_program(&self, cmd: &Command) -> Result<Vec<Insn>, SandboxError> {
+        let program = cmd.get_program();
+        if !program.as_bytes().starts_with(b"/") {
+            return Err(SandboxError::RelativeProgram(PathBuf::from(program)));
+        }
+        // std passes this very buffer (the Command's program CString) to execvp, which hands
+        // an absolute path to execve unchanged; fork keeps its address in the child.
+        let addr = program.as_bytes().as_ptr() as u64;
+        let base = self.outer.as_deref().expect("a filtering profile has an outer policy");
+        outer::program(base, addr).map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))
     }
 }
 
@@ -244,10 +296,11 @@ impl Applied {
             Some(p) => p.read_available(),
             None => Report::default(),
         };
-        let sandboxed = if self.planned == Sandboxed::Exact && report.ready && report.error.is_none() {
-            Sandboxed::Exact
-        } else {
-            Sandboxed::None
+        let sandboxed = match self.planned {
+            Sandboxed::Exact if report.ready && report.error.is_none() => Sandboxed::Exact,
+            // The outer filter was installed before exec; the preload did not confirm its own.
+            Sandboxed::Exact | Sandboxed::OuterOnly => Sandboxed::OuterOnly,
+            Sandboxed::None => Sandboxed::None,
         };
         Outcome { sandboxed, report }
     }

@@ -10,7 +10,8 @@
 //! arg    := "a0".."a5"                 low 32 bits; "a0.64".."a5.64" for all 64 bits
 //! op     := "==" | "!=" | "<" | "<=" | ">" | ">="
 //! value  := term ("|" term)*           terms are ORed: O_CREAT|O_TRUNC
-//! term   := NUMBER | "-" NUMBER | CONST  decimal, 0x hex, 0o octal; CONST from consts.rs
+//! term   := NUMBER | "-" NUMBER | CONST  decimal, 0x hex, 0o octal (no leading 0 on decimals);
+//!                                       CONST from consts.rs
 //! action := kill | trap | log | allow | errno | ERRNO-NAME
 //! ```
 //! Whitespace is allowed inside parentheses only. Example:
@@ -47,12 +48,38 @@ pub fn parse_list(
     if text.split(':').count() > MAX_ENTRIES {
         return Err(Error::whole(source, ErrorKind::TooManyEntries));
     }
+    let mut previous = "";
     for (i, entry) in text.split(':').enumerate() {
         let err = |kind| Error { source, entry: i + 1, token: Token::new(entry), kind };
-        parse_entry(policy, entry, list_action, None, 0).map_err(err)?;
+        // `read=errno:EACCES` splits into `read=errno` and `EACCES`: say why.
+        if previous.ends_with("=errno") && is_errno_value(entry) {
+            return Err(err(ErrorKind::Syntax(
+                "`=errno:NAME` cannot be used in a list, `:` separates entries; write `=NAME` (`=EACCES`)",
+            )));
+        }
+        previous = entry;
+        parse_entry(policy, entry, list_action, None, 0, false).map_err(err)?;
     }
     policy.finish();
     Ok(())
+}
+
+/// Parses allow entries as exemptions ([`Policy::exempt`]): allowed before any rule of the
+/// policy applies. Entries with an `=action` other than allow are refused.
+pub fn parse_exemptions(policy: &mut Policy, source: Source, text: &str) -> Result<(), Error> {
+    if text.len() > MAX_VALUE_LEN {
+        return Err(Error { source, entry: 0, token: Token::new(text), kind: ErrorKind::TooLong });
+    }
+    for (i, entry) in text.split(':').enumerate().filter(|_| !text.is_empty()) {
+        let err = |kind| Error { source, entry: i + 1, token: Token::new(entry), kind };
+        parse_entry(policy, entry, Action::Allow, None, 0, true).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// An errno name or number, as written after `errno:`.
+fn is_errno_value(entry: &str) -> bool {
+    consts::errno(entry).is_some() || (!entry.is_empty() && entry.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Checks every byte of an entry before anything else looks at it.
@@ -81,6 +108,7 @@ fn parse_entry(
     list_action: Action,
     forced: Option<Action>,
     depth: usize,
+    exempt: bool,
 ) -> Result<(), ErrorKind> {
     if entry.is_empty() {
         return Err(ErrorKind::EmptyEntry);
@@ -126,7 +154,7 @@ fn parse_entry(
         let g = groups::find(group).ok_or(ErrorKind::UnknownGroup)?;
         let forced = action_text.map(|_| action).or(forced);
         for member in g.entries {
-            match parse_entry(policy, member, list_action, forced, depth + 1) {
+            match parse_entry(policy, member, list_action, forced, depth + 1, exempt) {
                 // A group may name calls another architecture lacks (`open` on aarch64).
                 Err(ErrorKind::UnknownSyscall) => {}
                 r => r?,
@@ -142,8 +170,12 @@ fn parse_entry(
         return Err(ErrorKind::Syntax("a syscall name is lower-case letters, digits and `_`"));
     }
     let nr = policy.arch().syscall_number(target).ok_or(ErrorKind::UnknownSyscall)?;
+    if exempt && action != Action::Allow {
+        return Err(ErrorKind::Syntax("an exemption can only allow"));
+    }
 
     match conds {
+        None if exempt => policy.exempt(nr, &[]).map_err(|_| ErrorKind::TooManyRules),
         None if action == Action::Allow => {
             policy.allow(nr);
             Ok(())
@@ -157,7 +189,12 @@ fn parse_entry(
             for i in 0..n {
                 alts[i] = &store[i][..lens[i]];
             }
-            policy.add_rule(nr, action, &alts[..n]).map_err(|_| ErrorKind::TooManyRules)
+            if exempt {
+                policy.exempt(nr, &alts[..n])
+            } else {
+                policy.add_rule(nr, action, &alts[..n])
+            }
+            .map_err(|_| ErrorKind::TooManyRules)
         }
     }
 }
@@ -324,8 +361,9 @@ fn parse_value(arch: Arch, lx: &mut Lexer<'_>, width: Width) -> Result<u64, Erro
             let t = term.wrapping_neg();
             match width {
                 Width::W32 if term <= 0x8000_0000 => t & 0xffff_ffff,
-                Width::W32 => return Err(ErrorKind::ValueTooWide),
-                Width::W64 => t,
+                Width::W64 if term <= 0x8000_0000_0000_0000 => t,
+                // Below the most negative value of the compared width.
+                _ => return Err(ErrorKind::ValueTooWide),
             }
         } else {
             term
@@ -353,6 +391,11 @@ fn parse_term(arch: Arch, word: &str) -> Result<u64, ErrorKind> {
             (word, 10)
         };
         if digits.is_empty() || digits.starts_with('+') {
+            return Err(ErrorKind::BadNumber);
+        }
+        // `0644` would be read as decimal 644 where C readers expect octal: refuse the
+        // ambiguity, `0o644` says it.
+        if radix == 10 && digits.len() > 1 && digits.starts_with('0') {
             return Err(ErrorKind::BadNumber);
         }
         u64::from_str_radix(digits, radix).map_err(|_| ErrorKind::BadNumber)

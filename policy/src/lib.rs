@@ -30,6 +30,6 @@ pub use action::Action;
 pub use arch::{Arch, NATIVE};
 pub use bpf::{compile, Insn, MAX_INSNS};
 pub use error::{Error, ErrorKind, Source};
-pub use grammar::{from_env, parse_list, MAX_ENTRIES, MAX_VALUE_LEN};
+pub use grammar::{from_env, parse_exemptions, parse_list, MAX_ENTRIES, MAX_VALUE_LEN};
 pub use install::{install, InstallError};
 pub use policy::{CmpOp, Cond, Mode, Policy, Width};

@@ -7,11 +7,11 @@ use crate::arch::Arch;
 /// Syscall numbers a policy can name (every table entry is below this).
 pub const MAX_NR: usize = 1024;
 /// Argument rules (entries with conditions, or with an action other than allow) per policy.
-pub const MAX_RULES: usize = 128;
+pub const MAX_RULES: usize = 384;
 /// Alternatives (`||`-separated) over all rules of a policy.
-pub const MAX_ALTS: usize = 256;
+pub const MAX_ALTS: usize = 384;
 /// Conditions over all rules of a policy.
-pub const MAX_CONDS: usize = 512;
+pub const MAX_CONDS: usize = 768;
 /// Conditions in one alternative (keeps every jump of a rule block short).
 pub const MAX_CONDS_PER_ALT: usize = 16;
 
@@ -100,6 +100,7 @@ pub struct Rule {
     alt_start: u16,
     alt_len: u16,
     order: u16,
+    exempt: bool,
 }
 
 /// Whether unlisted syscalls run (deny list) or get the default action (allow list).
@@ -133,6 +134,7 @@ const NO_RULE: Rule = Rule {
     alt_start: 0,
     alt_len: 0,
     order: 0,
+    exempt: false,
 };
 const NO_COND: Cond = Cond {
     arg: 0,
@@ -141,6 +143,17 @@ const NO_COND: Cond = Cond {
     op: CmpOp::Eq,
     value: 0,
 };
+
+impl core::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Policy")
+            .field("arch", &self.arch)
+            .field("mode", &self.mode)
+            .field("default_action", &self.default_action)
+            .field("rules", &self.rules())
+            .finish_non_exhaustive()
+    }
+}
 
 /// Capacity exhausted while adding a rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,6 +215,17 @@ impl Policy {
     /// Adds a rule for `nr`: `action` when any alternative (a list of ANDed conditions) holds;
     /// with no alternatives, always.
     pub fn add_rule(&mut self, nr: u32, action: Action, alts: &[&[Cond]]) -> Result<(), Full> {
+        self.insert_rule(nr, action, alts, false)
+    }
+
+    /// Adds an exemption: `nr` is allowed when any alternative holds (always, with none),
+    /// before any other rule of the policy is looked at. The host's outer filter uses it for
+    /// what exec, the loader and the preload's installation need.
+    pub fn exempt(&mut self, nr: u32, alts: &[&[Cond]]) -> Result<(), Full> {
+        self.insert_rule(nr, Action::Allow, alts, true)
+    }
+
+    fn insert_rule(&mut self, nr: u32, action: Action, alts: &[&[Cond]], exempt: bool) -> Result<(), Full> {
         let n_conds: usize = alts.iter().map(|a| a.len()).sum();
         if self.n_rules == MAX_RULES
             || self.n_alts + alts.len() > MAX_ALTS
@@ -229,6 +253,7 @@ impl Policy {
             alt_start,
             alt_len: alts.len() as u16,
             order: self.n_rules as u16,
+            exempt,
         };
         // Keep the rules in evaluation order at all times (insertion after every rule that
         // sorts before or equal), so `decide`, `rules_for` and the compiler, which only borrow
@@ -241,9 +266,10 @@ impl Policy {
         Ok(())
     }
 
-    /// The evaluation order: by syscall, then strictest action first, then as written.
-    fn eval_key(r: &Rule) -> (u16, core::cmp::Reverse<u8>, u16) {
-        (r.nr, core::cmp::Reverse(r.action.severity()), r.order)
+    /// The evaluation order: by syscall, exemptions first, then strictest action first, then
+    /// as written.
+    fn eval_key(r: &Rule) -> (u16, bool, core::cmp::Reverse<u8>, u16) {
+        (r.nr, !r.exempt, core::cmp::Reverse(r.action.severity()), r.order)
     }
 
     /// Orders rules for evaluation: by syscall, then strictest action first (allow rules last),
