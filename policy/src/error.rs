@@ -73,7 +73,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::UnknownSyscall => f.write_str("unknown syscall on this architecture"),
             ErrorKind::UnknownGroup => f.write_str("unknown group (`sandbox profiles groups` lists them)"),
             ErrorKind::UnknownAction => f.write_str(
-                "unknown action (use kill, trap, log, allow, errno, errno:NAME or an errno name such as EACCES)",
+                "unknown action (use kill, trap, log, allow, errno or an errno name such as EACCES)",
             ),
             ErrorKind::UnknownConstant => f.write_str("unknown constant"),
             ErrorKind::BadNumber => f.write_str("malformed number"),
@@ -156,6 +156,16 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.source == Source::DefaultAction && self.kind == ErrorKind::UnknownAction {
+            // `allow` is an action for entries but not a default: say so, rather than listing it.
+            return write!(
+                f,
+                "{} `{}`: unknown default action (use kill, trap, log, errno, errno:NAME, \
+                 errno:NUMBER or an errno name such as EACCES; allow is not a default)",
+                self.source.var(),
+                self.token
+            );
+        }
         if self.entry == 0 {
             if self.token.len == 0 {
                 write!(f, "{}: {}", self.source.var(), self.kind)
