@@ -6,7 +6,9 @@
 
 pub mod admission;
 pub mod embedded;
+pub mod exec;
 pub mod extract;
+pub mod outer;
 pub mod platform;
 
 pub use sandbox_policy as policy;
