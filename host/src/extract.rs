@@ -419,13 +419,44 @@ impl std::fmt::Display for Mismatch {
 }
 
 /// Checks that `path` is a regular file (not a symlink) owned by us, mode 0644, holding
-/// exactly the embedded bytes.
+/// exactly the embedded bytes. `lstat` rejects symlinks and special files before anything is
+/// opened; the file is then opened with `O_NOFOLLOW` and every check is repeated on the open
+/// descriptor, so a concurrent rename cannot make a wrong file pass.
 fn verify(path: &Path) -> Result<(), Mismatch> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Mismatch::Missing),
         Err(e) => return Err(Mismatch::Io(e)),
     };
+    check_meta(&meta)?;
+    let file = match File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(Mismatch::Wrong("a symlink".into()))
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Mismatch::Missing),
+        Err(e) => return Err(Mismatch::Io(e)),
+    };
+    check_meta(&file.metadata().map_err(Mismatch::Io)?)?;
+    let mut bytes = Vec::with_capacity(LIBSANDBOX.len());
+    (&file)
+        .take(LIBSANDBOX.len() as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(Mismatch::Io)?;
+    if bytes.len() != LIBSANDBOX.len() || Sha256::digest(&bytes)[..] != sha256_bytes()[..] {
+        return Err(Mismatch::Wrong(
+            "its content differs from the embedded library".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The metadata checks of [`verify`]: owner, type, mode and size.
+fn check_meta(meta: &fs::Metadata) -> Result<(), Mismatch> {
     if meta.uid() != euid() {
         return Err(Mismatch::Foreign(meta.uid()));
     }
@@ -447,30 +478,6 @@ fn verify(path: &Path) -> Result<(), Mismatch> {
             meta.len(),
             LIBSANDBOX.len()
         )));
-    }
-    let mut file = match File::options()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(Mismatch::Wrong("a symlink".into()))
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(Mismatch::Missing),
-        Err(e) => return Err(Mismatch::Io(e)),
-    };
-    let opened = file.metadata().map_err(Mismatch::Io)?;
-    if (opened.dev(), opened.ino()) != (meta.dev(), meta.ino()) {
-        // Replaced between lstat and open (a concurrent extraction): check again from scratch.
-        return Err(Mismatch::Wrong("replaced while being checked".into()));
-    }
-    let mut bytes = Vec::with_capacity(LIBSANDBOX.len());
-    file.read_to_end(&mut bytes).map_err(Mismatch::Io)?;
-    if bytes.len() != LIBSANDBOX.len() || Sha256::digest(&bytes)[..] != sha256_bytes()[..] {
-        return Err(Mismatch::Wrong(
-            "its content differs from the embedded library".into(),
-        ));
     }
     Ok(())
 }

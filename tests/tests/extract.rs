@@ -67,36 +67,47 @@ fn stdout_path(out: &std::process::Output) -> PathBuf {
     PathBuf::from(String::from_utf8(out.stdout.clone()).unwrap().trim_end())
 }
 
-#[test]
-fn twenty_processes_extract_one_valid_file() {
-    let runtime = private_dir();
-    let cache = private_dir();
+/// Runs 20 `extract_once` processes at once; returns the paths they printed.
+fn extract_concurrently(runtime: &Path, cache: &Path) -> Vec<PathBuf> {
     let children: Vec<_> = (0..20)
         .map(|_| {
-            extract_once(Some(runtime.path()), cache.path())
+            extract_once(Some(runtime), cache)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    let paths: Vec<PathBuf> = children
+    children
         .into_iter()
         .map(|c| stdout_path(&c.wait_with_output().unwrap()))
-        .collect();
-    let expected = runtime.path().join("sandbox").join(extract::file_name());
-    assert!(
-        paths.iter().all(|p| *p == expected),
-        "paths differ: {paths:?}"
-    );
-    assert_valid(&expected);
-    let dir_meta = fs::symlink_metadata(runtime.path().join("sandbox")).unwrap();
+        .collect()
+}
+
+#[test]
+fn twenty_processes_extract_one_valid_file() {
+    let runtime = private_dir();
+    let cache = private_dir();
+    let dir = runtime.path().join("sandbox");
+    let expected = dir.join(extract::file_name());
+    for round in ["fresh", "tampered"] {
+        if round == "tampered" {
+            fs::write(&expected, "tampered").unwrap();
+        }
+        let paths = extract_concurrently(runtime.path(), cache.path());
+        assert!(
+            paths.iter().all(|p| *p == expected),
+            "{round}: paths differ: {paths:?}"
+        );
+        assert_valid(&expected);
+        let entries: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(entries.len(), 1, "{round}: leftover files: {entries:?}");
+    }
+    let dir_meta = fs::symlink_metadata(&dir).unwrap();
     assert_eq!(dir_meta.mode() & 0o7777, 0o700);
-    let entries: Vec<_> = fs::read_dir(runtime.path().join("sandbox"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
-    assert_eq!(entries.len(), 1, "leftover temporary files: {entries:?}");
     let complaints = preload_stderr(&expected);
     assert!(
         !complaints.contains("ld.so"),
