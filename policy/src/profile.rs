@@ -230,3 +230,125 @@ impl Profile {
         Ok(())
     }
 }
+
+/// One line of [`Profile::resolve_with_groups`]: a syscall, what the profile does with it, and
+/// where in the profile it came from.
+pub type Resolved = (String, String, String);
+
+impl Profile {
+    /// The profile resolved on `arch`, one line per syscall it names (directly or through a
+    /// group): `(syscall, decision, source)`. The decision reads like `allow`, `kill`,
+    /// `errno:EROFS`, or for argument rules `errno:EROFS if a2 & 0x3 == 0x1 || ...; else allow`
+    /// (values in hex, evaluated in that order). The source is the group that lists the syscall
+    /// (`@fs-read`, `@never via @hardening`), or `listed` for an entry written in the profile;
+    /// several sources are joined with `, `. Syscalls the profile does not name get the
+    /// fallback: the default action for an allow list, allow for a deny list. Sorted by name;
+    /// empty for an unrestricted profile.
+    pub fn resolve_with_groups(&self, arch: Arch) -> Vec<Resolved> {
+        let Ok(Some(policy)) = self.policy(arch, None) else {
+            return Vec::new();
+        };
+        let mut sources: std::collections::BTreeMap<&'static str, Vec<String>> = Default::default();
+        let lists = self.allow.iter().flatten().chain(self.deny.iter());
+        for entry in lists {
+            collect_sources(arch, entry, &[], &mut sources, 0);
+        }
+        let mut out = Vec::new();
+        for (name, via) in sources {
+            let Some(nr) = arch.syscall_number(name) else { continue };
+            let mut seen = Vec::new();
+            for v in via {
+                if !seen.contains(&v) {
+                    seen.push(v);
+                }
+            }
+            out.push((name.to_string(), describe_decision(&policy, nr), seen.join(", ")));
+        }
+        out
+    }
+}
+
+/// Records, for every syscall `entry` names, the chain of groups it came through.
+fn collect_sources(
+    arch: Arch,
+    entry: &str,
+    chain: &[&str],
+    out: &mut std::collections::BTreeMap<&'static str, Vec<String>>,
+    depth: usize,
+) {
+    let head = entry.split(['(', '=']).next().unwrap_or(entry);
+    if let Some(group) = head.strip_prefix('@') {
+        let Some(g) = crate::groups::find(group) else { return };
+        if depth > 8 {
+            return;
+        }
+        let mut next: Vec<&str> = chain.to_vec();
+        next.push(g.name);
+        for member in g.entries {
+            collect_sources(arch, member, &next, out, depth + 1);
+        }
+        return;
+    }
+    let Some(nr) = arch.syscall_number(head) else { return };
+    let Some(name) = arch.syscall_name(nr) else { return };
+    let source = match chain.split_last() {
+        None => "listed".to_string(),
+        Some((inner, [])) => std::format!("@{inner}"),
+        Some((inner, outer)) => {
+            let via: Vec<String> = outer.iter().rev().map(|g| std::format!("@{g}")).collect();
+            std::format!("@{inner} via {}", via.join(" via "))
+        }
+    };
+    out.entry(name).or_default().push(source);
+}
+
+fn describe_cond(c: &crate::policy::Cond) -> String {
+    let width = if c.width == crate::policy::Width::W64 { ".64" } else { "" };
+    let full = if c.width == crate::policy::Width::W64 { u64::MAX } else { 0xffff_ffff };
+    let mask = if c.mask & full == full { String::new() } else { std::format!(" & {:#x}", c.mask) };
+    std::format!("a{}{width}{mask} {} {:#x}", c.arg, c.op.symbol(), c.value)
+}
+
+/// What `policy` does with `nr`, in words.
+fn describe_decision(policy: &Policy, nr: u32) -> String {
+    if let Some(a) = policy.constant_decision(nr) {
+        return a.to_string();
+    }
+    let mut parts = Vec::new();
+    for rule in policy.rules_for(nr) {
+        if Policy::is_unconditional(rule) {
+            parts.push(rule.action.to_string());
+            return parts.join("; else ");
+        }
+        let alts: Vec<String> = policy
+            .alternatives(rule)
+            .map(|alt| alt.iter().map(describe_cond).collect::<Vec<_>>().join(" && "))
+            .collect();
+        parts.push(std::format!("{} if {}", rule.action, alts.join(" || ")));
+    }
+    let rest = if policy.is_allowed(nr) { Action::Allow } else { policy.fallback() };
+    parts.push(rest.to_string());
+    parts.join("; else ")
+}
+
+#[cfg(test)]
+mod resolve_tests {
+    use super::*;
+
+    #[test]
+    fn minimal_names_groups_and_rules() {
+        let p = Profile::builtin("minimal").unwrap();
+        let r = p.resolve_with_groups(Arch::X86_64);
+        let get = |n: &str| r.iter().find(|(s, _, _)| s == n).cloned().unwrap();
+        assert_eq!(get("read").1, "allow");
+        assert_eq!(get("read").2, "@fd-io");
+        assert_eq!(get("mkdir").1, "errno:EROFS");
+        assert_eq!(get("mkdir").2, "@fs-write via @read-only");
+        let (_, openat, src) = get("openat");
+        assert!(openat.starts_with("errno:EROFS if a2 & 0x3 == 0x1"), "{openat}");
+        assert!(openat.ends_with("; else allow"), "{openat}");
+        assert_eq!(src, "@fs-read, @read-only");
+        assert!(get("ptrace").1 == "kill");
+        assert!(Profile::builtin("unrestricted").unwrap().resolve_with_groups(Arch::X86_64).is_empty());
+    }
+}

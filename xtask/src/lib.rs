@@ -1,0 +1,4 @@
+//! The parts of `cargo xtask` that tests share: the command matrix and the syscall benchmark.
+
+pub mod bench_syscalls;
+pub mod matrix;
