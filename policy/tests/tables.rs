@@ -656,6 +656,6 @@ fn errnos_match_libc() {
             Some(name),
             "errno numbers are unique"
         );
-        assert!(value >= 1 && value <= sandbox_policy::action::MAX_ERRNO);
+        assert!((1..=sandbox_policy::action::MAX_ERRNO).contains(&value));
     }
 }

@@ -141,7 +141,7 @@ pub fn validate(prog: &[I]) -> Result<(), String> {
         return Err(format!("bad length {}", prog.len()));
     }
     for (pc, i) in prog.iter().enumerate() {
-        let in_range = |off: u32| pc + 1 + off as usize <= prog.len() - 1;
+        let in_range = |off: u32| pc + 1 + (off as usize) < prog.len();
         match i.code {
             bpf::LD_W_ABS if i.k % 4 == 0 && i.k < 64 => {}
             bpf::ALU_AND_K | bpf::RET_K => {}
@@ -470,7 +470,12 @@ pub fn random_policy(rng: &mut Rng, arch: Arch) -> Policy {
             })
             .collect();
         let refs: Vec<&[Cond]> = alts.iter().map(|a| a.as_slice()).collect();
-        p.add_rule(nr, action, &refs).unwrap();
+        if rng.below(6) == 0 {
+            // Exemptions (the host's outer filter): allowed before any other rule.
+            p.exempt(nr, &refs).unwrap();
+        } else {
+            p.add_rule(nr, action, &refs).unwrap();
+        }
     }
     p.finish();
     p
