@@ -1,0 +1,522 @@
+//! Keeping a request's processes together so that all of them can be signalled, killed and
+//! reaped, including descendants that left the process group or the session.
+//!
+//! Two mechanisms:
+//! - **cgroup** (preferred): a cgroup v2 directory per request, next to the host's own cgroup.
+//!   The child joins it between fork and exec (before any filter), so every descendant is in
+//!   it whatever it does with sessions and process groups. Killing: freeze, record the
+//!   members, `cgroup.kill`, wait until the cgroup is empty, reap, `rmdir`.
+//! - **subreaper** (fallback when no writable cgroup v2 is mounted): the host is made a child
+//!   subreaper, so orphans are re-parented to it rather than to init; the request's processes
+//!   are found by walking `/proc` (same session or process group as the child, or a parent
+//!   chain leading to it). Limit: a descendant that calls `setsid` *and* loses its parent
+//!   before the walk is no longer recognisable.
+//!
+//! In both cases the host is a child subreaper (init on some machines never reaps orphans), and
+//! adopted orphans are reaped by pid, never with `waitpid(-1)`, which would steal the exit
+//! status of children that other threads of the host are waiting for.
+
+use serde::Serialize;
+use std::collections::HashSet;
+use std::fs;
+use std::io::Write;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Which mechanism to use to hold a request's processes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Containment {
+    /// A cgroup when one is available, else the subreaper and a `/proc` walk.
+    #[default]
+    Auto,
+    /// A cgroup; fail when none is available.
+    Cgroup,
+    /// The subreaper and a `/proc` walk, even when a cgroup is available.
+    Subreaper,
+}
+
+/// The mechanism a request actually ran with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mechanism {
+    /// A cgroup v2 directory per request.
+    Cgroup,
+    /// Child subreaper plus a `/proc` walk.
+    Subreaper,
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mechanism::Cgroup => "cgroup",
+            Mechanism::Subreaper => "subreaper",
+        })
+    }
+}
+
+/// How long killing may take before the host gives up waiting (and says so in the log).
+const KILL_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Where request cgroups are created: the host's own cgroup v2 directory.
+#[derive(Debug)]
+struct Base {
+    /// The directory in the mounted hierarchy.
+    dir: PathBuf,
+    /// The host's cgroup path as `/proc/PID/cgroup` shows it (`/` for the root).
+    rel: String,
+}
+
+fn base() -> Option<&'static Base> {
+    static BASE: OnceLock<Option<Base>> = OnceLock::new();
+    BASE.get_or_init(detect).as_ref()
+}
+
+/// Finds the cgroup2 mount and the host's cgroup in it, and checks that a child cgroup with
+/// `cgroup.kill` and `cgroup.freeze` can be created there.
+fn detect() -> Option<Base> {
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        if post.split(' ').next()? != "cgroup2" {
+            return None;
+        }
+        let f: Vec<&str> = pre.split(' ').collect();
+        if f.get(3) == Some(&"/") {
+            f.get(4).map(PathBuf::from)
+        } else {
+            None
+        }
+    })?;
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+    let dir = mount.join(rel.trim_start_matches('/'));
+    let probe = dir.join(format!("{}probe", prefix()));
+    fs::create_dir(&probe).ok()?;
+    let usable = probe.join("cgroup.kill").exists() && probe.join("cgroup.freeze").exists();
+    let _ = fs::remove_dir(&probe);
+    usable.then_some(Base { dir, rel })
+}
+
+/// Request cgroups of this host process are named `sandbox-exec-<host pid>-<n>`.
+fn prefix() -> String {
+    format!("sandbox-exec-{}-", std::process::id())
+}
+
+/// Names of request cgroups that are still in use (a zombie in any other one is stale).
+fn active() -> &'static Mutex<HashSet<String>> {
+    static ACTIVE: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    ACTIVE.get_or_init(Default::default)
+}
+
+/// Makes the host a child subreaper, once.
+fn become_subreaper() {
+    static DONE: OnceLock<bool> = OnceLock::new();
+    DONE.get_or_init(|| {
+        // SAFETY: prctl with integer arguments; affects only this process.
+        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        if rc != 0 {
+            tracing::warn!(error = %std::io::Error::last_os_error(), "cannot become a child subreaper");
+        }
+        rc == 0
+    });
+}
+
+/// A request cgroup.
+#[derive(Debug)]
+struct Cg {
+    name: String,
+    dir: PathBuf,
+    rel: String,
+    procs: fs::File,
+}
+
+/// One request's processes.
+#[derive(Debug)]
+pub(crate) struct Group {
+    cg: Option<Cg>,
+    child: i32,
+    /// Members seen while killing, with their start times (to tell a reused pid).
+    recorded: Vec<(i32, u64)>,
+    finished: bool,
+}
+
+impl Group {
+    /// Prepares the containment for one request.
+    pub(crate) fn new(want: Containment) -> std::io::Result<Group> {
+        become_subreaper();
+        let cg = match (want, base()) {
+            (Containment::Subreaper, _) => None,
+            (Containment::Cgroup, None) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "no writable cgroup v2 hierarchy",
+                ))
+            }
+            (_, None) => None,
+            (_, Some(b)) => {
+                static N: AtomicU64 = AtomicU64::new(0);
+                let name = format!("{}{}", prefix(), N.fetch_add(1, Ordering::Relaxed));
+                let dir = b.dir.join(&name);
+                match fs::create_dir(&dir).and_then(|_| {
+                    fs::OpenOptions::new()
+                        .write(true)
+                        .open(dir.join("cgroup.procs"))
+                }) {
+                    Ok(procs) => {
+                        active()
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(name.clone());
+                        let rel = format!("{}/{}", b.rel.trim_end_matches('/'), name);
+                        Some(Cg {
+                            name,
+                            dir,
+                            rel,
+                            procs,
+                        })
+                    }
+                    Err(e) if want == Containment::Cgroup => {
+                        let _ = fs::remove_dir(&dir);
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        let _ = fs::remove_dir(&dir);
+                        tracing::warn!(error = %e, "cannot create a request cgroup; using the subreaper");
+                        None
+                    }
+                }
+            }
+        };
+        Ok(Group {
+            cg,
+            child: 0,
+            recorded: Vec::new(),
+            finished: false,
+        })
+    }
+
+    /// The mechanism in use.
+    pub(crate) fn mechanism(&self) -> Mechanism {
+        if self.cg.is_some() {
+            Mechanism::Cgroup
+        } else {
+            Mechanism::Subreaper
+        }
+    }
+
+    /// The descriptor the child writes `0` to (its `cgroup.procs`) before exec.
+    pub(crate) fn join_fd(&self) -> Option<RawFd> {
+        self.cg.as_ref().map(|c| c.procs.as_raw_fd())
+    }
+
+    /// Records the direct child's pid (it leads its own session).
+    pub(crate) fn started(&mut self, pid: i32) {
+        self.child = pid;
+    }
+
+    /// Sends `sig` to every process of the request that is still running.
+    pub(crate) fn signal(&mut self, sig: i32) {
+        match &self.cg {
+            Some(cg) => {
+                for pid in read_procs(&cg.dir) {
+                    kill(pid, sig);
+                }
+            }
+            None => {
+                for (pid, st) in tree(self.child) {
+                    if st.state != 'Z' {
+                        kill(pid, sig);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kills every process of the request and waits until all of them are dead. The direct
+    /// child is killed too but not reaped (the caller does that, after this returns).
+    pub(crate) fn kill_all(&mut self) {
+        let deadline = Instant::now() + KILL_DEADLINE;
+        match &self.cg {
+            Some(cg) => {
+                if !events(&cg.dir, "populated") {
+                    return;
+                }
+                // Freeze first, so nothing forks between listing the members and killing them.
+                let frozen = write_file(&cg.dir.join("cgroup.freeze"), b"1").is_ok();
+                while frozen && !events(&cg.dir, "frozen") && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                for pid in read_procs(&cg.dir) {
+                    if pid != self.child {
+                        if let Some(st) = stat(pid) {
+                            self.recorded.push((pid, st.start));
+                        }
+                    }
+                }
+                if let Err(e) = write_file(&cg.dir.join("cgroup.kill"), b"1") {
+                    tracing::warn!(error = %e, "cgroup.kill failed; killing members one by one");
+                    for pid in read_procs(&cg.dir) {
+                        kill(pid, libc::SIGKILL);
+                    }
+                }
+                let mut pause = Duration::from_micros(50);
+                while events(&cg.dir, "populated") {
+                    if Instant::now() > deadline {
+                        tracing::warn!(cgroup = %cg.dir.display(), "request processes still alive after SIGKILL");
+                        break;
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+            }
+            None => loop {
+                let members = tree(self.child);
+                let mut pending = false;
+                for (pid, st) in &members {
+                    if *pid == self.child {
+                        if st.state != 'Z' {
+                            kill(*pid, libc::SIGKILL);
+                            pending = true;
+                        }
+                        continue;
+                    }
+                    pending = true;
+                    if st.state == 'Z' {
+                        if st.ppid == host_pid() {
+                            reap(*pid);
+                        }
+                    } else {
+                        kill(*pid, libc::SIGKILL);
+                    }
+                }
+                if !pending {
+                    break;
+                }
+                if Instant::now() > deadline {
+                    tracing::warn!(
+                        child = self.child,
+                        "request processes still around after SIGKILL"
+                    );
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(500));
+            },
+        }
+    }
+
+    /// After the direct child was reaped: reaps the request's adopted orphans and removes the
+    /// cgroup.
+    pub(crate) fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        let Some(cg) = self.cg.take() else { return };
+        // Every recorded member is dead; each becomes the host's child once its parent has
+        // finished exiting. Reap them by pid.
+        let deadline = Instant::now() + KILL_DEADLINE;
+        let mut left = std::mem::take(&mut self.recorded);
+        while !left.is_empty() {
+            left.retain(|&(pid, start)| match reap_one(pid) {
+                Reaped::Done => false,
+                Reaped::NotMine => {
+                    stat(pid).is_some_and(|s| s.start == start && s.ppid != host_pid())
+                }
+                Reaped::Running => true,
+            });
+            if left.is_empty() || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        active()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&cg.name);
+        sweep(&cg.rel);
+        drop(cg.procs);
+        if let Err(e) = fs::remove_dir(&cg.dir) {
+            tracing::warn!(cgroup = %cg.dir.display(), error = %e, "cannot remove the request cgroup");
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if !self.finished && self.cg.is_some() {
+            self.kill_all();
+            self.finish();
+        }
+    }
+}
+
+fn host_pid() -> i32 {
+    static PID: OnceLock<i32> = OnceLock::new();
+    // SAFETY: getpid cannot fail.
+    *PID.get_or_init(|| unsafe { libc::getpid() })
+}
+
+fn kill(pid: i32, sig: i32) {
+    if pid > 0 {
+        // SAFETY: kill with a positive pid signals exactly that process.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+enum Reaped {
+    Done,
+    NotMine,
+    Running,
+}
+
+fn reap_one(pid: i32) -> Reaped {
+    let mut status = 0;
+    // SAFETY: waitpid on one specific pid, writing into a local.
+    match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
+        0 => Reaped::Running,
+        r if r == pid => Reaped::Done,
+        _ => Reaped::NotMine,
+    }
+}
+
+fn reap(pid: i32) {
+    let _ = reap_one(pid);
+}
+
+/// Reaps zombie children of the host that belong to the cgroup `rel`, or to a request cgroup
+/// of this host that is no longer in use (late re-parenting from an earlier request).
+fn sweep(rel: &str) {
+    // Cheap test first: does the host have any zombie child at all?
+    // SAFETY: a zeroed siginfo is a valid out-parameter; WNOWAIT leaves the zombie in place.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes into info; P_ALL with WNOHANG|WNOWAIT does not reap anything.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid after a successful waitid (0 when nothing is waitable).
+    if rc != 0 || unsafe { info.si_pid() } == 0 {
+        return;
+    }
+    let me = host_pid();
+    let prefix = prefix();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Some(st) = stat(pid) else { continue };
+        if st.ppid != me || st.state != 'Z' {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+            continue;
+        };
+        let Some(path) = text.lines().find_map(|l| l.strip_prefix("0::")) else {
+            continue;
+        };
+        let name = path.rsplit('/').next().unwrap_or("");
+        let stale = name.starts_with(&prefix)
+            && !active()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(name);
+        if path == rel || stale {
+            reap(pid);
+        }
+    }
+}
+
+fn write_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(data)
+}
+
+/// `cgroup.events`: whether `key` is 1.
+fn events(dir: &Path, key: &str) -> bool {
+    match fs::read_to_string(dir.join("cgroup.events")) {
+        Ok(t) => t
+            .lines()
+            .any(|l| l.strip_prefix(key).map(str::trim) == Some("1")),
+        Err(_) => false,
+    }
+}
+
+fn read_procs(dir: &Path) -> Vec<i32> {
+    fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// The fields of `/proc/PID/stat` this module needs.
+#[derive(Clone, Copy, Debug)]
+struct Stat {
+    state: char,
+    ppid: i32,
+    pgrp: i32,
+    sid: i32,
+    start: u64,
+}
+
+fn stat(pid: i32) -> Option<Stat> {
+    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain anything: split after the last `)`.
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    Some(Stat {
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        sid: f.get(3)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// The processes of the request led by `child` (fallback mode): its session and process
+/// group, and everything whose parent chain leads to one of them.
+fn tree(child: i32) -> Vec<(i32, Stat)> {
+    if child <= 0 {
+        return Vec::new();
+    }
+    let mut all = Vec::new();
+    if let Ok(dir) = fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            if let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
+                if let Some(st) = stat(pid) {
+                    all.push((pid, st));
+                }
+            }
+        }
+    }
+    let me = host_pid();
+    let mut members: HashSet<i32> = all
+        .iter()
+        .filter(|(p, s)| *p != me && (*p == child || s.sid == child || s.pgrp == child))
+        .map(|(p, _)| *p)
+        .collect();
+    loop {
+        let before = members.len();
+        for (p, s) in &all {
+            if *p != me && members.contains(&s.ppid) {
+                members.insert(*p);
+            }
+        }
+        if members.len() == before {
+            break;
+        }
+    }
+    all.into_iter()
+        .filter(|(p, _)| members.contains(p))
+        .collect()
+}

@@ -1,0 +1,196 @@
+//! `sandbox exec --json`: one request as JSON in, one result (or one error) as JSON out.
+//!
+//! Every refusal is `{"error": {"field": F, "reason": R}}` with exit status 125; a request that
+//! ran gives its result with exit status 0, whatever the program did.
+
+use super::request::{Limits, Refusal, Request};
+use super::run::{exec, ExecError};
+use crate::sandbox::StaticBinaryAction;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The exit status of `sandbox exec --json` when the request did not run.
+pub const REFUSED_STATUS: i32 = 125;
+/// Largest request accepted, in bytes (stdin text may be 4 MiB; argv and env fit in the rest).
+pub const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+
+/// The request's fields, for "unknown field" messages.
+pub const FIELDS: &[&str] = &[
+    "argv",
+    "cwd",
+    "env",
+    "timeout_s",
+    "max_output_bytes",
+    "profile",
+    "static_binary",
+    "require_sandbox",
+    "stdin",
+    "limits",
+];
+
+const LIMIT_FIELDS: &[&str] = &["cpu_seconds", "memory_bytes", "fsize_bytes", "nofile"];
+
+/// Runs one JSON request; returns the JSON to print (one line) and the exit status.
+pub fn run_json(input: &[u8]) -> (String, i32) {
+    let req = match parse(input) {
+        Ok(r) => r,
+        Err(r) => {
+            tracing::info!(target: "sandbox::exec", outcome = "refused", field = %r.field, reason = %r.reason, "exec");
+            return (error_json(&r.field, &r.reason), REFUSED_STATUS);
+        }
+    };
+    match exec(&req) {
+        Ok(result) => match serde_json::to_string(&result) {
+            Ok(s) => (s, 0),
+            Err(e) => (
+                error_json("result", &format!("cannot encode the result: {e}")),
+                REFUSED_STATUS,
+            ),
+        },
+        Err(e) => (error_of(&e), REFUSED_STATUS),
+    }
+}
+
+fn error_of(e: &ExecError) -> String {
+    error_json(e.field(), &e.reason())
+}
+
+/// `{"error":{"field":...,"reason":...}}`.
+pub fn error_json(field: &str, reason: &str) -> String {
+    serde_json::json!({ "error": { "field": field, "reason": reason } }).to_string()
+}
+
+/// Parses a request, naming the field of the first problem.
+pub fn parse(input: &[u8]) -> Result<Request, Refusal> {
+    if input.len() > MAX_REQUEST_BYTES {
+        return Err(Refusal::new(
+            "request",
+            format!(
+                "larger than {MAX_REQUEST_BYTES} bytes ({} bytes)",
+                input.len()
+            ),
+        ));
+    }
+    let value: Value = serde_json::from_slice(input)
+        .map_err(|e| Refusal::new("request", format!("malformed JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(Refusal::new("request", "must be a JSON object"));
+    };
+    for key in obj.keys() {
+        if !FIELDS.contains(&key.as_str()) {
+            return Err(Refusal::new(
+                key.clone(),
+                format!("unknown field (known fields: {})", FIELDS.join(", ")),
+            ));
+        }
+    }
+    let argv = match obj.get("argv") {
+        None => {
+            return Err(Refusal::new(
+                "argv",
+                "missing (a non-empty list of strings)",
+            ))
+        }
+        Some(Value::Array(items)) => {
+            let mut argv = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    Value::String(s) => argv.push(s.clone()),
+                    _ => return Err(Refusal::new(format!("argv[{i}]"), "must be a string")),
+                }
+            }
+            argv
+        }
+        Some(_) => return Err(Refusal::new("argv", "must be a non-empty list of strings")),
+    };
+    let mut req = Request::new(argv);
+    req.cwd = optional::<String>(&obj, "cwd", "must be a string (an absolute path)")?;
+    if let Some(env) = obj.get("env") {
+        req.env = match env {
+            Value::Null => BTreeMap::new(),
+            Value::Object(m) => {
+                let mut out = BTreeMap::new();
+                for (k, v) in m {
+                    match v {
+                        Value::String(s) => {
+                            out.insert(k.clone(), s.clone());
+                        }
+                        _ => {
+                            return Err(Refusal::new(format!("env.{k}"), "value must be a string"))
+                        }
+                    }
+                }
+                out
+            }
+            _ => return Err(Refusal::new("env", "must be an object of string values")),
+        };
+    }
+    if let Some(t) = optional::<f64>(&obj, "timeout_s", "must be a number of seconds")? {
+        req.timeout_s = t;
+    }
+    if let Some(m) = optional::<u64>(&obj, "max_output_bytes", "must be a non-negative integer")? {
+        req.max_output_bytes = m;
+    }
+    if let Some(p) = optional::<String>(&obj, "profile", "must be a string")? {
+        req.profile = p;
+    }
+    if let Some(s) = optional::<StaticBinaryAction>(
+        &obj,
+        "static_binary",
+        "must be \"block\", \"warn\" or \"allow\"",
+    )? {
+        req.static_binary = s;
+    }
+    if let Some(b) = optional::<bool>(&obj, "require_sandbox", "must be true or false")? {
+        req.require_sandbox = b;
+    }
+    req.stdin = optional::<String>(&obj, "stdin", "must be a string")?;
+    if let Some(l) = obj.get("limits") {
+        req.limits = limits(l)?;
+    }
+    Ok(req)
+}
+
+fn limits(v: &Value) -> Result<Limits, Refusal> {
+    let m = match v {
+        Value::Null => return Ok(Limits::default()),
+        Value::Object(m) => m,
+        _ => return Err(Refusal::new("limits", "must be an object")),
+    };
+    for key in m.keys() {
+        if !LIMIT_FIELDS.contains(&key.as_str()) {
+            return Err(Refusal::new(
+                format!("limits.{key}"),
+                format!("unknown field (known fields: {})", LIMIT_FIELDS.join(", ")),
+            ));
+        }
+    }
+    let get = |k: &str| -> Result<Option<u64>, Refusal> {
+        match m.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(x) => x.as_u64().map(Some).ok_or_else(|| {
+                Refusal::new(format!("limits.{k}"), "must be a non-negative integer")
+            }),
+        }
+    };
+    Ok(Limits {
+        cpu_seconds: get("cpu_seconds")?,
+        memory_bytes: get("memory_bytes")?,
+        fsize_bytes: get("fsize_bytes")?,
+        nofile: get("nofile")?,
+    })
+}
+
+fn optional<T: DeserializeOwned>(
+    obj: &Map<String, Value>,
+    key: &str,
+    what: &str,
+) -> Result<Option<T>, Refusal> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|_| Refusal::new(key, what)),
+    }
+}

@@ -1,0 +1,103 @@
+//! Resource limits set in the child between fork and exec (seed 001 section 4): RLIMIT_CPU,
+//! RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE, and RLIMIT_CORE = 0 (a program the filter stops
+//! dies of SIGSYS, which would otherwise dump core into its working directory).
+
+use super::request::{Limits, Refusal};
+use serde::Serialize;
+
+/// Default RLIMIT_AS: 512 MiB.
+pub const DEFAULT_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
+/// Default RLIMIT_FSIZE: 64 MiB.
+pub const DEFAULT_FSIZE_BYTES: u64 = 64 * 1024 * 1024;
+/// Default RLIMIT_NOFILE.
+pub const DEFAULT_NOFILE: u64 = 256;
+/// Smallest RLIMIT_AS accepted: below this, the loader itself fails.
+pub const MIN_MEMORY_BYTES: u64 = 32 * 1024 * 1024;
+/// Largest RLIMIT_CPU accepted, in seconds.
+pub const MAX_CPU_SECONDS: u64 = 86_400;
+/// Smallest RLIMIT_NOFILE accepted (stdio, the report descriptor, a few files).
+pub const MIN_NOFILE: u64 = 16;
+/// Largest RLIMIT_NOFILE accepted.
+pub const MAX_NOFILE: u64 = 1 << 20;
+
+/// The limits one request runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Rlimits {
+    /// RLIMIT_CPU, seconds (SIGXCPU at this value, SIGKILL one second later).
+    pub cpu_seconds: u64,
+    /// RLIMIT_AS, bytes.
+    pub memory_bytes: u64,
+    /// RLIMIT_FSIZE, bytes.
+    pub fsize_bytes: u64,
+    /// RLIMIT_NOFILE.
+    pub nofile: u64,
+}
+
+impl Rlimits {
+    /// The defaults for a timeout, with `over` applied and checked.
+    pub fn resolve(timeout_s: f64, over: &Limits) -> Result<Rlimits, Refusal> {
+        let cpu_default = timeout_s.ceil().max(1.0) as u64;
+        let r = Rlimits {
+            cpu_seconds: over.cpu_seconds.unwrap_or(cpu_default),
+            memory_bytes: over.memory_bytes.unwrap_or(DEFAULT_MEMORY_BYTES),
+            fsize_bytes: over.fsize_bytes.unwrap_or(DEFAULT_FSIZE_BYTES),
+            nofile: over.nofile.unwrap_or(DEFAULT_NOFILE),
+        };
+        if !(1..=MAX_CPU_SECONDS).contains(&r.cpu_seconds) {
+            return Err(Refusal::new(
+                "limits.cpu_seconds",
+                format!("must be between 1 and {MAX_CPU_SECONDS}"),
+            ));
+        }
+        if r.memory_bytes < MIN_MEMORY_BYTES {
+            return Err(Refusal::new(
+                "limits.memory_bytes",
+                format!("must be at least {MIN_MEMORY_BYTES} (32 MiB)"),
+            ));
+        }
+        if !(MIN_NOFILE..=MAX_NOFILE).contains(&r.nofile) {
+            return Err(Refusal::new(
+                "limits.nofile",
+                format!("must be between {MIN_NOFILE} and {MAX_NOFILE}"),
+            ));
+        }
+        Ok(r)
+    }
+
+    /// Sets the limits on the calling process. Runs between fork and exec: only getrlimit
+    /// and setrlimit, no allocation. Each limit is capped at the current hard limit, so an
+    /// unprivileged host never fails here; soft and hard are both set, so the program cannot
+    /// raise them again.
+    pub(crate) fn apply_in_child(&self) -> std::io::Result<()> {
+        set(
+            libc::RLIMIT_CPU,
+            self.cpu_seconds,
+            self.cpu_seconds.saturating_add(1),
+        )?;
+        set(libc::RLIMIT_AS, self.memory_bytes, self.memory_bytes)?;
+        set(libc::RLIMIT_FSIZE, self.fsize_bytes, self.fsize_bytes)?;
+        set(libc::RLIMIT_NOFILE, self.nofile, self.nofile)?;
+        set(libc::RLIMIT_CORE, 0, 0)
+    }
+}
+
+fn set(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass; async-signal-safe.
+    if unsafe { libc::getrlimit(resource, &mut cur) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let hard = hard.min(cur.rlim_max);
+    let new = libc::rlimit {
+        rlim_cur: soft.min(hard),
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads the struct we pass; async-signal-safe.
+    if unsafe { libc::setrlimit(resource, &new) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,21 @@
+//! The argv-only tool runtime: run one request, return one result.
+//!
+//! A [`Request`] names an absolute program and its arguments (never a shell command line), a
+//! working directory, variables to add to a scrubbed environment, a timeout, an output cap and
+//! a profile. [`exec`] validates it, runs it under the sandbox with resource limits in a new
+//! session, kills the whole process tree on timeout (and every leftover descendant when the
+//! program exits), reads both output streams concurrently with caps, and returns an
+//! [`ExecResult`] whose `violation` names the syscall a filter stopped. [`json::run_json`] is
+//! the same for `sandbox exec --json`. See `docs/exec.md`.
+
+mod contain;
+pub mod env;
+pub mod json;
+pub mod limits;
+pub mod request;
+mod run;
+
+pub use contain::{Containment, Mechanism};
+pub use limits::Rlimits;
+pub use request::{Limits, Refusal, Request, Validated};
+pub use run::{exec, exec_with, ExecError, ExecResult, RunOptions, SandboxInfo, Violation};

@@ -1,0 +1,292 @@
+//! The exec request: its fields, their defaults and bounds, and validation that names the
+//! offending field and the reason (seed 001 section 2, plus code-injecting variables).
+
+use super::env;
+use super::limits::Rlimits;
+use crate::sandbox::StaticBinaryAction;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Default wall-clock limit, in seconds.
+pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
+/// Largest wall-clock limit, in seconds.
+pub const MAX_TIMEOUT_S: f64 = 600.0;
+/// Smallest wall-clock limit, in seconds.
+pub const MIN_TIMEOUT_S: f64 = 1.0;
+/// Default cap on each of stdout and stderr, in bytes.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 256 * 1024;
+/// Smallest allowed output cap (1 KiB).
+pub const MIN_MAX_OUTPUT_BYTES: u64 = 1024;
+/// Largest allowed output cap (4 MiB per stream).
+pub const MAX_MAX_OUTPUT_BYTES: u64 = 4 * 1024 * 1024;
+/// Largest `stdin` text, in bytes.
+pub const MAX_STDIN_BYTES: usize = 4 * 1024 * 1024;
+/// The profile used when a request names none.
+pub const DEFAULT_PROFILE: &str = "minimal";
+
+/// One request: run `argv` once and report what happened.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The program and its arguments; `argv[0]` is an absolute path. Never run by a shell.
+    pub argv: Vec<String>,
+    /// Working directory (absolute, existing); the host's own when absent.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Variables added after the environment is scrubbed.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Wall-clock limit in seconds (1 to 600).
+    #[serde(default = "default_timeout")]
+    pub timeout_s: f64,
+    /// Cap on each of stdout and stderr, in bytes (1 KiB to 4 MiB).
+    #[serde(default = "default_max_output")]
+    pub max_output_bytes: u64,
+    /// A built-in profile: minimal, network, write, no-exec, shell or unrestricted.
+    #[serde(default = "default_profile")]
+    pub profile: String,
+    /// What to do with a program the preload cannot enter (block, warn, allow).
+    #[serde(default)]
+    pub static_binary: StaticBinaryAction,
+    /// Refuse to run when the sandbox is unavailable on this machine.
+    #[serde(default)]
+    pub require_sandbox: bool,
+    /// Text written to the program's standard input (closed after it); `/dev/null` when absent.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// Overrides of the resource limits.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// Resource-limit overrides; each absent field keeps its default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// RLIMIT_CPU in seconds (default: the timeout, rounded up).
+    #[serde(default)]
+    pub cpu_seconds: Option<u64>,
+    /// RLIMIT_AS in bytes (default 512 MiB).
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    /// RLIMIT_FSIZE in bytes (default 64 MiB).
+    #[serde(default)]
+    pub fsize_bytes: Option<u64>,
+    /// RLIMIT_NOFILE (default 256).
+    #[serde(default)]
+    pub nofile: Option<u64>,
+}
+
+fn default_timeout() -> f64 {
+    DEFAULT_TIMEOUT_S
+}
+fn default_max_output() -> u64 {
+    DEFAULT_MAX_OUTPUT_BYTES
+}
+fn default_profile() -> String {
+    DEFAULT_PROFILE.to_string()
+}
+
+/// Why a request was refused before anything ran: the field and the reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
+#[error("{field}: {reason}")]
+pub struct Refusal {
+    /// The offending field, e.g. `argv[0]`, `env.LD_PRELOAD`, `timeout_s`.
+    pub field: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl Refusal {
+    /// A refusal of `field` for `reason`.
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Refusal {
+        Refusal {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A request that passed validation, with everything resolved.
+#[derive(Clone, Debug)]
+pub struct Validated {
+    /// `argv[0]` as a path.
+    pub program: PathBuf,
+    /// The whole argument vector.
+    pub argv: Vec<String>,
+    /// Working directory, if one was given.
+    pub cwd: Option<PathBuf>,
+    /// The child's complete environment (safe list, then the request's additions).
+    pub env: Vec<(String, String)>,
+    /// Wall-clock limit.
+    pub timeout: Duration,
+    /// Cap per stream.
+    pub max_output_bytes: usize,
+    /// The built-in profile's name.
+    pub profile: String,
+    /// Static-binary action.
+    pub static_binary: StaticBinaryAction,
+    /// Refuse when unavailable.
+    pub require_sandbox: bool,
+    /// Standard input text.
+    pub stdin: Option<String>,
+    /// The resource limits to set in the child.
+    pub rlimits: Rlimits,
+}
+
+impl Request {
+    /// A request for `argv` with every other field at its default.
+    pub fn new<I, S>(argv: I) -> Request
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Request {
+            argv: argv.into_iter().map(Into::into).collect(),
+            cwd: None,
+            env: BTreeMap::new(),
+            timeout_s: DEFAULT_TIMEOUT_S,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            profile: DEFAULT_PROFILE.to_string(),
+            static_binary: StaticBinaryAction::Block,
+            require_sandbox: false,
+            stdin: None,
+            limits: Limits::default(),
+        }
+    }
+
+    /// Checks every rule and resolves the request; the first failure is returned.
+    pub fn validate(&self) -> Result<Validated, Refusal> {
+        let argv = validate_argv(&self.argv)?;
+        let cwd = match &self.cwd {
+            None => None,
+            Some(c) => Some(validate_cwd(c)?),
+        };
+        for (k, v) in &self.env {
+            env::check_key(k).map_err(|r| Refusal::new(format!("env.{k}"), r))?;
+            env::check_value(v).map_err(|r| Refusal::new(format!("env.{k}"), r))?;
+        }
+        if !self.timeout_s.is_finite() || !(MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(&self.timeout_s)
+        {
+            return Err(Refusal::new(
+                "timeout_s",
+                format!(
+                    "must be between {MIN_TIMEOUT_S} and {MAX_TIMEOUT_S} seconds, got {}",
+                    self.timeout_s
+                ),
+            ));
+        }
+        if !(MIN_MAX_OUTPUT_BYTES..=MAX_MAX_OUTPUT_BYTES).contains(&self.max_output_bytes) {
+            return Err(Refusal::new(
+                "max_output_bytes",
+                format!(
+                    "must be between {MIN_MAX_OUTPUT_BYTES} (1 KiB) and {MAX_MAX_OUTPUT_BYTES} (4 MiB), got {}",
+                    self.max_output_bytes
+                ),
+            ));
+        }
+        if !crate::policy::profile::Profile::builtin_names().any(|n| n == self.profile) {
+            let names: Vec<_> = crate::policy::profile::Profile::builtin_names().collect();
+            return Err(Refusal::new(
+                "profile",
+                format!(
+                    "unknown profile `{}` (built-in profiles: {})",
+                    self.profile,
+                    names.join(", ")
+                ),
+            ));
+        }
+        if let Some(s) = &self.stdin {
+            if s.len() > MAX_STDIN_BYTES {
+                return Err(Refusal::new(
+                    "stdin",
+                    format!("longer than {MAX_STDIN_BYTES} bytes"),
+                ));
+            }
+        }
+        let rlimits = Rlimits::resolve(self.timeout_s, &self.limits)?;
+        Ok(Validated {
+            program: PathBuf::from(&argv[0]),
+            argv,
+            cwd,
+            env: env::scrubbed(&self.env),
+            timeout: Duration::from_secs_f64(self.timeout_s),
+            max_output_bytes: self.max_output_bytes as usize,
+            profile: self.profile.clone(),
+            static_binary: self.static_binary,
+            require_sandbox: self.require_sandbox,
+            stdin: self.stdin.clone(),
+            rlimits,
+        })
+    }
+}
+
+fn validate_argv(argv: &[String]) -> Result<Vec<String>, Refusal> {
+    if argv.is_empty() {
+        return Err(Refusal::new("argv", "must be a non-empty list of strings"));
+    }
+    for (i, a) in argv.iter().enumerate() {
+        if a.is_empty() {
+            return Err(Refusal::new(format!("argv[{i}]"), "must not be empty"));
+        }
+        if a.contains('\0') {
+            return Err(Refusal::new(format!("argv[{i}]"), "must not contain NUL"));
+        }
+    }
+    let program = Path::new(&argv[0]);
+    if !program.is_absolute() {
+        return Err(Refusal::new(
+            "argv[0]",
+            format!(
+                "must be an absolute path (no PATH lookup), got `{}`",
+                argv[0]
+            ),
+        ));
+    }
+    match std::fs::metadata(program) {
+        Err(e) => Err(Refusal::new(
+            "argv[0]",
+            format!("`{}`: {}", argv[0], io_reason(&e)),
+        )),
+        Ok(m) if !m.is_file() => Err(Refusal::new(
+            "argv[0]",
+            format!("`{}` is not a regular file", argv[0]),
+        )),
+        Ok(_) => Ok(argv.to_vec()),
+    }
+}
+
+fn validate_cwd(cwd: &str) -> Result<PathBuf, Refusal> {
+    if cwd.contains('\0') {
+        return Err(Refusal::new("cwd", "must not contain NUL"));
+    }
+    let p = Path::new(cwd);
+    if !p.is_absolute() {
+        return Err(Refusal::new(
+            "cwd",
+            format!("must be an absolute path, got `{cwd}`"),
+        ));
+    }
+    match std::fs::metadata(p) {
+        Err(e) => Err(Refusal::new("cwd", format!("`{cwd}`: {}", io_reason(&e)))),
+        Ok(m) if !m.is_dir() => Err(Refusal::new("cwd", format!("`{cwd}` is not a directory"))),
+        Ok(_) => Ok(p.to_path_buf()),
+    }
+}
+
+/// An I/O error in words, without the `(os error N)` suffix.
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "does not exist".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => {
+            let s = e.to_string();
+            match s.find(" (os error") {
+                Some(i) => s[..i].to_string(),
+                None => s,
+            }
+        }
+    }
+}

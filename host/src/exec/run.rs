@@ -1,0 +1,598 @@
+//! Running one validated request: spawn under the sandbox, feed stdin, drain both output
+//! streams with caps, enforce the wall clock (SIGTERM, grace, SIGKILL to the whole tree), kill
+//! leftover descendants, reap everything, and say what happened.
+
+use super::contain::{Containment, Group, Mechanism};
+use super::request::{io_reason, Refusal, Request, Validated};
+use crate::policy::profile::Profile;
+use crate::policy::{Action, Policy, NATIVE};
+use crate::sandbox::{Options, Sandbox, SandboxError, Sandboxed};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long output is still read after the program and its descendants were killed.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Runtime settings that are not part of a request.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Time between SIGTERM and SIGKILL after a timeout.
+    pub grace: Duration,
+    /// How the request's processes are held together.
+    pub containment: Containment,
+    /// Use this preload instead of the embedded one.
+    pub libsandbox_path: Option<PathBuf>,
+}
+
+impl Default for RunOptions {
+    fn default() -> RunOptions {
+        RunOptions {
+            grace: Duration::from_secs(1),
+            containment: Containment::Auto,
+            libsandbox_path: None,
+        }
+    }
+}
+
+/// What happened to one request that ran.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExecResult {
+    /// The exit status, when the program exited (not killed by a signal).
+    pub exit_code: Option<i32>,
+    /// The signal that ended the program, if one did.
+    pub signal: Option<i32>,
+    /// Standard output, UTF-8 with invalid bytes replaced, at most `max_output_bytes`.
+    pub stdout: String,
+    /// Standard error, likewise.
+    pub stderr: String,
+    /// More standard output was produced than was kept.
+    pub stdout_truncated: bool,
+    /// More standard error was produced than was kept.
+    pub stderr_truncated: bool,
+    /// Wall-clock time from validation to the last process reaped.
+    pub duration_s: f64,
+    /// The wall-clock limit ended the program.
+    pub timed_out: bool,
+    /// The filter stopped the program: which call, and what would allow it.
+    pub violation: Option<Violation>,
+    /// Whether a filter applied, and which profile.
+    pub sandboxed: SandboxInfo,
+    /// Warnings about the run (for example: ran unconfined).
+    pub warnings: Vec<String>,
+}
+
+/// A syscall the filter refused, stopping the program.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// The syscall's name (`unknown` when the filter killed without naming it).
+    pub syscall: String,
+    /// Its number on this architecture, when known.
+    pub number: Option<u32>,
+    /// The profile that refused it.
+    pub profile: String,
+    /// One line: what would allow it.
+    pub hint: String,
+}
+
+/// How the request was confined.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SandboxInfo {
+    /// `exact` when the profile's filter was installed, `none` otherwise.
+    pub filter: Sandboxed,
+    /// The profile's name.
+    pub profile: String,
+}
+
+/// Why a request produced no result.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExecError {
+    /// Validation refused it.
+    #[error("{0}")]
+    Refused(#[from] Refusal),
+    /// The sandbox refused it or could not be set up.
+    #[error("{0}")]
+    Sandbox(#[from] SandboxError),
+    /// The program could not be started.
+    #[error("cannot start {program}: {source}")]
+    Spawn {
+        /// `argv[0]`.
+        program: String,
+        /// What `fork`/`exec` said.
+        source: std::io::Error,
+    },
+    /// The process group could not be prepared (cgroup, pipes).
+    #[error("cannot prepare the run: {0}")]
+    Setup(std::io::Error),
+}
+
+impl ExecError {
+    /// The request field the error is about.
+    pub fn field(&self) -> &str {
+        match self {
+            ExecError::Refused(r) => &r.field,
+            ExecError::Sandbox(SandboxError::Blocked(_)) | ExecError::Spawn { .. } => "argv[0]",
+            ExecError::Sandbox(SandboxError::Unavailable(_)) => "require_sandbox",
+            ExecError::Sandbox(SandboxError::Profile(..)) => "profile",
+            ExecError::Sandbox(_) | ExecError::Setup(_) => "sandbox",
+        }
+    }
+
+    /// The reason, without the field.
+    pub fn reason(&self) -> String {
+        match self {
+            ExecError::Refused(r) => r.reason.clone(),
+            ExecError::Spawn { source, .. } => {
+                format!("cannot start the program: {}", io_reason(source))
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Runs one request with the default runtime settings.
+pub fn exec(req: &Request) -> Result<ExecResult, ExecError> {
+    exec_with(req, &RunOptions::default())
+}
+
+/// Runs one request; emits one audit event (`tracing`, target `sandbox::exec`).
+pub fn exec_with(req: &Request, opts: &RunOptions) -> Result<ExecResult, ExecError> {
+    let start = Instant::now();
+    let mut mechanism = None;
+    let res = req.validate().map_err(ExecError::from).and_then(|v| {
+        let sandbox = sandbox_for(&v, opts)?;
+        run(&v, &sandbox, opts, start, &mut mechanism)
+    });
+    audit(req, &res, start, mechanism);
+    res
+}
+
+fn audit(
+    req: &Request,
+    res: &Result<ExecResult, ExecError>,
+    start: Instant,
+    mechanism: Option<Mechanism>,
+) {
+    let duration_s = start.elapsed().as_secs_f64();
+    let containment = mechanism.map(|m| m.to_string()).unwrap_or_default();
+    match res {
+        Ok(r) => {
+            let outcome = if r.violation.is_some() {
+                "violation"
+            } else if r.timed_out {
+                "timed-out"
+            } else if r.signal.is_some() {
+                "signalled"
+            } else {
+                "exited"
+            };
+            tracing::info!(
+                target: "sandbox::exec",
+                argv = ?req.argv,
+                profile = %req.profile,
+                outcome,
+                exit_code = r.exit_code,
+                signal = r.signal,
+                violation = r.violation.as_ref().map(|v| v.syscall.as_str()),
+                filter = ?r.sandboxed.filter,
+                containment = %containment,
+                duration_s,
+                "exec"
+            );
+        }
+        Err(e) => tracing::info!(
+            target: "sandbox::exec",
+            argv = ?req.argv,
+            profile = %req.profile,
+            outcome = "refused",
+            field = e.field(),
+            reason = %e.reason(),
+            duration_s,
+            "exec"
+        ),
+    }
+}
+
+/// One configured sandbox per (profile, static-binary action, require, library), built once.
+fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecError> {
+    type Key = (String, String, bool, Option<PathBuf>);
+    static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Sandbox>>>> = OnceLock::new();
+    let key = (
+        v.profile.clone(),
+        format!("{:?}", v.static_binary),
+        v.require_sandbox,
+        opts.libsandbox_path.clone(),
+    );
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(s) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(Arc::clone(s));
+    }
+    let profile =
+        Profile::builtin(&v.profile).map_err(|e| Refusal::new("profile", e.to_string()))?;
+    let options = Options {
+        profile,
+        on_violation: Some(Action::Trap),
+        static_binary: v.static_binary,
+        require_sandbox: v.require_sandbox,
+        libsandbox_path: opts.libsandbox_path.clone(),
+    };
+    let s = Arc::new(Sandbox::new(options)?);
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, Arc::clone(&s));
+    Ok(s)
+}
+
+/// One output stream: what was kept, how much was produced, whether it ended.
+struct Stream {
+    fd: Option<std::fs::File>,
+    kept: Vec<u8>,
+    cap: usize,
+    total: u64,
+}
+
+impl Stream {
+    fn new(fd: Option<OwnedFd>, cap: usize) -> Stream {
+        if let Some(f) = &fd {
+            set_nonblocking(f.as_raw_fd());
+        }
+        Stream {
+            fd: fd.map(std::fs::File::from),
+            kept: Vec::new(),
+            cap,
+            total: 0,
+        }
+    }
+
+    fn raw(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Reads what is there; keeps up to the cap and discards the rest. Closes at EOF.
+    fn pump(&mut self, scratch: &mut [u8]) {
+        let Some(f) = &mut self.fd else { return };
+        // Bounded, so one busy stream cannot starve the other or the clock.
+        for _ in 0..16 {
+            match f.read(scratch) {
+                Ok(0) => {
+                    self.fd = None;
+                    return;
+                }
+                Ok(n) => {
+                    self.total += n as u64;
+                    let room = self.cap.saturating_sub(self.kept.len());
+                    self.kept.extend_from_slice(&scratch[..n.min(room)]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(_) => {
+                    self.fd = None;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The text, at most `cap` bytes after UTF-8 replacement, and whether it was truncated.
+    fn finish(self) -> (String, bool) {
+        let mut truncated = self.total > self.kept.len() as u64;
+        let mut s = String::from_utf8_lossy(&self.kept).into_owned();
+        if s.len() > self.cap {
+            let mut i = self.cap;
+            while !s.is_char_boundary(i) {
+                i -= 1;
+            }
+            s.truncate(i);
+            truncated = true;
+        }
+        (s, truncated)
+    }
+}
+
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: the descriptor was just created and is owned by nobody else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Whether `pid` (our child) has exited, without reaping it: its pid stays reserved until the
+/// whole tree is dead, so no process can be mistaken for it.
+fn has_exited(pid: i32) -> bool {
+    // SAFETY: a zeroed siginfo is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on one pid with WNOWAIT writes into info and reaps nothing.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid after a successful waitid.
+    rc == 0 && unsafe { info.si_pid() } == pid
+}
+
+fn run(
+    v: &Validated,
+    sandbox: &Sandbox,
+    opts: &RunOptions,
+    start: Instant,
+    mechanism: &mut Option<Mechanism>,
+) -> Result<ExecResult, ExecError> {
+    let mut cmd = Command::new(&v.program);
+    cmd.args(&v.argv[1..]);
+    cmd.env_clear();
+    cmd.envs(v.env.iter().map(|(k, v)| (k, v)));
+    if let Some(c) = &v.cwd {
+        cmd.current_dir(c);
+    }
+    cmd.stdin(if v.stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+
+    let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
+    *mechanism = Some(group.mechanism());
+    let join = group.join_fd();
+    let rlimits = v.rlimits;
+    // SAFETY: between fork and exec the closure makes only async-signal-safe syscalls
+    // (setsid, getrlimit/setrlimit, write) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(fd) = join {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            rlimits.apply_in_child()
+        });
+    }
+    let mut applied = sandbox.apply(&mut cmd, &v.program)?;
+    let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
+        program: v.argv[0].clone(),
+        source,
+    })?;
+    applied.spawned();
+    let pid = child.id() as i32;
+    group.started(pid);
+
+    let pidfd = pidfd_open(pid);
+    let mut out = Stream::new(child.stdout.take().map(OwnedFd::from), v.max_output_bytes);
+    let mut err = Stream::new(child.stderr.take().map(OwnedFd::from), v.max_output_bytes);
+    let mut input = child.stdin.take().map(|s| {
+        let f = std::fs::File::from(OwnedFd::from(s));
+        set_nonblocking(f.as_raw_fd());
+        f
+    });
+    let data = v.stdin.as_deref().unwrap_or("").as_bytes();
+    let mut written = 0usize;
+
+    let deadline = Instant::now() + v.timeout;
+    let mut timed_out = false;
+    let mut kill_at: Option<Instant> = None;
+    let mut exited = false;
+    let mut drain_until: Option<Instant> = None;
+    let mut scratch = vec![0u8; 64 * 1024];
+
+    loop {
+        if !exited && has_exited(pid) {
+            exited = true;
+            input = None;
+            // No process started by the request outlives it.
+            group.kill_all();
+            drain_until = Some(Instant::now() + DRAIN);
+        }
+        if exited && out.fd.is_none() && err.fd.is_none() {
+            break;
+        }
+        let now = Instant::now();
+        if drain_until.is_some_and(|d| now >= d) {
+            tracing::warn!(
+                pid,
+                "output still open after the request's processes were killed; closing it"
+            );
+            break;
+        }
+        if !exited && !timed_out && now >= deadline {
+            timed_out = true;
+            group.signal(libc::SIGTERM);
+            kill_at = Some(now + opts.grace);
+        }
+        if !exited && kill_at.is_some_and(|k| now >= k) {
+            kill_at = None;
+            group.kill_all();
+        }
+
+        let mut wake = drain_until.unwrap_or(now + Duration::from_secs(3600));
+        if !exited && !timed_out {
+            wake = wake.min(deadline);
+        }
+        if let Some(k) = kill_at {
+            wake = wake.min(k);
+        }
+        if pidfd.is_none() && !exited {
+            wake = wake.min(now + Duration::from_millis(10));
+        }
+        let timeout_ms = wake
+            .saturating_duration_since(now)
+            .as_millis()
+            .min(i32::MAX as u128) as i32;
+
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
+        for fd in [out.raw(), err.raw()].into_iter().flatten() {
+            fds.push(libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        if let Some(f) = &input {
+            fds.push(libc::pollfd {
+                fd: f.as_raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            });
+        }
+        if let (Some(p), false) = (&pidfd, exited) {
+            fds.push(libc::pollfd {
+                fd: p.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // SAFETY: fds is a valid array of pollfd of the given length.
+        let n = unsafe {
+            libc::poll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                timeout_ms.max(0),
+            )
+        };
+        if n <= 0 {
+            continue;
+        }
+        for p in &fds {
+            if p.revents == 0 {
+                continue;
+            }
+            if Some(p.fd) == out.raw() {
+                out.pump(&mut scratch);
+            } else if Some(p.fd) == err.raw() {
+                err.pump(&mut scratch);
+            } else if input.as_ref().is_some_and(|f| f.as_raw_fd() == p.fd) {
+                let f = input.as_mut().expect("checked above");
+                if p.revents & libc::POLLOUT != 0 && written < data.len() {
+                    let end = (written + 65536).min(data.len());
+                    match std::io::Write::write(f, &data[written..end]) {
+                        Ok(k) => written += k,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => written = data.len(),
+                    }
+                } else {
+                    written = data.len();
+                }
+                if written >= data.len() {
+                    input = None;
+                }
+            }
+        }
+        if input.is_some() && written >= data.len() {
+            input = None;
+        }
+    }
+    drop(input);
+    drop(pidfd);
+    // Every descendant is dead: reap the direct child, then the adopted orphans.
+    let status = child.wait().map_err(ExecError::Setup)?;
+    group.finish();
+    let mut warnings = std::mem::take(&mut applied.warnings);
+    let outcome = applied.finish();
+    if let Some(e) = &outcome.report.error {
+        warnings.push(format!("libsandbox: {e}"));
+    }
+
+    let (stdout, stdout_truncated) = out.finish();
+    let (stderr, stderr_truncated) = err.finish();
+    let signal = status.signal();
+    let violation = match (signal, &outcome.report.violation) {
+        (Some(libc::SIGSYS), Some((nr, name))) => Some(Violation {
+            syscall: name.clone(),
+            number: Some(*nr),
+            profile: v.profile.clone(),
+            hint: hint(*nr, name, &v.profile),
+        }),
+        (Some(libc::SIGSYS), None) if outcome.sandboxed == Sandboxed::Exact => Some(Violation {
+            syscall: "unknown".into(),
+            number: None,
+            profile: v.profile.clone(),
+            hint: format!(
+                "a kill rule of profile {} stopped the program without naming the call",
+                v.profile
+            ),
+        }),
+        _ => None,
+    };
+    Ok(ExecResult {
+        exit_code: status.code(),
+        signal,
+        stdout,
+        stderr,
+        stdout_truncated,
+        stderr_truncated,
+        duration_s: start.elapsed().as_secs_f64(),
+        timed_out,
+        violation,
+        sandboxed: SandboxInfo {
+            filter: outcome.sandboxed,
+            profile: v.profile.clone(),
+        },
+        warnings,
+    })
+}
+
+/// The built-in profiles' policies on this architecture, built once.
+fn builtin_policies() -> &'static [(&'static str, Option<Box<Policy>>)] {
+    static POLICIES: OnceLock<Vec<(&'static str, Option<Box<Policy>>)>> = OnceLock::new();
+    POLICIES.get_or_init(|| {
+        Profile::builtin_names()
+            .filter_map(|n| {
+                let p = Profile::builtin(n).ok()?;
+                Some((n, p.policy(NATIVE, None).ok()?))
+            })
+            .collect()
+    })
+}
+
+/// One line for an agent: which built-in profiles would allow the call (the filter reports
+/// no arguments, so a profile that allows it only for some arguments says so).
+pub(crate) fn hint(nr: u32, name: &str, profile: &str) -> String {
+    let mut allowing = Vec::new();
+    for (n, p) in builtin_policies() {
+        let Some(p) = p else { continue };
+        if *n == profile {
+            continue;
+        }
+        if p.constant_decision(nr) == Some(Action::Allow) {
+            allowing.push(n.to_string());
+        } else if p.rules_for(nr).iter().any(|r| r.action == Action::Allow)
+            || p.decide(nr, &[0; 6]) == Action::Allow
+        {
+            allowing.push(format!("{n} (for some arguments)"));
+        }
+    }
+    if allowing.is_empty() {
+        format!("{name} is not allowed by profile {profile}; no built-in profile allows it except unrestricted (no filter)")
+    } else {
+        format!(
+            "{name} is not allowed by profile {profile}; profiles that allow it: {}",
+            allowing.join(", ")
+        )
+    }
+}

@@ -1,0 +1,718 @@
+//! `sandbox_host::exec`: real programs under real filters, with limits, timeouts, output caps,
+//! whole-tree kills and violations. Tests that count the host's descriptors and zombies, or set
+//! secrets in the host's environment, re-run themselves in a fresh process (`isolated`) so that
+//! the other tests of this binary, running in parallel, cannot disturb them.
+
+use sandbox_host::exec::{self, Containment, ExecResult, Request, RunOptions};
+use sandbox_host::Sandboxed;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const PYTHON: &str = "/usr/bin/python3";
+
+fn req(argv: &[&str]) -> Request {
+    Request::new(argv.iter().copied())
+}
+
+fn run(r: &Request) -> ExecResult {
+    exec::exec(r).unwrap_or_else(|e| panic!("{:?} refused: {e}", r.argv))
+}
+
+fn refused(r: &Request) -> (String, String) {
+    match exec::exec(r) {
+        Ok(res) => panic!("{:?} ran: {res:?}", r.argv),
+        Err(e) => (e.field().to_string(), e.reason()),
+    }
+}
+
+/// Re-runs test `name` alone in a fresh process with `EXEC_ISOLATED=1` and `env` set, and
+/// asserts that it passed. Returns true when called inside that process (the caller then
+/// does the real work).
+fn isolated(name: &str, env: &[(&str, &str)]) -> bool {
+    if std::env::var_os("EXEC_ISOLATED").is_some() {
+        return true;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env("EXEC_ISOLATED", "1")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "isolated {name} failed:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "isolated {name} did not run:\n{text}"
+    );
+    false
+}
+
+/// Processes (other than this one) whose environment contains `mark`.
+fn marked(mark: &str) -> Vec<(i32, String)> {
+    let needle = format!("EXEC_TEST_MARK={mark}");
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() as i32 {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            found.push((pid, stat));
+        }
+    }
+    found
+}
+
+/// Zombie processes whose parent is this process.
+fn my_zombies() -> Vec<String> {
+    let me = std::process::id().to_string();
+    let mut z = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let f: Vec<&str> = stat[close + 2..].split(' ').collect();
+        if f.first() == Some(&"Z") && f.get(1) == Some(&me.as_str()) {
+            z.push(stat);
+        }
+    }
+    z
+}
+
+fn fd_count() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+fn unique(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{tag}-{}-{nanos}", std::process::id())
+}
+
+// ---- seed 001 section 8 ----
+
+#[test]
+fn metacharacters_are_not_interpreted() {
+    let r = run(&req(&["/bin/echo", "; pwd"]));
+    assert_eq!(r.stdout, "; pwd\n");
+    assert_eq!(r.exit_code, Some(0));
+    assert_eq!(r.sandboxed.filter, Sandboxed::Exact);
+    assert_eq!(r.sandboxed.profile, "minimal");
+}
+
+#[test]
+fn refuses_empty_argv() {
+    assert_eq!(refused(&req(&[])).0, "argv");
+}
+
+#[test]
+fn refuses_empty_argument() {
+    assert_eq!(refused(&req(&["/bin/echo", ""])).0, "argv[1]");
+}
+
+#[test]
+fn refuses_relative_program() {
+    let (field, reason) = refused(&req(&["echo", "hi"]));
+    assert_eq!(field, "argv[0]");
+    assert!(reason.contains("absolute"), "{reason}");
+}
+
+#[test]
+fn refuses_missing_program() {
+    let (field, reason) = refused(&req(&["/nonexistent/program"]));
+    assert_eq!(field, "argv[0]");
+    assert!(reason.contains("does not exist"), "{reason}");
+}
+
+#[test]
+fn refuses_directory_as_program() {
+    let (field, reason) = refused(&req(&["/usr/bin"]));
+    assert_eq!(field, "argv[0]");
+    assert!(reason.contains("not a regular file"), "{reason}");
+}
+
+#[test]
+fn refuses_relative_cwd() {
+    let mut r = req(&["/bin/true"]);
+    r.cwd = Some("tmp".into());
+    assert_eq!(refused(&r).0, "cwd");
+}
+
+#[test]
+fn refuses_missing_cwd() {
+    let mut r = req(&["/bin/true"]);
+    r.cwd = Some("/nonexistent/dir".into());
+    assert_eq!(refused(&r).0, "cwd");
+}
+
+#[test]
+fn refuses_file_as_cwd() {
+    let mut r = req(&["/bin/true"]);
+    r.cwd = Some("/bin/true".into());
+    assert_eq!(refused(&r).0, "cwd");
+}
+
+#[test]
+fn refuses_reserved_env_key() {
+    let mut r = req(&["/bin/true"]);
+    r.env.insert("_SECRET".into(), "x".into());
+    let (field, reason) = refused(&r);
+    assert_eq!(field, "env._SECRET");
+    assert!(reason.contains("reserved"), "{reason}");
+}
+
+#[test]
+fn refuses_nul_in_env_value() {
+    let mut r = req(&["/bin/true"]);
+    r.env.insert("FOO".into(), "a\0b".into());
+    let (field, reason) = refused(&r);
+    assert_eq!(field, "env.FOO");
+    assert!(reason.contains("NUL"), "{reason}");
+}
+
+#[test]
+fn refuses_code_injecting_env_keys() {
+    for key in [
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "LD_AUDIT",
+        "GCONV_PATH",
+        "DYLD_INSERT_LIBRARIES",
+        "DYLD_LIBRARY_PATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "NODE_OPTIONS",
+        "RUBYOPT",
+        "PERL5OPT",
+        "PERL5LIB",
+        "BASH_ENV",
+        "ENV",
+        "SHELLOPTS",
+        "PROMPT_COMMAND",
+    ] {
+        let mut r = req(&["/bin/true"]);
+        r.env.insert(key.into(), "/tmp/evil".into());
+        let (field, reason) = refused(&r);
+        assert_eq!(field, format!("env.{key}"));
+        assert!(reason.contains("extra code"), "{key}: {reason}");
+    }
+}
+
+#[test]
+fn refuses_timeout_out_of_range() {
+    for t in [0.0, 0.5, 600.5, 601.0, f64::NAN] {
+        let mut r = req(&["/bin/true"]);
+        r.timeout_s = t;
+        assert_eq!(refused(&r).0, "timeout_s", "{t}");
+    }
+}
+
+#[test]
+fn refuses_output_cap_out_of_range() {
+    for m in [0, 1023, 4 * 1024 * 1024 + 1] {
+        let mut r = req(&["/bin/true"]);
+        r.max_output_bytes = m;
+        assert_eq!(refused(&r).0, "max_output_bytes", "{m}");
+    }
+}
+
+#[test]
+fn refuses_unknown_profile() {
+    let mut r = req(&["/bin/true"]);
+    r.profile = "/etc/passwd".into();
+    assert_eq!(refused(&r).0, "profile");
+}
+
+#[test]
+fn refuses_bad_limits() {
+    let mut r = req(&["/bin/true"]);
+    r.limits.memory_bytes = Some(1024);
+    assert_eq!(refused(&r).0, "limits.memory_bytes");
+    let mut r = req(&["/bin/true"]);
+    r.limits.nofile = Some(0);
+    assert_eq!(refused(&r).0, "limits.nofile");
+    let mut r = req(&["/bin/true"]);
+    r.limits.cpu_seconds = Some(0);
+    assert_eq!(refused(&r).0, "limits.cpu_seconds");
+}
+
+#[test]
+fn env_scrub_drops_host_secrets() {
+    if !isolated(
+        "env_scrub_drops_host_secrets",
+        &[
+            ("ANTHROPIC_API_KEY", "sk-ant-secret"),
+            ("AWS_SECRET_ACCESS_KEY", "aws-secret"),
+            ("GITHUB_TOKEN", "ghp_secret"),
+        ],
+    ) {
+        return;
+    }
+    assert_eq!(std::env::var("GITHUB_TOKEN").as_deref(), Ok("ghp_secret"));
+    let mut r = req(&["/usr/bin/env"]);
+    r.env.insert("FOO".into(), "bar".into());
+    r.env.insert("PATH".into(), "/opt/bin:/usr/bin".into());
+    let res = run(&r);
+    assert_eq!(res.exit_code, Some(0), "{res:?}");
+    // The preload stays in LD_PRELOAD (programs the child starts must load it too); it is the
+    // only variable the sandbox itself adds.
+    let mut lines: Vec<&str> = res
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("LD_PRELOAD="))
+        .collect();
+    lines.sort();
+    let preload: Vec<&str> = res
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("LD_PRELOAD="))
+        .collect();
+    assert_eq!(preload.len(), 1, "{}", res.stdout);
+    assert!(preload[0].contains("libsandbox"), "{}", preload[0]);
+    let user = sandbox_host::exec::env::user();
+    let mut want = vec![
+        "FOO=bar".to_string(),
+        "HOME=/tmp".into(),
+        "LANG=C.UTF-8".into(),
+        "LC_ALL=C.UTF-8".into(),
+        "PATH=/opt/bin:/usr/bin".into(),
+        "SHELL=/bin/sh".into(),
+        "TERM=dumb".into(),
+        format!("USER={user}"),
+    ];
+    want.sort();
+    assert_eq!(
+        lines, want,
+        "the child saw exactly the safe list plus the request's additions"
+    );
+    for secret in ["sk-ant-secret", "aws-secret", "ghp_secret"] {
+        assert!(!res.stdout.contains(secret));
+    }
+}
+
+#[test]
+fn timeout_returns_timed_out_quickly() {
+    let mut r = req(&["/bin/sleep", "10"]);
+    r.timeout_s = 1.0;
+    let t = Instant::now();
+    let res = run(&r);
+    let took = t.elapsed();
+    assert!(res.timed_out, "{res:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(
+        res.signal,
+        Some(libc::SIGTERM),
+        "sleep dies of the SIGTERM: {res:?}"
+    );
+    assert!(res.violation.is_none());
+}
+
+#[test]
+fn timeout_escalates_to_sigkill_after_grace() {
+    let mut r = req(&["/bin/sh", "-c", "trap '' TERM; sleep 10"]);
+    r.profile = "shell".into();
+    r.timeout_s = 1.0;
+    let opts = RunOptions {
+        grace: Duration::from_millis(300),
+        ..RunOptions::default()
+    };
+    let t = Instant::now();
+    let res = exec::exec_with(&r, &opts).unwrap();
+    assert!(res.timed_out);
+    assert_eq!(res.signal, Some(libc::SIGKILL), "{res:?}");
+    assert!(t.elapsed() < Duration::from_secs(4));
+}
+
+#[test]
+fn output_cap_truncates_one_megabyte() {
+    let mut r = req(&["/usr/bin/head", "-c", "1048576", "/dev/zero"]);
+    r.max_output_bytes = 1024;
+    let res = run(&r);
+    assert_eq!(res.exit_code, Some(0), "{res:?}");
+    assert!(res.stdout.len() <= 1024, "{}", res.stdout.len());
+    assert_eq!(res.stdout.len(), 1024);
+    assert!(res.stdout_truncated);
+    assert!(!res.stderr_truncated);
+}
+
+#[test]
+fn output_cap_never_splits_a_character() {
+    // 600 two-byte characters: the 1024-byte cap falls on a character boundary after 512;
+    // with one leading ASCII byte it falls inside one.
+    let mut r = req(&[
+        PYTHON,
+        "-c",
+        "import sys; sys.stdout.write('a' + '\u{e9}' * 600)",
+    ]);
+    r.max_output_bytes = 1024;
+    let res = run(&r);
+    assert!(res.stdout_truncated, "{res:?}");
+    assert!(res.stdout.len() <= 1024);
+    assert!(res.stdout.starts_with("a\u{e9}"));
+    assert!(
+        !res.stdout.contains('\u{fffd}'),
+        "no replacement character for the cut"
+    );
+}
+
+#[test]
+fn invalid_utf8_is_replaced() {
+    let res = run(&req(&["/usr/bin/printf", "ok\\377\\n"]));
+    assert_eq!(res.stdout, "ok\u{fffd}\n");
+}
+
+#[test]
+fn stdin_text_reaches_the_program() {
+    let mut r = req(&["/bin/cat"]);
+    r.stdin = Some("hello\nworld\n".into());
+    let res = run(&r);
+    assert_eq!(res.stdout, "hello\nworld\n", "{res:?}");
+    assert_eq!(res.exit_code, Some(0));
+}
+
+#[test]
+fn no_stdin_reads_eof() {
+    let res = run(&req(&["/bin/cat"]));
+    assert_eq!(res.stdout, "");
+    assert_eq!(res.exit_code, Some(0));
+}
+
+#[test]
+fn exit_status_and_cwd() {
+    let mut r = req(&["/bin/sh", "-c", "pwd; exit 7"]);
+    r.profile = "shell".into();
+    r.cwd = Some("/usr".into());
+    let res = run(&r);
+    assert_eq!(res.exit_code, Some(7));
+    assert_eq!(res.signal, None);
+    assert_eq!(res.stdout, "/usr\n");
+}
+
+#[test]
+fn resource_limits_apply() {
+    let mut r = req(&[
+        "/bin/sh",
+        "-c",
+        "ulimit -t; ulimit -v; ulimit -f; ulimit -n; ulimit -c",
+    ]);
+    r.profile = "shell".into();
+    r.timeout_s = 30.0;
+    let res = run(&r);
+    // sh reports -v and -f in KiB and 512-byte blocks respectively.
+    assert_eq!(res.stdout, "30\n524288\n131072\n256\n0\n", "{res:?}");
+
+    r.limits.nofile = Some(64);
+    r.limits.memory_bytes = Some(256 * 1024 * 1024);
+    r.limits.cpu_seconds = Some(5);
+    r.limits.fsize_bytes = Some(1024 * 1024);
+    let res = run(&r);
+    assert_eq!(res.stdout, "5\n262144\n2048\n64\n0\n", "{res:?}");
+}
+
+#[test]
+fn fsize_limit_stops_big_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = req(&[
+        "/bin/sh",
+        "-c",
+        "head -c 2000000 /dev/zero > big; echo $?; wc -c < big",
+    ]);
+    r.profile = "shell".into();
+    r.cwd = Some(dir.path().to_str().unwrap().into());
+    r.limits.fsize_bytes = Some(1_000_000);
+    let res = run(&r);
+    let lines: Vec<&str> = res.stdout.lines().collect();
+    assert_ne!(lines.first(), Some(&"0"), "{res:?}");
+    assert_eq!(lines.last(), Some(&"1000000"), "{res:?}");
+}
+
+#[test]
+fn runs_in_a_new_session() {
+    let mut r = req(&[
+        PYTHON,
+        "-c",
+        "import os; print(os.getsid(0) == os.getpid(), os.getpgrp() == os.getpid())",
+    ]);
+    r.profile = "shell".into();
+    let res = run(&r);
+    assert_eq!(res.stdout, "True True\n", "{res:?}");
+}
+
+// ---- whole-tree kill ----
+
+fn setsid_tree_is_killed(containment: Containment) {
+    let mark = unique("setsid");
+    let mut r = req(&["/bin/sh", "-c", "setsid sleep 300 & sleep 300"]);
+    r.profile = "shell".into();
+    r.timeout_s = 1.0;
+    r.env.insert("EXEC_TEST_MARK".into(), mark.clone());
+    let opts = RunOptions {
+        grace: Duration::from_millis(200),
+        containment,
+        ..RunOptions::default()
+    };
+    let t = Instant::now();
+    let res = exec::exec_with(&r, &opts).unwrap();
+    assert!(res.timed_out, "{res:?}");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(
+        marked(&mark),
+        vec![],
+        "processes of the request are still alive"
+    );
+}
+
+#[test]
+fn timeout_kills_setsid_descendants_cgroup() {
+    setsid_tree_is_killed(Containment::Auto);
+}
+
+#[test]
+fn timeout_kills_setsid_descendants_subreaper() {
+    setsid_tree_is_killed(Containment::Subreaper);
+}
+
+fn background_job_is_killed(containment: Containment) {
+    let mark = unique("bg");
+    let mut r = req(&["/bin/sh", "-c", "sleep 300 & echo started"]);
+    r.profile = "shell".into();
+    r.env.insert("EXEC_TEST_MARK".into(), mark.clone());
+    let opts = RunOptions {
+        containment,
+        ..RunOptions::default()
+    };
+    let t = Instant::now();
+    let res = exec::exec_with(&r, &opts).unwrap();
+    assert_eq!(res.stdout, "started\n");
+    assert_eq!(res.exit_code, Some(0));
+    assert!(!res.timed_out);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(
+        marked(&mark),
+        vec![],
+        "the background job outlived the request"
+    );
+}
+
+#[test]
+fn normal_exit_kills_background_jobs_cgroup() {
+    background_job_is_killed(Containment::Auto);
+}
+
+#[test]
+fn normal_exit_kills_background_jobs_subreaper() {
+    background_job_is_killed(Containment::Subreaper);
+}
+
+#[test]
+fn no_orphan_zombies_after_a_tree_run() {
+    if !isolated("no_orphan_zombies_after_a_tree_run", &[]) {
+        return;
+    }
+    for containment in [Containment::Auto, Containment::Subreaper] {
+        let before = fd_count();
+        // A grandchild that exits on its own after its parent did: an orphan the host adopts.
+        let mut r = req(&[
+            "/bin/sh",
+            "-c",
+            "(sleep 0.2 &); setsid sh -c 'sleep 0.1' & sleep 0.5; echo done",
+        ]);
+        r.profile = "shell".into();
+        let res = exec::exec_with(
+            &r,
+            &RunOptions {
+                containment,
+                ..RunOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(res.stdout, "done\n", "{res:?}");
+        assert_eq!(my_zombies(), Vec::<String>::new(), "{containment:?}");
+        assert_eq!(fd_count(), before, "{containment:?}");
+    }
+}
+
+// ---- output ----
+
+#[test]
+fn hundred_megabytes_on_stderr_does_not_deadlock() {
+    let mut r = req(&["/bin/sh", "-c", "head -c 100000000 /dev/zero >&2; echo end"]);
+    r.profile = "shell".into();
+    r.timeout_s = 60.0;
+    let t = Instant::now();
+    let res = run(&r);
+    assert!(!res.timed_out, "{:?}", t.elapsed());
+    assert_eq!(res.exit_code, Some(0));
+    assert_eq!(res.stdout, "end\n");
+    assert!(res.stderr_truncated);
+    assert_eq!(res.stderr.len(), 256 * 1024);
+}
+
+#[test]
+fn both_streams_full_do_not_deadlock() {
+    let mut r = req(&[PYTHON, "-c", "import sys\nfor i in range(2000):\n  sys.stdout.write('o'*1000); sys.stderr.write('e'*1000)"]);
+    r.max_output_bytes = 4 * 1024 * 1024;
+    let res = run(&r);
+    assert_eq!(res.exit_code, Some(0), "{:?}", res.stderr.get(..200));
+    assert_eq!(res.stdout.len(), 2_000_000);
+    assert_eq!(res.stderr.len(), 2_000_000);
+    assert!(!res.stdout_truncated && !res.stderr_truncated);
+}
+
+// ---- concurrency, descriptors, zombies ----
+
+#[test]
+fn two_hundred_concurrent_requests() {
+    if !isolated("two_hundred_concurrent_requests", &[]) {
+        return;
+    }
+    // Warm up the caches (sandbox per profile, extracted preload, cgroup detection).
+    run(&req(&["/bin/true"]));
+    let before = fd_count();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..16 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= 200 {
+                    break;
+                }
+                let arg = format!("request {i}");
+                let (argv, profile): (Vec<&str>, &str) = match i % 4 {
+                    0 => (vec!["/bin/echo", &arg], "minimal"),
+                    1 => (
+                        vec!["/bin/sh", "-c", "echo \"$0\"; sleep 0.05 &", &arg],
+                        "shell",
+                    ),
+                    2 => (
+                        vec![PYTHON, "-c", "import sys; print(sys.argv[1])", &arg],
+                        "minimal",
+                    ),
+                    _ => (vec!["/bin/sh", "-c", "echo \"$0\"; exit 3", &arg], "shell"),
+                };
+                let mut r = req(&argv);
+                r.profile = profile.into();
+                let res = run(&r);
+                assert_eq!(res.stdout, format!("{arg}\n"), "{res:?}");
+                assert_eq!(
+                    res.exit_code,
+                    Some(if i % 4 == 3 { 3 } else { 0 }),
+                    "{res:?}"
+                );
+                assert_eq!(res.sandboxed.filter, Sandboxed::Exact);
+            });
+        }
+    });
+    assert_eq!(fd_count(), before, "descriptors leaked");
+    assert_eq!(my_zombies(), Vec::<String>::new(), "zombies left");
+}
+
+// ---- violations ----
+
+#[test]
+fn violation_names_socket_under_minimal() {
+    let res = run(&req(&[PYTHON, "-c", "import socket; socket.socket()"]));
+    assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
+    let v = res.violation.expect("a violation");
+    assert_eq!(v.syscall, "socket");
+    assert_eq!(
+        v.number,
+        sandbox_host::policy::NATIVE.syscall_number("socket")
+    );
+    assert_eq!(v.profile, "minimal");
+    assert!(
+        v.hint.contains("socket is not allowed by profile minimal"),
+        "{}",
+        v.hint
+    );
+    assert!(v.hint.contains("network"), "{}", v.hint);
+    assert!(!v.hint.contains('\n'));
+}
+
+#[test]
+fn fake_violation_lines_on_stderr_do_not_fool_it() {
+    let script = "import sys\n\
+                  sys.stderr.write('libsandbox: blocked syscall socket (41)\\n')\n\
+                  sys.stderr.write('violation 41 socket\\n')\n\
+                  sys.stdout.write('violation 41 socket\\n')\n";
+    let res = run(&req(&[PYTHON, "-c", script]));
+    assert_eq!(res.exit_code, Some(0), "{res:?}");
+    assert!(res.violation.is_none(), "{res:?}");
+    assert!(res.stderr.contains("blocked syscall socket"));
+}
+
+#[test]
+fn fake_line_then_real_violation_reports_the_real_call() {
+    let script = "import sys, os\n\
+                  sys.stderr.write('libsandbox: blocked syscall ptrace (101)\\n'); sys.stderr.flush()\n\
+                  os.fork()\n";
+    let res = run(&req(&[PYTHON, "-c", script]));
+    let v = res.violation.expect("a violation");
+    assert_ne!(v.syscall, "ptrace");
+    assert!(
+        ["fork", "clone", "clone3", "vfork"].contains(&v.syscall.as_str()),
+        "{v:?}"
+    );
+    assert!(v.hint.contains("shell"), "{}", v.hint);
+}
+
+#[test]
+fn no_violation_when_a_program_dies_of_another_signal() {
+    let mut r = req(&["/bin/sh", "-c", "kill -SEGV $$"]);
+    r.profile = "shell".into();
+    let res = run(&r);
+    assert_eq!(res.signal, Some(libc::SIGSEGV));
+    assert!(res.violation.is_none());
+}
+
+#[test]
+fn unrestricted_runs_without_filter() {
+    let mut r = req(&["/bin/echo", "free"]);
+    r.profile = "unrestricted".into();
+    let res = run(&r);
+    assert_eq!(res.stdout, "free\n");
+    assert_eq!(res.sandboxed.filter, Sandboxed::None);
+    assert_eq!(res.sandboxed.profile, "unrestricted");
+}
+
+#[test]
+fn result_serializes_with_the_documented_fields() {
+    let res = run(&req(&["/bin/echo", "x"]));
+    let v = serde_json::to_value(&res).unwrap();
+    let obj = v.as_object().unwrap();
+    for k in [
+        "exit_code",
+        "signal",
+        "stdout",
+        "stderr",
+        "stdout_truncated",
+        "stderr_truncated",
+        "duration_s",
+        "timed_out",
+        "violation",
+        "sandboxed",
+        "warnings",
+    ] {
+        assert!(obj.contains_key(k), "missing {k}");
+    }
+    assert_eq!(
+        v["sandboxed"],
+        serde_json::json!({"filter": "exact", "profile": "minimal"})
+    );
+}
