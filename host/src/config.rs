@@ -109,7 +109,7 @@ pub enum ConfigError {
     Format(String, String),
     /// The profile it names is unusable.
     #[error("config {0}: {1}")]
-    Profile(String, ProfileError),
+    Profile(String, Box<ProfileError>),
 }
 
 impl ExecConfig {
@@ -149,7 +149,7 @@ impl ExecConfig {
         } else {
             Profile::named_or_file(&s.profile)
         }
-        .map_err(|e| ConfigError::Profile(origin.into(), e))?;
+        .map_err(|e| ConfigError::Profile(origin.into(), Box::new(e)))?;
         let mut o = Options::new(profile);
         o.on_violation = s.log_violations.then_some(Action::Log);
         o.static_binary = s.static_binary_action;

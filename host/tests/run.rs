@@ -1,0 +1,306 @@
+//! `sandbox run` end to end: exit statuses, admission refusals, requireSandbox both ways, the
+//! GoClaw config (unknown keys, allowed and blocked commands), setuid programs.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
+
+fn sandbox(args: &[&str]) -> Output {
+    Command::new(SANDBOX).args(args).env_remove("SANDBOX_LOG").output().unwrap()
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn out(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Compiles a C program with the machine's gcc (CI installs gcc-multilib and musl-tools).
+fn cc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.join(name);
+    let o = Command::new("gcc").args(flags).arg("-o").arg(&exe).arg(&c).output().expect("gcc is installed");
+    assert!(o.status.success(), "gcc {flags:?}: {}", String::from_utf8_lossy(&o.stderr));
+    exe
+}
+
+const TOUCH_C: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_WRONLY | O_CREAT, 0644);
+    printf("created %d\n", fd >= 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn exit_status_zero_and_quiet() {
+    let o = sandbox(&["run", "--", "/bin/true"]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(err(&o), "", "nothing on stderr when all is well");
+}
+
+#[test]
+fn exit_status_is_the_programs_own() {
+    let o = sandbox(&["run", "--profile", "shell", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", err(&o));
+}
+
+#[test]
+fn exit_status_is_128_plus_the_signal() {
+    let o = sandbox(&["run", "--profile", "shell", "--", "sh", "-c", "kill -TERM $$"]);
+    assert_eq!(o.status.code(), Some(128 + 15), "{}", err(&o));
+}
+
+#[test]
+fn sigsys_names_the_profile_and_points_at_trap() {
+    let o = sandbox(&["run", "--", "/usr/bin/python3", "-c", "import socket; socket.socket()"]);
+    assert_eq!(o.status.code(), Some(128 + 31));
+    let e = err(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("profile minimal") && e.contains("--on-violation trap"), "{e}");
+}
+
+#[test]
+fn trap_names_the_blocked_syscall() {
+    let o = sandbox(&["run", "--on-violation", "trap", "--", "/usr/bin/python3", "-c", "import socket; socket.socket()"]);
+    assert_eq!(o.status.code(), Some(128 + 31));
+    assert!(err(&o).contains("syscall socket (41) is not allowed by profile minimal"), "{}", err(&o));
+}
+
+#[test]
+fn exit_status_125_when_the_sandbox_refuses() {
+    let o = sandbox(&["run", "--profile", "no-such-profile", "--", "/bin/true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(err(&o).contains("unknown profile `no-such-profile`"), "{}", err(&o));
+    let o = sandbox(&["run", "--allow", "read:bogus_call", "--", "/bin/true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(err(&o).contains("bogus_call"), "{}", err(&o));
+}
+
+#[test]
+fn exit_status_126_when_not_executable() {
+    let o = sandbox(&["run", "--", "/etc/passwd"]);
+    assert_eq!(o.status.code(), Some(126), "{}", err(&o));
+}
+
+#[test]
+fn exit_status_127_when_not_found() {
+    let o = sandbox(&["run", "--", "no-such-program-anywhere"]);
+    assert_eq!(o.status.code(), Some(127));
+    assert!(err(&o).contains("command not found"), "{}", err(&o));
+}
+
+#[test]
+fn timeout_kills_and_exits_124() {
+    let t = std::time::Instant::now();
+    let o = sandbox(&["run", "--profile", "shell", "--timeout", "1", "--", "sleep", "30"]);
+    assert_eq!(o.status.code(), Some(124), "{}", err(&o));
+    assert!(t.elapsed().as_secs() < 10);
+}
+
+#[test]
+fn verbose_says_how_the_run_was_confined() {
+    let o = sandbox(&["run", "-v", "--", "/bin/cat", "/etc/hostname"]);
+    assert!(o.status.success());
+    assert!(err(&o).contains("profile minimal, sandboxed: exact"), "{}", err(&o));
+}
+
+#[test]
+fn static_programs_are_blocked_by_default_and_run_with_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "touch_static", TOUCH_C, &["-static"]);
+    let marker = dir.path().join("made");
+    let (p, m) = (prog.to_str().unwrap(), marker.to_str().unwrap());
+
+    let o = sandbox(&["run", "--profile", "write", "--", p, m]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(err(&o).contains("statically linked"), "{}", err(&o));
+    assert!(!marker.exists(), "blocked: the program did not run");
+
+    let o = sandbox(&["run", "--profile", "write", "--static-binary", "warn", "--", p, m]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(err(&o).contains("warning") && err(&o).contains("UNCONFINED"), "{}", err(&o));
+    assert!(marker.exists(), "warn runs it");
+
+    std::fs::remove_file(&marker).unwrap();
+    let o = sandbox(&["run", "--profile", "write", "--static-binary", "allow", "--", p, m]);
+    assert!(o.status.success());
+    assert_eq!(err(&o), "", "allow says nothing");
+    assert!(marker.exists());
+}
+
+#[test]
+fn a_script_with_a_static_interpreter_is_blocked() {
+    let dir = tempfile::tempdir().unwrap();
+    let interp = cc(dir.path(), "interp", "int main(void) { return 0; }\n", &["-static"]);
+    let script = dir.path().join("script");
+    std::fs::write(&script, format!("#!{}\n", interp.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let o = sandbox(&["run", "--", script.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(err(&o).contains("interp"), "names the interpreter: {}", err(&o));
+}
+
+/// Runs `sandbox` itself under a filter that makes seccomp(2) fail with EINVAL, as on a kernel
+/// without seccomp filters: the sandbox is unavailable.
+fn sandbox_without_seccomp(args: &[&str]) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let so = dir.path().join("libsandbox.so");
+    std::fs::write(&so, sandbox_host::embedded::LIBSANDBOX).unwrap();
+    Command::new(SANDBOX)
+        .args(args)
+        .env("LD_PRELOAD", &so)
+        .env("SECCOMP_SYSCALL_DENY", "seccomp")
+        .env("SECCOMP_DEFAULT_ACTION", "errno:EINVAL")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn require_sandbox_refuses_when_unavailable() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let o = sandbox_without_seccomp(&["run", "--require-sandbox", "--", "/usr/bin/touch", marker.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(err(&o).contains("sandbox required but unavailable"), "{}", err(&o));
+    assert!(!marker.exists());
+}
+
+#[test]
+fn without_require_sandbox_it_warns_and_runs_unsandboxed() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let o = sandbox_without_seccomp(&["run", "--", "/usr/bin/touch", marker.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(err(&o).contains("unavailable") && err(&o).contains("unsandboxed"), "{}", err(&o));
+    assert!(marker.exists(), "minimal would have refused the write: it ran unsandboxed");
+}
+
+fn config(dir: &Path, json: &str) -> PathBuf {
+    let p = dir.join("config.json");
+    std::fs::write(&p, json).unwrap();
+    p
+}
+
+#[test]
+fn config_with_unknown_keys_is_refused_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), r#"{"tools":{"exec":{"sandbox":{"profile":"minimal","profil":"x"}}}}"#);
+    let o = sandbox(&["run", "--config", c.to_str().unwrap(), "--", "/bin/true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(err(&o).contains("unknown field `profil`"), "{}", err(&o));
+    let c = config(dir.path(), r#"{"tools":{"exec":{"timeoutt":3}}}"#);
+    let o = sandbox(&["run", "--config", c.to_str().unwrap(), "--", "/bin/true"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(err(&o).contains("unknown field `timeoutt`"), "{}", err(&o));
+}
+
+#[test]
+fn config_selects_the_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("f");
+    let c = config(dir.path(), r#"{"tools":{"exec":{"sandbox":{"enabled":true,"profile":"write"}}}}"#);
+    let o = sandbox(&["run", "--config", c.to_str().unwrap(), "--", "/usr/bin/touch", marker.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(marker.exists());
+    let c = config(dir.path(), r#"{"sandbox":{"profile":"custom","customDeny":"uname","logViolations":false}}"#);
+    let o = sandbox(&["run", "--config", c.to_str().unwrap(), "--", "/bin/uname"]);
+    assert_eq!(o.status.code(), Some(159), "{}", err(&o));
+}
+
+#[test]
+fn blocked_commands_match_resolved_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "x").unwrap();
+    let c = config(dir.path(), r#"{"tools":{"exec":{"blockedCommands":["rm"],"sandbox":{"profile":"write"}}}}"#);
+    let c = c.to_str().unwrap();
+    for spelling in ["rm", "/usr/bin/../bin/rm", "/bin/rm"] {
+        let o = sandbox(&["run", "--config", c, "--", spelling, victim.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(125), "{spelling}: {}", err(&o));
+        assert!(err(&o).contains("blockedCommands entry `rm`"), "{}", err(&o));
+        assert!(victim.exists(), "{spelling} must not run");
+    }
+    // A symlink under another name is the same program.
+    let link = dir.path().join("innocent");
+    std::os::unix::fs::symlink("/bin/rm", &link).unwrap();
+    let o = sandbox(&["run", "--config", c, "--", link.to_str().unwrap(), victim.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(125), "{}", err(&o));
+    assert!(victim.exists());
+}
+
+#[test]
+fn allowed_commands_admit_only_those() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), r#"{"tools":{"exec":{"allowedCommands":["cat"]}}}"#);
+    let c = c.to_str().unwrap();
+    let o = sandbox(&["run", "--config", c, "--", "cat", "/etc/hostname"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let o = sandbox(&["run", "--config", c, "--", "ls", "/"]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(err(&o).contains("not in allowedCommands"), "{}", err(&o));
+    assert_eq!(out(&o), "");
+}
+
+#[test]
+fn disabled_exec_tool_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), r#"{"tools":{"exec":{"enabled":false}}}"#);
+    let o = sandbox(&["run", "--config", c.to_str().unwrap(), "--", "/bin/true"]);
+    assert_eq!(o.status.code(), Some(125));
+}
+
+const SUID_C: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/utsname.h>
+int main(void) {
+    struct utsname u;
+    int r = uname(&u);
+    printf("euid=%d uname=%s\n", (int)geteuid(), r == 0 ? "ok" : strerror(errno));
+    return 0;
+}
+"#;
+
+#[test]
+fn a_setuid_root_program_run_by_an_unprivileged_user_stays_filtered() {
+    let dir = tempfile::Builder::new().prefix("suid").tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let prog = cc(dir.path(), "suid", SUID_C, &[]);
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "the test runs as root so it can make a setuid-root file");
+    let as_nobody = |args: &[&str]| {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .args(args)
+            .env("HOME", "/nonexistent")
+            .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("XDG_CACHE_HOME")
+            .output()
+            .expect("setpriv (util-linux)")
+    };
+    let p = prog.to_str().unwrap();
+    let o = as_nobody(&[p]);
+    assert_eq!(out(&o), "euid=0 uname=ok\n", "unsandboxed, the setuid bit works: {}", err(&o));
+    let o = as_nobody(&[
+        SANDBOX,
+        "run",
+        "--deny",
+        "uname",
+        "--on-violation",
+        "errno",
+        "--",
+        p,
+    ]);
+    assert_eq!(out(&o), "euid=65534 uname=Operation not permitted\n", "{}", err(&o));
+}
