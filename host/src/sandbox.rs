@@ -179,6 +179,22 @@ impl Sandbox {
         v
     }
 
+    /// A ready `Command` for `program` (absolute, or a name looked up in PATH) and `args`, with
+    /// the sandbox applied; add stdio and environment as usual, but do not add `pre_exec`
+    /// hooks after this (the outer filter's hook must run last).
+    pub fn command<I, S>(&self, program: &str, args: I) -> Result<(Command, Applied), SandboxError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let path = admission::resolve(program, std::env::var("PATH").ok().as_deref())
+            .map_err(|e| SandboxError::Io(std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string())))?;
+        let mut cmd = Command::new(&path);
+        cmd.args(args);
+        let applied = self.apply(&mut cmd, &path)?;
+        Ok((cmd, applied))
+    }
+
     /// Configures `cmd`, which will run `program`, under this sandbox. Call it after the
     /// command's environment is set up: it replaces `LD_PRELOAD` and every `SECCOMP_*`.
     pub fn apply(&self, cmd: &mut Command, program: &Path) -> Result<Applied, SandboxError> {

@@ -304,3 +304,75 @@ fn a_setuid_root_program_run_by_an_unprivileged_user_stays_filtered() {
     ]);
     assert_eq!(out(&o), "euid=65534 uname=Operation not permitted\n", "{}", err(&o));
 }
+
+#[test]
+fn library_api_gives_a_ready_command() {
+    use sandbox_host::{Options, Sandbox, Sandboxed};
+    let profile = sandbox_policy::profile::Profile::builtin("minimal").unwrap();
+    let sandbox = Sandbox::new(Options::new(profile)).unwrap();
+    let (mut cmd, mut applied) = sandbox.command("cat", ["/etc/hostname"]).unwrap();
+    let child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    applied.spawned();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success());
+    assert_eq!(applied.finish().sandboxed, Sandboxed::Exact);
+    let (mut cmd, mut applied) = sandbox.command("/usr/bin/python3", ["-c", "import socket; socket.socket()"]).unwrap();
+    let status = cmd.status().unwrap();
+    applied.spawned();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGSYS));
+    assert_eq!(applied.finish().sandboxed, Sandboxed::Exact);
+}
+
+#[test]
+fn env_prints_the_variables_for_other_languages() {
+    let o = sandbox(&["env", "--profile", "network"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let text = out(&o);
+    let so = text.lines().find_map(|l| l.strip_prefix("LD_PRELOAD=")).expect("LD_PRELOAD line");
+    assert!(Path::new(so).is_file(), "{so}");
+    assert!(text.contains("SECCOMP_SYSCALL_ALLOW=@base:"), "{text}");
+    assert!(text.contains("SECCOMP_DEFAULT_ACTION=kill"), "{text}");
+    // The printed variables confine a program started by hand.
+    let mut cmd = Command::new("/bin/uname");
+    for line in text.lines() {
+        let (k, v) = line.split_once('=').unwrap();
+        cmd.env(k, v);
+    }
+    cmd.env("SECCOMP_SYSCALL_DENY", "uname");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(cmd.output().unwrap().status.signal(), Some(libc::SIGSYS));
+    let o = sandbox(&["env", "--profile", "minimal", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["SECCOMP_SYSCALL_ALLOW"].as_str().unwrap().starts_with("@base"));
+}
+
+#[test]
+fn extract_check_profiles_and_inspect() {
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("libsandbox.so");
+    let o = sandbox(&["extract", "--to", dest.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(std::fs::read(&dest).unwrap(), sandbox_host::embedded::LIBSANDBOX);
+
+    let o = sandbox(&["check"]);
+    assert!(o.status.success(), "{}{}", out(&o), err(&o));
+    assert!(out(&o).contains("ok    seccomp"), "{}", out(&o));
+
+    let o = sandbox(&["profiles"]);
+    for name in ["minimal", "network", "write", "no-exec", "shell", "unrestricted"] {
+        assert!(out(&o).lines().any(|l| l.starts_with(name)), "{name}: {}", out(&o));
+    }
+    let o = sandbox(&["profiles", "show", "minimal"]);
+    let text = out(&o);
+    let line = |name: &str| text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_default().to_string();
+    assert!(line("read").contains("allow") && line("read").contains("@fd-io"), "{}", line("read"));
+    assert!(line("unlink").contains("errno:EROFS"), "{}", line("unlink"));
+    assert!(line("ptrace").contains("kill") && line("ptrace").contains("@never"), "{}", line("ptrace"));
+
+    let o = sandbox(&["inspect", "ls"]);
+    assert!(out(&o).contains("the preload confines it"), "{}", out(&o));
+    let prog = cc(dir.path(), "st", "int main(void){return 0;}\n", &["-static"]);
+    let o = sandbox(&["inspect", prog.to_str().unwrap()]);
+    assert!(out(&o).contains("statically linked"), "{}", out(&o));
+}
