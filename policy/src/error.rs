@@ -106,9 +106,17 @@ impl Token {
         let mut buf = [0u8; 48];
         let n = text.len().min(buf.len());
         for (dst, src) in buf.iter_mut().zip(text.bytes().take(n)) {
-            *dst = if (0x20..0x7f).contains(&src) { src } else { b'?' };
+            *dst = if (0x20..0x7f).contains(&src) {
+                src
+            } else {
+                b'?'
+            };
         }
-        Token { buf, len: n as u8, truncated: text.len() > n }
+        Token {
+            buf,
+            len: n as u8,
+            truncated: text.len() > n,
+        }
     }
 
     /// The kept text.
@@ -150,7 +158,12 @@ pub struct Error {
 impl Error {
     /// An error about the whole policy rather than one entry.
     pub fn whole(source: Source, kind: ErrorKind) -> Error {
-        Error { source, entry: 0, token: Token::new(""), kind }
+        Error {
+            source,
+            entry: 0,
+            token: Token::new(""),
+            kind,
+        }
     }
 }
 
@@ -173,7 +186,14 @@ impl fmt::Display for Error {
                 write!(f, "{} `{}`: {}", self.source.var(), self.token, self.kind)
             }
         } else {
-            write!(f, "{} entry {} `{}`: {}", self.source.var(), self.entry, self.token, self.kind)
+            write!(
+                f,
+                "{} entry {} `{}`: {}",
+                self.source.var(),
+                self.entry,
+                self.token,
+                self.kind
+            )
         }
     }
 }

@@ -40,7 +40,12 @@ pub fn parse_list(
     list_action: Action,
 ) -> Result<(), Error> {
     if text.len() > MAX_VALUE_LEN {
-        return Err(Error { source, entry: 0, token: Token::new(text), kind: ErrorKind::TooLong });
+        return Err(Error {
+            source,
+            entry: 0,
+            token: Token::new(text),
+            kind: ErrorKind::TooLong,
+        });
     }
     if text.is_empty() {
         return Ok(());
@@ -50,7 +55,12 @@ pub fn parse_list(
     }
     let mut previous = "";
     for (i, entry) in text.split(':').enumerate() {
-        let err = |kind| Error { source, entry: i + 1, token: Token::new(entry), kind };
+        let err = |kind| Error {
+            source,
+            entry: i + 1,
+            token: Token::new(entry),
+            kind,
+        };
         // `read=errno:EACCES` splits into `read=errno` and `EACCES`: say why.
         if previous.ends_with("=errno") && is_errno_value(entry) {
             return Err(err(ErrorKind::Syntax(
@@ -68,10 +78,20 @@ pub fn parse_list(
 /// policy applies. Entries with an `=action` other than allow are refused.
 pub fn parse_exemptions(policy: &mut Policy, source: Source, text: &str) -> Result<(), Error> {
     if text.len() > MAX_VALUE_LEN {
-        return Err(Error { source, entry: 0, token: Token::new(text), kind: ErrorKind::TooLong });
+        return Err(Error {
+            source,
+            entry: 0,
+            token: Token::new(text),
+            kind: ErrorKind::TooLong,
+        });
     }
     for (i, entry) in text.split(':').enumerate().filter(|_| !text.is_empty()) {
-        let err = |kind| Error { source, entry: i + 1, token: Token::new(entry), kind };
+        let err = |kind| Error {
+            source,
+            entry: i + 1,
+            token: Token::new(entry),
+            kind,
+        };
         parse_entry(policy, entry, Action::Allow, None, 0, true).map_err(err)?;
     }
     Ok(())
@@ -79,7 +99,8 @@ pub fn parse_exemptions(policy: &mut Policy, source: Source, text: &str) -> Resu
 
 /// An errno name or number, as written after `errno:`.
 fn is_errno_value(entry: &str) -> bool {
-    consts::errno(entry).is_some() || (!entry.is_empty() && entry.bytes().all(|b| b.is_ascii_digit()))
+    consts::errno(entry).is_some()
+        || (!entry.is_empty() && entry.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Checks every byte of an entry before anything else looks at it.
@@ -128,7 +149,9 @@ fn parse_entry(
     let (target, conds) = match head.find('(') {
         Some(open) => {
             let inner = &head[open + 1..];
-            let close = inner.rfind(')').ok_or(ErrorKind::Syntax("unbalanced brackets: missing `)`"))?;
+            let close = inner
+                .rfind(')')
+                .ok_or(ErrorKind::Syntax("unbalanced brackets: missing `)`"))?;
             if close + 1 != inner.len() {
                 return Err(ErrorKind::Syntax("unexpected text after `)`"));
             }
@@ -167,9 +190,14 @@ fn parse_entry(
         return Err(ErrorKind::Syntax("missing syscall name"));
     }
     if !target.bytes().all(is_name_byte) {
-        return Err(ErrorKind::Syntax("a syscall name is lower-case letters, digits and `_`"));
+        return Err(ErrorKind::Syntax(
+            "a syscall name is lower-case letters, digits and `_`",
+        ));
     }
-    let nr = policy.arch().syscall_number(target).ok_or(ErrorKind::UnknownSyscall)?;
+    let nr = policy
+        .arch()
+        .syscall_number(target)
+        .ok_or(ErrorKind::UnknownSyscall)?;
     if exempt && action != Action::Allow {
         return Err(ErrorKind::Syntax("an exemption can only allow"));
     }
@@ -180,7 +208,9 @@ fn parse_entry(
             policy.allow(nr);
             Ok(())
         }
-        None => policy.add_rule(nr, action, &[]).map_err(|_| ErrorKind::TooManyRules),
+        None => policy
+            .add_rule(nr, action, &[])
+            .map_err(|_| ErrorKind::TooManyRules),
         Some(text) => {
             let mut store = [[NO_COND; MAX_CONDS_PER_ALT]; MAX_ALTS_PER_ENTRY];
             let mut lens = [0usize; MAX_ALTS_PER_ENTRY];
@@ -199,7 +229,13 @@ fn parse_entry(
     }
 }
 
-const NO_COND: Cond = Cond { arg: 0, width: Width::W32, mask: u64::MAX, op: CmpOp::Eq, value: 0 };
+const NO_COND: Cond = Cond {
+    arg: 0,
+    width: Width::W32,
+    mask: u64::MAX,
+    op: CmpOp::Eq,
+    value: 0,
+};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Tok<'a> {
@@ -251,14 +287,20 @@ impl<'a> Lexer<'a> {
                     let start = self.pos;
                     let mut end = start;
                     while end < bytes.len()
-                        && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_' || bytes[end] == b'.')
+                        && (bytes[end].is_ascii_alphanumeric()
+                            || bytes[end] == b'_'
+                            || bytes[end] == b'.')
                     {
                         end += 1;
                     }
                     self.pos = end;
                     return Ok(Some(Tok::Word(&self.text[start..end])));
                 }
-                b'=' => return Err(ErrorKind::Syntax("`=` inside a condition; comparisons use `==`")),
+                b'=' => {
+                    return Err(ErrorKind::Syntax(
+                        "`=` inside a condition; comparisons use `==`",
+                    ))
+                }
                 _ => return Err(ErrorKind::Syntax("unexpected character in a condition")),
             }
         };
@@ -308,7 +350,11 @@ fn parse_conditions(
         match lx.next()? {
             None => return Ok(alt),
             Some(Tok::Or) => {}
-            Some(_) => return Err(ErrorKind::Syntax("expected `&&`, `||` or `)` after a condition")),
+            Some(_) => {
+                return Err(ErrorKind::Syntax(
+                    "expected `&&`, `||` or `)` after a condition",
+                ))
+            }
         }
     }
 }
@@ -316,7 +362,11 @@ fn parse_conditions(
 fn parse_cond(arch: Arch, lx: &mut Lexer<'_>) -> Result<Cond, ErrorKind> {
     let (arg, width) = match lx.next()? {
         Some(Tok::Word(w)) => parse_arg(w)?,
-        _ => return Err(ErrorKind::Syntax("a condition starts with an argument, a0..a5")),
+        _ => {
+            return Err(ErrorKind::Syntax(
+                "a condition starts with an argument, a0..a5",
+            ))
+        }
     };
     let mut mask = u64::MAX;
     if lx.peek()? == Some(Tok::Amp) {
@@ -328,7 +378,13 @@ fn parse_cond(arch: Arch, lx: &mut Lexer<'_>) -> Result<Cond, ErrorKind> {
         _ => return Err(ErrorKind::Syntax("expected a comparison: == != < <= > >=")),
     };
     let value = parse_value(arch, lx, width)?;
-    Ok(Cond { arg, width, mask, op, value })
+    Ok(Cond {
+        arg,
+        width,
+        mask,
+        op,
+        value,
+    })
 }
 
 fn parse_arg(word: &str) -> Result<(u8, Width), ErrorKind> {
@@ -415,12 +471,14 @@ pub fn from_env(
 ) -> Result<bool, Error> {
     let action = match default_action {
         None => Action::Kill,
-        Some(t) => Action::parse(t).filter(|a| *a != Action::Allow).ok_or(Error {
-            source: Source::DefaultAction,
-            entry: 0,
-            token: Token::new(t),
-            kind: ErrorKind::UnknownAction,
-        })?,
+        Some(t) => Action::parse(t)
+            .filter(|a| *a != Action::Allow)
+            .ok_or(Error {
+                source: Source::DefaultAction,
+                entry: 0,
+                token: Token::new(t),
+                kind: ErrorKind::UnknownAction,
+            })?,
     };
     let mode = match (allow, deny) {
         (None, None) => return Ok(false),

@@ -225,7 +225,13 @@ impl Policy {
         self.insert_rule(nr, Action::Allow, alts, true)
     }
 
-    fn insert_rule(&mut self, nr: u32, action: Action, alts: &[&[Cond]], exempt: bool) -> Result<(), Full> {
+    fn insert_rule(
+        &mut self,
+        nr: u32,
+        action: Action,
+        alts: &[&[Cond]],
+        exempt: bool,
+    ) -> Result<(), Full> {
         let n_conds: usize = alts.iter().map(|a| a.len()).sum();
         if self.n_rules == MAX_RULES
             || self.n_alts + alts.len() > MAX_ALTS
@@ -269,7 +275,12 @@ impl Policy {
     /// The evaluation order: by syscall, exemptions first, then strictest action first, then
     /// as written.
     fn eval_key(r: &Rule) -> (u16, bool, core::cmp::Reverse<u8>, u16) {
-        (r.nr, !r.exempt, core::cmp::Reverse(r.action.severity()), r.order)
+        (
+            r.nr,
+            !r.exempt,
+            core::cmp::Reverse(r.action.severity()),
+            r.order,
+        )
     }
 
     /// Orders rules for evaluation: by syscall, then strictest action first (allow rules last),
