@@ -115,8 +115,8 @@ pub enum ConfigError {
 impl ExecConfig {
     /// Parses either `{"tools": {"exec": {...}}}` or the `tools.exec` object itself.
     pub fn from_json(origin: &str, text: &str) -> Result<ExecConfig, ConfigError> {
-        let value: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| ConfigError::Format(origin.into(), e.to_string()))?;
+        let value: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| ConfigError::Format(origin.into(), e.to_string()))?;
         let wrapped = value.get("tools").is_some();
         let result = if wrapped {
             serde_json::from_value::<Document>(value).map(|d| d.tools.exec)
@@ -154,7 +154,8 @@ impl ExecConfig {
         o.on_violation = s.log_violations.then_some(Action::Log);
         o.static_binary = s.static_binary_action;
         o.require_sandbox = s.require_sandbox;
-        o.libsandbox_path = (!s.libsandbox_path.is_empty()).then(|| PathBuf::from(&s.libsandbox_path));
+        o.libsandbox_path =
+            (!s.libsandbox_path.is_empty()).then(|| PathBuf::from(&s.libsandbox_path));
         Ok(o)
     }
 
@@ -162,13 +163,25 @@ impl ExecConfig {
     /// commands; the error names the rule.
     pub fn check_command(&self, given: &str, resolved: &Path) -> Result<(), String> {
         if !self.enabled {
-            return Err("the exec tool is disabled by the config (tools.exec.enabled = false)".into());
+            return Err(
+                "the exec tool is disabled by the config (tools.exec.enabled = false)".into(),
+            );
         }
-        if let Some(rule) = self.blocked_commands.iter().find(|r| command_matches(r, given, resolved)) {
-            return Err(format!("{} is blocked by blockedCommands entry `{rule}`", resolved.display()));
+        if let Some(rule) = self
+            .blocked_commands
+            .iter()
+            .find(|r| command_matches(r, given, resolved))
+        {
+            return Err(format!(
+                "{} is blocked by blockedCommands entry `{rule}`",
+                resolved.display()
+            ));
         }
         if !self.allowed_commands.is_empty()
-            && !self.allowed_commands.iter().any(|r| command_matches(r, given, resolved))
+            && !self
+                .allowed_commands
+                .iter()
+                .any(|r| command_matches(r, given, resolved))
         {
             return Err(format!("{} is not in allowedCommands", resolved.display()));
         }
@@ -192,7 +205,9 @@ pub fn command_matches(rule: &str, given: &str, resolved: &Path) -> bool {
         return same_file(rule_path, resolved)
             || std::fs::canonicalize(rule_path).is_ok_and(|c| c == resolved);
     }
-    if name_of(Path::new(given)).as_deref() == Some(rule) || name_of(resolved).as_deref() == Some(rule) {
+    if name_of(Path::new(given)).as_deref() == Some(rule)
+        || name_of(resolved).as_deref() == Some(rule)
+    {
         return true;
     }
     let path_env = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());

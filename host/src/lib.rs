@@ -17,7 +17,9 @@ pub mod report;
 pub mod run;
 pub mod sandbox;
 
-pub use sandbox::{Applied, Options, Outcome, Sandbox, SandboxError, Sandboxed, StaticBinaryAction};
+pub use sandbox::{
+    Applied, Options, Outcome, Sandbox, SandboxError, Sandboxed, StaticBinaryAction,
+};
 
 /// Variables the sandbox owns in a child's environment; inherited values are removed.
 pub const SANDBOX_VARS: &[&str] = &[

@@ -11,7 +11,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "sandbox", version, about = "Kernel-enforced confinement for the commands agents run")]
+#[command(
+    name = "sandbox",
+    version,
+    about = "Kernel-enforced confinement for the commands agents run"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -105,7 +109,8 @@ enum ProfilesCmd {
 }
 
 fn parse_action(s: &str) -> Result<Action, String> {
-    Action::parse(s).ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))
+    Action::parse(s)
+        .ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))
 }
 
 /// Builds sandbox options from the config file (if any) and the command line.
@@ -114,16 +119,20 @@ fn options(p: &PolicyArgs) -> Result<(Options, Option<ExecConfig>), String> {
         Some(path) => Some(ExecConfig::load(path).map_err(|e| e.to_string())?),
         None => None,
     };
-    let origin = p.config.as_ref().map(|c| c.display().to_string()).unwrap_or_default();
+    let origin = p
+        .config
+        .as_ref()
+        .map(|c| c.display().to_string())
+        .unwrap_or_default();
     let mut opts = match &config {
         Some(c) if p.profile.is_none() => c.options(&origin).map_err(|e| e.to_string())?,
         _ => Options::new(Profile::builtin("minimal").map_err(|e| e.to_string())?),
     };
     let profile = match (&p.profile, &p.allow, &p.deny) {
         (Some(name), _, _) => Some(Profile::named_or_file(name).map_err(|e| e.to_string())?),
-        (None, Some(_), _) | (None, _, Some(_)) if config.is_none() => {
-            Some(Profile::custom(p.allow.as_deref(), p.deny.as_deref()).map_err(|e| e.to_string())?)
-        }
+        (None, Some(_), _) | (None, _, Some(_)) if config.is_none() => Some(
+            Profile::custom(p.allow.as_deref(), p.deny.as_deref()).map_err(|e| e.to_string())?,
+        ),
         _ => None,
     };
     if let Some(mut prof) = profile {
@@ -153,15 +162,32 @@ fn extend(prof: &mut Profile, p: &PolicyArgs) -> Result<(), String> {
     if let Some(a) = &p.allow {
         match &mut allow {
             Some(list) => list.extend(a.split(':').map(String::from)),
-            None => return Err(format!("profile {} has no allow list to extend with --allow", prof.name)),
+            None => {
+                return Err(format!(
+                    "profile {} has no allow list to extend with --allow",
+                    prof.name
+                ))
+            }
         }
     }
     let mut deny = prof.deny.clone();
     if let Some(d) = &p.deny {
         deny.extend(d.split(':').map(String::from));
     }
-    let toml_list = |v: &[String]| format!("[{}]", v.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", "));
-    let mut text = format!("description = {:?}\ndefault_action = {:?}\n", prof.description, prof.default_action.to_string());
+    let toml_list = |v: &[String]| {
+        format!(
+            "[{}]",
+            v.iter()
+                .map(|s| format!("{s:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    let mut text = format!(
+        "description = {:?}\ndefault_action = {:?}\n",
+        prof.description,
+        prof.default_action.to_string()
+    );
     if let Some(a) = &allow {
         text += &format!("allow = {}\n", toml_list(a));
     }
@@ -178,13 +204,19 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SANDBOX_LOG").unwrap_or_else(|_| "off".into()),
+            tracing_subscriber::EnvFilter::try_from_env("SANDBOX_LOG")
+                .unwrap_or_else(|_| "off".into()),
         )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
     std::process::exit(match cli.command {
-        Cmd::Run { policy, timeout, verbose, argv } => cmd_run(&policy, timeout, verbose, &argv),
+        Cmd::Run {
+            policy,
+            timeout,
+            verbose,
+            argv,
+        } => cmd_run(&policy, timeout, verbose, &argv),
         Cmd::Env { policy, json } => cmd_env(&policy, json),
         Cmd::Extract { to } => cmd_extract(to),
         Cmd::Check => cmd_check(),
@@ -199,12 +231,18 @@ fn cmd_run(policy: &PolicyArgs, timeout: Option<u64>, verbose: bool, argv: &[Str
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    let timeout = timeout.or(config.as_ref().and_then(|c| c.timeout)).map(Duration::from_secs);
+    let timeout = timeout
+        .or(config.as_ref().and_then(|c| c.timeout))
+        .map(Duration::from_secs);
     let sandbox = match Sandbox::new(opts) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let settings = RunSettings { config, timeout, verbose };
+    let settings = RunSettings {
+        config,
+        timeout,
+        verbose,
+    };
     run::run(&sandbox, &argv[0], &argv[1..], &settings)
 }
 
@@ -219,8 +257,10 @@ fn cmd_env(policy: &PolicyArgs, json: bool) -> i32 {
     };
     let vars = sandbox.env();
     if json {
-        let map: serde_json::Map<String, serde_json::Value> =
-            vars.into_iter().map(|(k, v)| (k.to_string(), serde_json::Value::String(v))).collect();
+        let map: serde_json::Map<String, serde_json::Value> = vars
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), serde_json::Value::String(v)))
+            .collect();
         println!("{}", serde_json::Value::Object(map));
     } else {
         for (k, v) in vars {
@@ -251,7 +291,11 @@ fn cmd_check() -> i32 {
             Ok(detail) => println!("ok    {}: {detail}", check.name),
             Err(why) => {
                 ok &= !check.required;
-                println!("{}  {}: {why}", if check.required { "FAIL" } else { "warn" }, check.name);
+                println!(
+                    "{}  {}: {why}",
+                    if check.required { "FAIL" } else { "warn" },
+                    check.name
+                );
             }
         }
     }
@@ -315,8 +359,14 @@ fn cmd_inspect(program: &str) -> i32 {
     };
     let v = admission::classify(&path);
     match &v.preload {
-        Ok(()) => println!("{}: dynamic glibc program: the preload confines it", path.display()),
-        Err(why) => println!("{}: cannot be confined by the preload: {why}", path.display()),
+        Ok(()) => println!(
+            "{}: dynamic glibc program: the preload confines it",
+            path.display()
+        ),
+        Err(why) => println!(
+            "{}: cannot be confined by the preload: {why}",
+            path.display()
+        ),
     }
     if v.privileged {
         println!("{}: setuid/setgid/capabilities: runs with no_new_privs (unprivileged) under the sandbox", path.display());

@@ -15,7 +15,10 @@ use sandbox_policy::{bpf, grammar, Action, Error, ErrorKind, Insn, Policy, Sourc
 
 /// The outer policy of a profile before the per-command `execve` exemption (`None` when the
 /// profile installs no filter).
-pub fn base_policy(profile: &Profile, action: Option<Action>) -> Result<Option<Box<Policy>>, Error> {
+pub fn base_policy(
+    profile: &Profile,
+    action: Option<Action>,
+) -> Result<Option<Box<Policy>>, Error> {
     let Some(mut policy) = profile.policy(NATIVE, action)? else {
         return Ok(None);
     };

@@ -60,7 +60,11 @@ impl ReportPipe {
         // The child's end must block: a full pipe then stalls only a program that spams it.
         // SAFETY: fcntl on a descriptor we own.
         unsafe { libc::fcntl(fds[1], libc::F_SETFL, 0) };
-        Ok(ReportPipe { read, write: Some(write), write_raw: fds[1] })
+        Ok(ReportPipe {
+            read,
+            write: Some(write),
+            write_raw: fds[1],
+        })
     }
 
     /// The descriptor number the child sees.

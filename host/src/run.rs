@@ -85,7 +85,9 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         std::thread::spawn(move || {
             let (lock, cv) = &*done;
             let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let (guard, res) = cv.wait_timeout_while(guard, limit, |d| !*d).unwrap_or_else(|e| e.into_inner());
+            let (guard, res) = cv
+                .wait_timeout_while(guard, limit, |d| !*d)
+                .unwrap_or_else(|e| e.into_inner());
             if res.timed_out() && !*guard {
                 timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
                 // SAFETY: signals the child's own process group (created with process_group(0)).
@@ -125,7 +127,11 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         return EXIT_SANDBOX;
     }
     if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
-        say(format_args!("{} timed out after {:?} and was killed", resolved.display(), settings.timeout.unwrap_or_default()));
+        say(format_args!(
+            "{} timed out after {:?} and was killed",
+            resolved.display(),
+            settings.timeout.unwrap_or_default()
+        ));
         return EXIT_TIMEOUT;
     }
     if let Some(sig) = status.signal() {

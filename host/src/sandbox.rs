@@ -3,10 +3,10 @@
 
 use crate::admission::{self, Unconfinable};
 use crate::extract::{self, ExtractError};
+use crate::outer;
 use crate::platform::{self, Unavailable};
 use crate::report::{Report, ReportPipe};
 use sandbox_policy::profile::Profile;
-use crate::outer;
 use sandbox_policy::{Action, Insn, Policy};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
@@ -37,7 +37,9 @@ impl std::str::FromStr for StaticBinaryAction {
             "warn" => Ok(Self::Warn),
             "allow" => Ok(Self::Allow),
             "confine" => Ok(Self::Confine),
-            _ => Err(format!("unknown static-binary action `{s}` (block, warn, allow or confine)")),
+            _ => Err(format!(
+                "unknown static-binary action `{s}` (block, warn, allow or confine)"
+            )),
         }
     }
 }
@@ -80,7 +82,9 @@ pub enum SandboxError {
     #[error("{0}")]
     Extract(#[from] ExtractError),
     /// Admission control refused the program (static-binary action `block`).
-    #[error("{0}; refusing to run it unconfined (use --static-binary warn or allow to run it anyway)")]
+    #[error(
+        "{0}; refusing to run it unconfined (use --static-binary warn or allow to run it anyway)"
+    )]
     Blocked(Unconfinable),
     /// The profile does not compile.
     #[error("profile {0}: {1}")]
@@ -154,7 +158,11 @@ impl Sandbox {
         }
         let outer = outer::base_policy(&options.profile, options.on_violation)
             .map_err(|e| SandboxError::Profile(options.profile.name.clone(), e))?;
-        Ok(Sandbox { options, preload, outer })
+        Ok(Sandbox {
+            options,
+            preload,
+            outer,
+        })
     }
 
     /// The options this sandbox was built with.
@@ -187,8 +195,13 @@ impl Sandbox {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let path = admission::resolve(program, std::env::var("PATH").ok().as_deref())
-            .map_err(|e| SandboxError::Io(std::io::Error::new(std::io::ErrorKind::NotFound, e.to_string())))?;
+        let path =
+            admission::resolve(program, std::env::var("PATH").ok().as_deref()).map_err(|e| {
+                SandboxError::Io(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    e.to_string(),
+                ))
+            })?;
         let mut cmd = Command::new(&path);
         cmd.args(args);
         let applied = self.apply(&mut cmd, &path)?;
@@ -202,7 +215,12 @@ impl Sandbox {
         for var in crate::SANDBOX_VARS {
             cmd.env_remove(var);
         }
-        let mut applied = Applied { planned: Sandboxed::None, warnings: Vec::new(), profile, report: None };
+        let mut applied = Applied {
+            planned: Sandboxed::None,
+            warnings: Vec::new(),
+            profile,
+            report: None,
+        };
         if self.options.profile.is_unrestricted() {
             tracing::info!(profile = %applied.profile, program = %program.display(), "unrestricted: no filter");
             return Ok(applied);
@@ -211,7 +229,10 @@ impl Sandbox {
             Ok(p) => p,
             Err(why) => {
                 tracing::warn!(%why, "sandbox unavailable, running unsandboxed");
-                applied.warnings.push(format!("sandbox: unavailable ({why}); running {} unsandboxed", program.display()));
+                applied.warnings.push(format!(
+                    "sandbox: unavailable ({why}); running {} unsandboxed",
+                    program.display()
+                ));
                 return Ok(applied);
             }
         };
@@ -225,7 +246,9 @@ impl Sandbox {
                 }
                 StaticBinaryAction::Warn => {
                     tracing::warn!(%reason, "running unconfined (static-binary warn)");
-                    applied.warnings.push(format!("sandbox: warning: {reason}; running it UNCONFINED"));
+                    applied
+                        .warnings
+                        .push(format!("sandbox: warning: {reason}; running it UNCONFINED"));
                     return Ok(applied);
                 }
                 StaticBinaryAction::Allow => {
@@ -234,9 +257,9 @@ impl Sandbox {
                 }
                 StaticBinaryAction::Confine => {
                     tracing::info!(%reason, "confined by the outer filter only");
-                    applied
-                        .warnings
-                        .push(format!("sandbox: notice: {reason}; confined by the outer filter only"));
+                    applied.warnings.push(format!(
+                        "sandbox: notice: {reason}; confined by the outer filter only"
+                    ));
                     true
                 }
             },
@@ -264,7 +287,8 @@ impl Sandbox {
                 }
                 // setuid/setgid programs then run unprivileged and keep the preload.
                 sandbox_policy::install(&outer).map_err(|e| match e {
-                    sandbox_policy::InstallError::NoNewPrivs(n) | sandbox_policy::InstallError::Seccomp(n) => {
+                    sandbox_policy::InstallError::NoNewPrivs(n)
+                    | sandbox_policy::InstallError::Seccomp(n) => {
                         std::io::Error::from_raw_os_error(n)
                     }
                     _ => std::io::Error::from_raw_os_error(libc::EINVAL),
@@ -278,7 +302,11 @@ impl Sandbox {
             preload = !confine_only,
             "sandbox applied"
         );
-        applied.planned = if confine_only { Sandboxed::OuterOnly } else { Sandboxed::Exact };
+        applied.planned = if confine_only {
+            Sandboxed::OuterOnly
+        } else {
+            Sandboxed::Exact
+        };
         applied.report = report;
         Ok(applied)
     }
@@ -292,8 +320,12 @@ impl Sandbox {
         // std passes this very buffer (the Command's program CString) to execvp, which hands
         // an absolute path to execve unchanged; fork keeps its address in the child.
         let addr = program.as_bytes().as_ptr() as u64;
-        let base = self.outer.as_deref().expect("a filtering profile has an outer policy");
-        outer::program(base, addr).map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))
+        let base = self
+            .outer
+            .as_deref()
+            .expect("a filtering profile has an outer policy");
+        outer::program(base, addr)
+            .map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))
     }
 }
 

@@ -8,7 +8,11 @@ use std::process::{Command, Output};
 const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
 
 fn sandbox(args: &[&str]) -> Output {
-    Command::new(SANDBOX).args(args).env_remove("SANDBOX_LOG").output().unwrap()
+    Command::new(SANDBOX)
+        .args(args)
+        .env_remove("SANDBOX_LOG")
+        .output()
+        .unwrap()
 }
 
 fn err(o: &Output) -> String {
@@ -24,8 +28,18 @@ fn cc(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let exe = dir.join(name);
-    let o = Command::new("gcc").args(flags).arg("-o").arg(&exe).arg(&c).output().expect("gcc is installed");
-    assert!(o.status.success(), "gcc {flags:?}: {}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new("gcc")
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .expect("gcc is installed");
+    assert!(
+        o.status.success(),
+        "gcc {flags:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     exe
 }
 
@@ -54,31 +68,64 @@ fn exit_status_is_the_programs_own() {
 
 #[test]
 fn exit_status_is_128_plus_the_signal() {
-    let o = sandbox(&["run", "--profile", "shell", "--", "sh", "-c", "kill -TERM $$"]);
+    let o = sandbox(&[
+        "run",
+        "--profile",
+        "shell",
+        "--",
+        "sh",
+        "-c",
+        "kill -TERM $$",
+    ]);
     assert_eq!(o.status.code(), Some(128 + 15), "{}", err(&o));
 }
 
 #[test]
 fn sigsys_names_the_profile_and_points_at_trap() {
-    let o = sandbox(&["run", "--", "/usr/bin/python3", "-c", "import socket; socket.socket()"]);
+    let o = sandbox(&[
+        "run",
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        "import socket; socket.socket()",
+    ]);
     assert_eq!(o.status.code(), Some(128 + 31));
     let e = err(&o);
     assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.contains("profile minimal") && e.contains("--on-violation trap"), "{e}");
+    assert!(
+        e.contains("profile minimal") && e.contains("--on-violation trap"),
+        "{e}"
+    );
 }
 
 #[test]
 fn trap_names_the_blocked_syscall() {
-    let o = sandbox(&["run", "--on-violation", "trap", "--", "/usr/bin/python3", "-c", "import socket; socket.socket()"]);
+    let o = sandbox(&[
+        "run",
+        "--on-violation",
+        "trap",
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        "import socket; socket.socket()",
+    ]);
     assert_eq!(o.status.code(), Some(128 + 31));
-    assert!(err(&o).contains("syscall socket (41) is not allowed by profile minimal"), "{}", err(&o));
+    assert!(
+        err(&o).contains("syscall socket (41) is not allowed by profile minimal"),
+        "{}",
+        err(&o)
+    );
 }
 
 #[test]
 fn exit_status_125_when_the_sandbox_refuses() {
     let o = sandbox(&["run", "--profile", "no-such-profile", "--", "/bin/true"]);
     assert_eq!(o.status.code(), Some(125));
-    assert!(err(&o).contains("unknown profile `no-such-profile`"), "{}", err(&o));
+    assert!(
+        err(&o).contains("unknown profile `no-such-profile`"),
+        "{}",
+        err(&o)
+    );
     let o = sandbox(&["run", "--allow", "read:bogus_call", "--", "/bin/true"]);
     assert_eq!(o.status.code(), Some(125));
     assert!(err(&o).contains("bogus_call"), "{}", err(&o));
@@ -100,7 +147,16 @@ fn exit_status_127_when_not_found() {
 #[test]
 fn timeout_kills_and_exits_124() {
     let t = std::time::Instant::now();
-    let o = sandbox(&["run", "--profile", "shell", "--timeout", "1", "--", "sleep", "30"]);
+    let o = sandbox(&[
+        "run",
+        "--profile",
+        "shell",
+        "--timeout",
+        "1",
+        "--",
+        "sleep",
+        "30",
+    ]);
     assert_eq!(o.status.code(), Some(124), "{}", err(&o));
     assert!(t.elapsed().as_secs() < 10);
 }
@@ -109,7 +165,11 @@ fn timeout_kills_and_exits_124() {
 fn verbose_says_how_the_run_was_confined() {
     let o = sandbox(&["run", "-v", "--", "/bin/cat", "/etc/hostname"]);
     assert!(o.status.success());
-    assert!(err(&o).contains("profile minimal, sandboxed: exact"), "{}", err(&o));
+    assert!(
+        err(&o).contains("profile minimal, sandboxed: exact"),
+        "{}",
+        err(&o)
+    );
 }
 
 #[test]
@@ -124,13 +184,35 @@ fn static_programs_are_blocked_by_default_and_run_with_warn() {
     assert!(err(&o).contains("statically linked"), "{}", err(&o));
     assert!(!marker.exists(), "blocked: the program did not run");
 
-    let o = sandbox(&["run", "--profile", "write", "--static-binary", "warn", "--", p, m]);
+    let o = sandbox(&[
+        "run",
+        "--profile",
+        "write",
+        "--static-binary",
+        "warn",
+        "--",
+        p,
+        m,
+    ]);
     assert!(o.status.success(), "{}", err(&o));
-    assert!(err(&o).contains("warning") && err(&o).contains("UNCONFINED"), "{}", err(&o));
+    assert!(
+        err(&o).contains("warning") && err(&o).contains("UNCONFINED"),
+        "{}",
+        err(&o)
+    );
     assert!(marker.exists(), "warn runs it");
 
     std::fs::remove_file(&marker).unwrap();
-    let o = sandbox(&["run", "--profile", "write", "--static-binary", "allow", "--", p, m]);
+    let o = sandbox(&[
+        "run",
+        "--profile",
+        "write",
+        "--static-binary",
+        "allow",
+        "--",
+        p,
+        m,
+    ]);
     assert!(o.status.success());
     assert_eq!(err(&o), "", "allow says nothing");
     assert!(marker.exists());
@@ -139,13 +221,22 @@ fn static_programs_are_blocked_by_default_and_run_with_warn() {
 #[test]
 fn a_script_with_a_static_interpreter_is_blocked() {
     let dir = tempfile::tempdir().unwrap();
-    let interp = cc(dir.path(), "interp", "int main(void) { return 0; }\n", &["-static"]);
+    let interp = cc(
+        dir.path(),
+        "interp",
+        "int main(void) { return 0; }\n",
+        &["-static"],
+    );
     let script = dir.path().join("script");
     std::fs::write(&script, format!("#!{}\n", interp.display())).unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let o = sandbox(&["run", "--", script.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(125));
-    assert!(err(&o).contains("interp"), "names the interpreter: {}", err(&o));
+    assert!(
+        err(&o).contains("interp"),
+        "names the interpreter: {}",
+        err(&o)
+    );
 }
 
 /// Runs `sandbox` itself under a filter that makes seccomp(2) fail with EINVAL, as on a kernel
@@ -167,9 +258,19 @@ fn sandbox_without_seccomp(args: &[&str]) -> Output {
 fn require_sandbox_refuses_when_unavailable() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
-    let o = sandbox_without_seccomp(&["run", "--require-sandbox", "--", "/usr/bin/touch", marker.to_str().unwrap()]);
+    let o = sandbox_without_seccomp(&[
+        "run",
+        "--require-sandbox",
+        "--",
+        "/usr/bin/touch",
+        marker.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(125), "{}", err(&o));
-    assert!(err(&o).contains("sandbox required but unavailable"), "{}", err(&o));
+    assert!(
+        err(&o).contains("sandbox required but unavailable"),
+        "{}",
+        err(&o)
+    );
     assert!(!marker.exists());
 }
 
@@ -179,8 +280,15 @@ fn without_require_sandbox_it_warns_and_runs_unsandboxed() {
     let marker = dir.path().join("ran");
     let o = sandbox_without_seccomp(&["run", "--", "/usr/bin/touch", marker.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
-    assert!(err(&o).contains("unavailable") && err(&o).contains("unsandboxed"), "{}", err(&o));
-    assert!(marker.exists(), "minimal would have refused the write: it ran unsandboxed");
+    assert!(
+        err(&o).contains("unavailable") && err(&o).contains("unsandboxed"),
+        "{}",
+        err(&o)
+    );
+    assert!(
+        marker.exists(),
+        "minimal would have refused the write: it ran unsandboxed"
+    );
 }
 
 fn config(dir: &Path, json: &str) -> PathBuf {
@@ -192,7 +300,10 @@ fn config(dir: &Path, json: &str) -> PathBuf {
 #[test]
 fn config_with_unknown_keys_is_refused_naming_them() {
     let dir = tempfile::tempdir().unwrap();
-    let c = config(dir.path(), r#"{"tools":{"exec":{"sandbox":{"profile":"minimal","profil":"x"}}}}"#);
+    let c = config(
+        dir.path(),
+        r#"{"tools":{"exec":{"sandbox":{"profile":"minimal","profil":"x"}}}}"#,
+    );
     let o = sandbox(&["run", "--config", c.to_str().unwrap(), "--", "/bin/true"]);
     assert_eq!(o.status.code(), Some(125));
     assert!(err(&o).contains("unknown field `profil`"), "{}", err(&o));
@@ -206,11 +317,24 @@ fn config_with_unknown_keys_is_refused_naming_them() {
 fn config_selects_the_profile() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("f");
-    let c = config(dir.path(), r#"{"tools":{"exec":{"sandbox":{"enabled":true,"profile":"write"}}}}"#);
-    let o = sandbox(&["run", "--config", c.to_str().unwrap(), "--", "/usr/bin/touch", marker.to_str().unwrap()]);
+    let c = config(
+        dir.path(),
+        r#"{"tools":{"exec":{"sandbox":{"enabled":true,"profile":"write"}}}}"#,
+    );
+    let o = sandbox(&[
+        "run",
+        "--config",
+        c.to_str().unwrap(),
+        "--",
+        "/usr/bin/touch",
+        marker.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", err(&o));
     assert!(marker.exists());
-    let c = config(dir.path(), r#"{"sandbox":{"profile":"custom","customDeny":"uname","logViolations":false}}"#);
+    let c = config(
+        dir.path(),
+        r#"{"sandbox":{"profile":"custom","customDeny":"uname","logViolations":false}}"#,
+    );
     let o = sandbox(&["run", "--config", c.to_str().unwrap(), "--", "/bin/uname"]);
     assert_eq!(o.status.code(), Some(159), "{}", err(&o));
 }
@@ -220,18 +344,39 @@ fn blocked_commands_match_resolved_paths() {
     let dir = tempfile::tempdir().unwrap();
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "x").unwrap();
-    let c = config(dir.path(), r#"{"tools":{"exec":{"blockedCommands":["rm"],"sandbox":{"profile":"write"}}}}"#);
+    let c = config(
+        dir.path(),
+        r#"{"tools":{"exec":{"blockedCommands":["rm"],"sandbox":{"profile":"write"}}}}"#,
+    );
     let c = c.to_str().unwrap();
     for spelling in ["rm", "/usr/bin/../bin/rm", "/bin/rm"] {
-        let o = sandbox(&["run", "--config", c, "--", spelling, victim.to_str().unwrap()]);
+        let o = sandbox(&[
+            "run",
+            "--config",
+            c,
+            "--",
+            spelling,
+            victim.to_str().unwrap(),
+        ]);
         assert_eq!(o.status.code(), Some(125), "{spelling}: {}", err(&o));
-        assert!(err(&o).contains("blockedCommands entry `rm`"), "{}", err(&o));
+        assert!(
+            err(&o).contains("blockedCommands entry `rm`"),
+            "{}",
+            err(&o)
+        );
         assert!(victim.exists(), "{spelling} must not run");
     }
     // A symlink under another name is the same program.
     let link = dir.path().join("innocent");
     std::os::unix::fs::symlink("/bin/rm", &link).unwrap();
-    let o = sandbox(&["run", "--config", c, "--", link.to_str().unwrap(), victim.to_str().unwrap()]);
+    let o = sandbox(&[
+        "run",
+        "--config",
+        c,
+        "--",
+        link.to_str().unwrap(),
+        victim.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(125), "{}", err(&o));
     assert!(victim.exists());
 }
@@ -239,7 +384,10 @@ fn blocked_commands_match_resolved_paths() {
 #[test]
 fn allowed_commands_admit_only_those() {
     let dir = tempfile::tempdir().unwrap();
-    let c = config(dir.path(), r#"{"tools":{"exec":{"allowedCommands":["cat"]}}}"#);
+    let c = config(
+        dir.path(),
+        r#"{"tools":{"exec":{"allowedCommands":["cat"]}}}"#,
+    );
     let c = c.to_str().unwrap();
     let o = sandbox(&["run", "--config", c, "--", "cat", "/etc/hostname"]);
     assert!(o.status.success(), "{}", err(&o));
@@ -278,7 +426,11 @@ fn a_setuid_root_program_run_by_an_unprivileged_user_stays_filtered() {
     let prog = cc(dir.path(), "suid", SUID_C, &[]);
     std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "the test runs as root so it can make a setuid-root file");
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "the test runs as root so it can make a setuid-root file"
+    );
     let as_nobody = |args: &[&str]| {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
@@ -291,7 +443,12 @@ fn a_setuid_root_program_run_by_an_unprivileged_user_stays_filtered() {
     };
     let p = prog.to_str().unwrap();
     let o = as_nobody(&[p]);
-    assert_eq!(out(&o), "euid=0 uname=ok\n", "unsandboxed, the setuid bit works: {}", err(&o));
+    assert_eq!(
+        out(&o),
+        "euid=0 uname=ok\n",
+        "unsandboxed, the setuid bit works: {}",
+        err(&o)
+    );
     let o = as_nobody(&[
         SANDBOX,
         "run",
@@ -302,7 +459,12 @@ fn a_setuid_root_program_run_by_an_unprivileged_user_stays_filtered() {
         "--",
         p,
     ]);
-    assert_eq!(out(&o), "euid=65534 uname=Operation not permitted\n", "{}", err(&o));
+    assert_eq!(
+        out(&o),
+        "euid=65534 uname=Operation not permitted\n",
+        "{}",
+        err(&o)
+    );
 }
 
 #[test]
@@ -316,7 +478,9 @@ fn library_api_gives_a_ready_command() {
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success());
     assert_eq!(applied.finish().sandboxed, Sandboxed::Exact);
-    let (mut cmd, mut applied) = sandbox.command("/usr/bin/python3", ["-c", "import socket; socket.socket()"]).unwrap();
+    let (mut cmd, mut applied) = sandbox
+        .command("/usr/bin/python3", ["-c", "import socket; socket.socket()"])
+        .unwrap();
     let status = cmd.status().unwrap();
     applied.spawned();
     use std::os::unix::process::ExitStatusExt;
@@ -329,7 +493,10 @@ fn env_prints_the_variables_for_other_languages() {
     let o = sandbox(&["env", "--profile", "network"]);
     assert!(o.status.success(), "{}", err(&o));
     let text = out(&o);
-    let so = text.lines().find_map(|l| l.strip_prefix("LD_PRELOAD=")).expect("LD_PRELOAD line");
+    let so = text
+        .lines()
+        .find_map(|l| l.strip_prefix("LD_PRELOAD="))
+        .expect("LD_PRELOAD line");
     assert!(Path::new(so).is_file(), "{so}");
     assert!(text.contains("SECCOMP_SYSCALL_ALLOW=@base:"), "{text}");
     assert!(text.contains("SECCOMP_DEFAULT_ACTION=kill"), "{text}");
@@ -344,7 +511,10 @@ fn env_prints_the_variables_for_other_languages() {
     assert_eq!(cmd.output().unwrap().status.signal(), Some(libc::SIGSYS));
     let o = sandbox(&["env", "--profile", "minimal", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(v["SECCOMP_SYSCALL_ALLOW"].as_str().unwrap().starts_with("@base"));
+    assert!(v["SECCOMP_SYSCALL_ALLOW"]
+        .as_str()
+        .unwrap()
+        .starts_with("@base"));
 }
 
 #[test]
@@ -353,26 +523,58 @@ fn extract_check_profiles_and_inspect() {
     let dest = dir.path().join("libsandbox.so");
     let o = sandbox(&["extract", "--to", dest.to_str().unwrap()]);
     assert!(o.status.success(), "{}", err(&o));
-    assert_eq!(std::fs::read(&dest).unwrap(), sandbox_host::embedded::LIBSANDBOX);
+    assert_eq!(
+        std::fs::read(&dest).unwrap(),
+        sandbox_host::embedded::LIBSANDBOX
+    );
 
     let o = sandbox(&["check"]);
     assert!(o.status.success(), "{}{}", out(&o), err(&o));
     assert!(out(&o).contains("ok    seccomp"), "{}", out(&o));
 
     let o = sandbox(&["profiles"]);
-    for name in ["minimal", "network", "write", "no-exec", "shell", "unrestricted"] {
-        assert!(out(&o).lines().any(|l| l.starts_with(name)), "{name}: {}", out(&o));
+    for name in [
+        "minimal",
+        "network",
+        "write",
+        "no-exec",
+        "shell",
+        "unrestricted",
+    ] {
+        assert!(
+            out(&o).lines().any(|l| l.starts_with(name)),
+            "{name}: {}",
+            out(&o)
+        );
     }
     let o = sandbox(&["profiles", "show", "minimal"]);
     let text = out(&o);
-    let line = |name: &str| text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_default().to_string();
-    assert!(line("read").contains("allow") && line("read").contains("@fd-io"), "{}", line("read"));
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("read").contains("allow") && line("read").contains("@fd-io"),
+        "{}",
+        line("read")
+    );
     assert!(line("unlink").contains("errno:EROFS"), "{}", line("unlink"));
-    assert!(line("ptrace").contains("kill") && line("ptrace").contains("@never"), "{}", line("ptrace"));
+    assert!(
+        line("ptrace").contains("kill") && line("ptrace").contains("@never"),
+        "{}",
+        line("ptrace")
+    );
 
     let o = sandbox(&["inspect", "ls"]);
     assert!(out(&o).contains("the preload confines it"), "{}", out(&o));
-    let prog = cc(dir.path(), "st", "int main(void){return 0;}\n", &["-static"]);
+    let prog = cc(
+        dir.path(),
+        "st",
+        "int main(void){return 0;}\n",
+        &["-static"],
+    );
     let o = sandbox(&["inspect", prog.to_str().unwrap()]);
     assert!(out(&o).contains("statically linked"), "{}", out(&o));
 }

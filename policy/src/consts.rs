@@ -158,15 +158,18 @@ pub fn constant(arch: Arch, name: &str) -> Option<u64> {
 
 /// Every constant name and its value on `arch`, for documentation and tests.
 pub fn constants(arch: Arch) -> impl Iterator<Item = (&'static str, u64)> {
-    COMMON.iter().copied().chain(PER_ARCH.iter().map(move |(n, x86, arm)| {
-        (
-            *n,
-            match arch {
-                Arch::X86_64 => *x86,
-                Arch::Aarch64 => *arm,
-            },
-        )
-    }))
+    COMMON
+        .iter()
+        .copied()
+        .chain(PER_ARCH.iter().map(move |(n, x86, arm)| {
+            (
+                *n,
+                match arch {
+                    Arch::X86_64 => *x86,
+                    Arch::Aarch64 => *arm,
+                },
+            )
+        }))
 }
 
 /// Errno names and numbers (the same on x86_64 and aarch64).

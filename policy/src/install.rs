@@ -26,8 +26,12 @@ impl fmt::Display for InstallError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InstallError::BadProgram => f.write_str("the filter program is empty or too long"),
-            InstallError::NoNewPrivs(e) => write!(f, "prctl(PR_SET_NO_NEW_PRIVS) failed: errno {e}"),
-            InstallError::Seccomp(e) => write!(f, "seccomp(SECCOMP_SET_MODE_FILTER) failed: errno {e}"),
+            InstallError::NoNewPrivs(e) => {
+                write!(f, "prctl(PR_SET_NO_NEW_PRIVS) failed: errno {e}")
+            }
+            InstallError::Seccomp(e) => {
+                write!(f, "seccomp(SECCOMP_SET_MODE_FILTER) failed: errno {e}")
+            }
             InstallError::ThreadSync(t) => write!(f, "could not apply the filter to thread {t}"),
         }
     }
@@ -83,7 +87,12 @@ pub fn action_available(ret: u32) -> bool {
     let action: u32 = ret & 0xffff_0000;
     // SAFETY: the kernel reads one u32 from the pointer, which is valid for the call.
     let rc = unsafe {
-        libc::syscall(libc::SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0 as libc::c_ulong, &action as *const u32)
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_GET_ACTION_AVAIL,
+            0 as libc::c_ulong,
+            &action as *const u32,
+        )
     };
     rc == 0
 }

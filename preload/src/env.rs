@@ -19,8 +19,12 @@ impl Vars {
     pub fn read(envp: *mut *mut libc::c_char) -> Vars {
         let mut v = Vars::default();
         for entry in entries(envp) {
-            let Some(rest) = entry.strip_prefix(b"SECCOMP_") else { continue };
-            let Some(eq) = rest.iter().position(|b| *b == b'=') else { continue };
+            let Some(rest) = entry.strip_prefix(b"SECCOMP_") else {
+                continue;
+            };
+            let Some(eq) = rest.iter().position(|b| *b == b'=') else {
+                continue;
+            };
             let (name, value) = (&rest[..eq], &rest[eq + 1..]);
             let value = core::str::from_utf8(value).unwrap_or("\u{fffd}");
             match name {
@@ -37,7 +41,10 @@ impl Vars {
 
     /// Whether any variable that asks for work is set.
     pub fn any(&self) -> bool {
-        self.allow.is_some() || self.deny.is_some() || self.default_action.is_some() || self.report_fd.is_some()
+        self.allow.is_some()
+            || self.deny.is_some()
+            || self.default_action.is_some()
+            || self.report_fd.is_some()
     }
 }
 

@@ -57,8 +57,14 @@ fn setup(envp: *mut *mut libc::c_char) -> Result<(), (Failure, Option<i32>)> {
     };
     let fail = |f| (f, report_fd);
     let mut policy = Policy::new(NATIVE, sandbox_policy::Mode::DenyList, Action::Kill);
-    let wanted = grammar::from_env(NATIVE, vars.allow, vars.deny, vars.default_action, &mut policy)
-        .map_err(|e| fail(Failure::Policy(e)))?;
+    let wanted = grammar::from_env(
+        NATIVE,
+        vars.allow,
+        vars.deny,
+        vars.default_action,
+        &mut policy,
+    )
+    .map_err(|e| fail(Failure::Policy(e)))?;
     let verbose = vars.verbose;
     // The program must not see its configuration; the values are not needed past this point.
     env::scrub(envp);
@@ -95,7 +101,11 @@ fn setup(envp: *mut *mut libc::c_char) -> Result<(), (Failure, Option<i32>)> {
     sandbox_policy::install(&prog[..len]).map_err(|e| fail(Failure::Install(e)))
 }
 
-extern "C" fn init(_argc: libc::c_int, _argv: *mut *mut libc::c_char, envp: *mut *mut libc::c_char) {
+extern "C" fn init(
+    _argc: libc::c_int,
+    _argv: *mut *mut libc::c_char,
+    envp: *mut *mut libc::c_char,
+) {
     if let Err((failure, report_fd)) = setup(envp) {
         out::die(format_args!("{failure}"), report_fd);
     }

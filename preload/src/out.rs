@@ -18,7 +18,10 @@ impl Write for Buf {
 
 /// Writes one line (a newline is added) to `fd`, ignoring errors.
 pub fn line(fd: i32, args: fmt::Arguments<'_>) {
-    let mut b = Buf { data: [0; 512], len: 0 };
+    let mut b = Buf {
+        data: [0; 512],
+        len: 0,
+    };
     let _ = b.write_fmt(args);
     b.data[b.len] = b'\n';
     // SAFETY: the buffer is valid for b.len + 1 bytes.

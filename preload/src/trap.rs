@@ -26,7 +26,10 @@ pub fn arm(report_fd: Option<i32>) {
 /// Formats `libsandbox: blocked syscall NAME (NR)` (stderr) or `violation NR NAME` (report fd).
 fn report(nr: i32) {
     let fd = REPORT_FD.load(Ordering::Relaxed);
-    let name = u32::try_from(nr).ok().and_then(|n| NATIVE.syscall_name(n)).unwrap_or("unknown");
+    let name = u32::try_from(nr)
+        .ok()
+        .and_then(|n| NATIVE.syscall_name(n))
+        .unwrap_or("unknown");
     if fd == 2 {
         crate::out::line(2, format_args!("libsandbox: blocked syscall {name} ({nr})"));
     } else {

@@ -11,7 +11,10 @@ use std::sync::OnceLock;
 fn so() -> &'static Path {
     static SO: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     let (_, p) = SO.get_or_init(|| {
-        let dir = tempfile::Builder::new().prefix("preload-test").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("preload-test")
+            .tempdir()
+            .unwrap();
         let p = dir.path().join("libsandbox.so");
         std::fs::write(&p, sandbox_host::embedded::LIBSANDBOX).unwrap();
         (dir, p)
@@ -23,7 +26,10 @@ fn so() -> &'static Path {
 fn run(argv: &[&str], vars: &[(&str, &str)]) -> Output {
     let mut c = Command::new(argv[0]);
     c.args(&argv[1..]).env("LD_PRELOAD", so());
-    for k in sandbox_host::SANDBOX_VARS.iter().filter(|k| **k != "LD_PRELOAD") {
+    for k in sandbox_host::SANDBOX_VARS
+        .iter()
+        .filter(|k| **k != "LD_PRELOAD")
+    {
         c.env_remove(k);
     }
     c.envs(vars.iter().copied());
@@ -45,7 +51,10 @@ fn cat_runs_under_an_allow_list_of_what_it_needs() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("f.txt");
     std::fs::write(&f, "hello\nworld\n").unwrap();
-    let o = run(&["/bin/cat", f.to_str().unwrap()], &[("SECCOMP_SYSCALL_ALLOW", CAT_NEEDS)]);
+    let o = run(
+        &["/bin/cat", f.to_str().unwrap()],
+        &[("SECCOMP_SYSCALL_ALLOW", CAT_NEEDS)],
+    );
     assert!(o.status.success(), "{:?} {}", o.status, stderr(&o));
     assert_eq!(stdout(&o), "hello\nworld\n");
     assert_eq!(stderr(&o), "", "quiet on success");
@@ -54,7 +63,10 @@ fn cat_runs_under_an_allow_list_of_what_it_needs() {
 #[test]
 fn cat_without_fadvise64_is_killed() {
     let list = CAT_NEEDS.replace("fadvise64:", "");
-    let o = run(&["/bin/cat", "/etc/hostname"], &[("SECCOMP_SYSCALL_ALLOW", &list)]);
+    let o = run(
+        &["/bin/cat", "/etc/hostname"],
+        &[("SECCOMP_SYSCALL_ALLOW", &list)],
+    );
     assert_eq!(o.status.signal(), Some(libc::SIGSYS), "{:?}", o.status);
 }
 
@@ -67,28 +79,56 @@ fn deny_kill_ends_uname_with_sigsys() {
 
 #[test]
 fn deny_errno_fails_the_call_with_eperm() {
-    let o = run(&["/bin/uname"], &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "errno")]);
+    let o = run(
+        &["/bin/uname"],
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "errno"),
+        ],
+    );
     assert_eq!(o.status.code(), Some(1), "exits normally");
-    assert!(stderr(&o).contains("Operation not permitted"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("Operation not permitted"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn deny_errno_name_fails_the_call_with_that_errno() {
-    let o = run(&["/bin/uname"], &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "errno:EACCES")]);
+    let o = run(
+        &["/bin/uname"],
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "errno:EACCES"),
+        ],
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
 }
 
 #[test]
 fn deny_log_lets_uname_run() {
-    let o = run(&["/bin/uname"], &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "log")]);
+    let o = run(
+        &["/bin/uname"],
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "log"),
+        ],
+    );
     assert!(o.status.success());
     assert_eq!(stdout(&o), "Linux\n");
 }
 
 #[test]
 fn deny_trap_names_the_syscall_and_stops_the_program() {
-    let o = run(&["/bin/uname"], &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "trap")]);
+    let o = run(
+        &["/bin/uname"],
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "trap"),
+        ],
+    );
     assert_eq!(o.status.signal(), Some(libc::SIGSYS));
     assert_eq!(stderr(&o), "libsandbox: blocked syscall uname (63)\n");
     assert_eq!(stdout(&o), "");
@@ -97,9 +137,19 @@ fn deny_trap_names_the_syscall_and_stops_the_program() {
 #[test]
 fn trap_in_an_allow_list_reports_the_first_unlisted_call() {
     let list = CAT_NEEDS.replace("fadvise64:", "");
-    let o = run(&["/bin/cat", "/etc/hostname"], &[("SECCOMP_SYSCALL_ALLOW", &list), ("SECCOMP_DEFAULT_ACTION", "trap")]);
+    let o = run(
+        &["/bin/cat", "/etc/hostname"],
+        &[
+            ("SECCOMP_SYSCALL_ALLOW", &list),
+            ("SECCOMP_DEFAULT_ACTION", "trap"),
+        ],
+    );
     assert_eq!(o.status.signal(), Some(libc::SIGSYS));
-    assert!(stderr(&o).contains("libsandbox: blocked syscall fadvise64 (221)"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("libsandbox: blocked syscall fadvise64 (221)"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -121,7 +171,13 @@ fn both_lists_mean_the_allow_list_minus_the_denied_entries() {
     let allow = "@base:@fd-io:@fs-read";
     let o = run(&["/bin/uname"], &[("SECCOMP_SYSCALL_ALLOW", allow)]);
     assert!(o.status.success(), "uname is in @base: {}", stderr(&o));
-    let o = run(&["/bin/uname"], &[("SECCOMP_SYSCALL_ALLOW", allow), ("SECCOMP_SYSCALL_DENY", "uname")]);
+    let o = run(
+        &["/bin/uname"],
+        &[
+            ("SECCOMP_SYSCALL_ALLOW", allow),
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+        ],
+    );
     assert_eq!(o.status.signal(), Some(libc::SIGSYS));
 }
 
@@ -130,18 +186,27 @@ fn groups_work_in_the_variables() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("f.txt");
     std::fs::write(&f, "group\n").unwrap();
-    let o = run(&["/bin/cat", f.to_str().unwrap()], &[("SECCOMP_SYSCALL_ALLOW", "@base:@fd-io:@fs-read")]);
+    let o = run(
+        &["/bin/cat", f.to_str().unwrap()],
+        &[("SECCOMP_SYSCALL_ALLOW", "@base:@fd-io:@fs-read")],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), "group\n");
 }
 
 #[test]
 fn verbose_prints_one_line() {
-    let o = run(&["/bin/true"], &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_VERBOSE", "1")]);
+    let o = run(
+        &["/bin/true"],
+        &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_VERBOSE", "1")],
+    );
     assert!(o.status.success());
     let e = stderr(&o);
     assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.starts_with("libsandbox: installing deny-list filter: "), "{e}");
+    assert!(
+        e.starts_with("libsandbox: installing deny-list filter: "),
+        "{e}"
+    );
 }
 
 /// Asserts a fail-closed refusal: status 125, one `libsandbox:` line naming `needle`, and the
@@ -160,7 +225,10 @@ fn assert_refused(vars: &[(&str, &str)], needle: &str) {
 
 #[test]
 fn unknown_syscall_fails_closed() {
-    assert_refused(&[("SECCOMP_SYSCALL_ALLOW", "read:no_such_call")], "entry 2 `no_such_call`: unknown syscall");
+    assert_refused(
+        &[("SECCOMP_SYSCALL_ALLOW", "read:no_such_call")],
+        "entry 2 `no_such_call`: unknown syscall",
+    );
 }
 
 #[test]
@@ -170,8 +238,20 @@ fn unknown_group_fails_closed() {
 
 #[test]
 fn bad_action_fails_closed() {
-    assert_refused(&[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "explode")], "SECCOMP_DEFAULT_ACTION");
-    assert_refused(&[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "allow")], "unknown action");
+    assert_refused(
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "explode"),
+        ],
+        "SECCOMP_DEFAULT_ACTION",
+    );
+    assert_refused(
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "allow"),
+        ],
+        "unknown action",
+    );
 }
 
 #[test]
@@ -189,7 +269,10 @@ fn very_long_value_fails_closed() {
 #[test]
 fn ten_thousand_entries_fail_closed() {
     let many = vec!["read"; 10_000].join(":");
-    assert_refused(&[("SECCOMP_SYSCALL_ALLOW", &many)], "more than 1024 entries");
+    assert_refused(
+        &[("SECCOMP_SYSCALL_ALLOW", &many)],
+        "more than 1024 entries",
+    );
 }
 
 #[test]
@@ -206,40 +289,79 @@ fn whitespace_fails_closed() {
 
 #[test]
 fn bad_rules_fail_closed() {
-    assert_refused(&[("SECCOMP_SYSCALL_DENY", "socket(a0 == AF_NOPE)")], "unknown constant");
+    assert_refused(
+        &[("SECCOMP_SYSCALL_DENY", "socket(a0 == AF_NOPE)")],
+        "unknown constant",
+    );
     assert_refused(&[("SECCOMP_SYSCALL_DENY", "socket(a7 == 1)")], "a0..a5");
     assert_refused(&[("SECCOMP_SYSCALL_DENY", "socket(a0 == 1")], "unbalanced");
 }
 
 #[test]
 fn bad_report_fd_fails_closed() {
-    assert_refused(&[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_REPORT_FD", "999")], "SECCOMP_REPORT_FD");
+    assert_refused(
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_REPORT_FD", "999"),
+        ],
+        "SECCOMP_REPORT_FD",
+    );
 }
 
 #[test]
 fn the_program_does_not_see_its_configuration() {
-    let o = run(&["/usr/bin/env"], &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "errno")]);
+    let o = run(
+        &["/usr/bin/env"],
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "errno"),
+        ],
+    );
     assert!(o.status.success());
     let out = stdout(&o);
     assert!(!out.contains("SECCOMP_"), "{out}");
     assert!(out.contains("LD_PRELOAD="), "other variables stay: {out}");
     // Nor in the kernel's copy of the initial environment.
-    let o = run(&["/bin/cat", "/proc/self/environ"], &[("SECCOMP_SYSCALL_DENY", "uname")]);
+    let o = run(
+        &["/bin/cat", "/proc/self/environ"],
+        &[("SECCOMP_SYSCALL_DENY", "uname")],
+    );
     assert!(o.status.success());
-    assert!(!stdout(&o).contains("SECCOMP_") && !stdout(&o).contains("uname"), "{:?}", stdout(&o));
+    assert!(
+        !stdout(&o).contains("SECCOMP_") && !stdout(&o).contains("uname"),
+        "{:?}",
+        stdout(&o)
+    );
 }
 
 #[test]
 fn children_stay_confined() {
-    let o = run(&["/bin/sh", "-c", "uname; echo status=$?"], &[("SECCOMP_SYSCALL_DENY", "uname")]);
+    let o = run(
+        &["/bin/sh", "-c", "uname; echo status=$?"],
+        &[("SECCOMP_SYSCALL_DENY", "uname")],
+    );
     assert!(o.status.success(), "sh itself never calls uname");
-    assert_eq!(stdout(&o), "status=159\n", "uname in the child died of SIGSYS");
+    assert_eq!(
+        stdout(&o),
+        "status=159\n",
+        "uname in the child died of SIGSYS"
+    );
 }
 
 #[test]
 fn children_of_an_errno_filter_get_the_errno() {
-    let o = run(&["/bin/sh", "-c", "uname"], &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "errno")]);
-    assert!(stderr(&o).contains("Operation not permitted"), "{}", stderr(&o));
+    let o = run(
+        &["/bin/sh", "-c", "uname"],
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "errno"),
+        ],
+    );
+    assert!(
+        stderr(&o).contains("Operation not permitted"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 const THREAD_C: &str = r#"
@@ -270,11 +392,30 @@ fn threads_started_after_main_are_filtered() {
     let prog = compile_c(dir.path(), "threads", THREAD_C, Build::Dynamic);
     let p = prog.to_str().unwrap();
     let o = run(&[p], &[]);
-    assert_eq!(stdout(&o), "thread uname=0 errno=-\n", "unfiltered baseline");
-    let o = run(&[p], &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "errno")]);
-    assert_eq!(stdout(&o), "thread uname=-1 errno=Operation not permitted\n", "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "thread uname=0 errno=-\n",
+        "unfiltered baseline"
+    );
+    let o = run(
+        &[p],
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "errno"),
+        ],
+    );
+    assert_eq!(
+        stdout(&o),
+        "thread uname=-1 errno=Operation not permitted\n",
+        "{}",
+        stderr(&o)
+    );
     let o = run(&[p], &[("SECCOMP_SYSCALL_DENY", "uname")]);
-    assert_eq!(o.status.signal(), Some(libc::SIGSYS), "kill ends the whole process");
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGSYS),
+        "kill ends the whole process"
+    );
 }
 
 const FOREIGN_ABI_C: &str = r#"
@@ -303,9 +444,24 @@ fn int80_and_x32_calls_are_killed_under_a_deny_list() {
     let p = prog.to_str().unwrap();
     for how in ["int80", "x32"] {
         let o = run(&[p, how], &[]);
-        assert!(o.status.success() && stdout(&o).starts_with("returned"), "{how} runs unfiltered");
-        let o = run(&[p, how], &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "errno")]);
-        assert_eq!(o.status.signal(), Some(libc::SIGSYS), "{how}: {:?} {}", o.status, stdout(&o));
+        assert!(
+            o.status.success() && stdout(&o).starts_with("returned"),
+            "{how} runs unfiltered"
+        );
+        let o = run(
+            &[p, how],
+            &[
+                ("SECCOMP_SYSCALL_DENY", "uname"),
+                ("SECCOMP_DEFAULT_ACTION", "errno"),
+            ],
+        );
+        assert_eq!(
+            o.status.signal(),
+            Some(libc::SIGSYS),
+            "{how}: {:?} {}",
+            o.status,
+            stdout(&o)
+        );
         assert_eq!(stdout(&o), "", "{how} never returned");
     }
 }
@@ -322,7 +478,11 @@ fn report_fd_gets_the_handshake_and_the_violation() {
     let fd = w.as_raw_fd().to_string();
     let o = run(
         &["/bin/uname"],
-        &[("SECCOMP_SYSCALL_DENY", "uname"), ("SECCOMP_DEFAULT_ACTION", "trap"), ("SECCOMP_REPORT_FD", &fd)],
+        &[
+            ("SECCOMP_SYSCALL_DENY", "uname"),
+            ("SECCOMP_DEFAULT_ACTION", "trap"),
+            ("SECCOMP_REPORT_FD", &fd),
+        ],
     );
     drop(w);
     let mut text = String::new();
@@ -330,5 +490,9 @@ fn report_fd_gets_the_handshake_and_the_violation() {
     assert_eq!(o.status.signal(), Some(libc::SIGSYS));
     assert!(text.starts_with("ready "), "{text}");
     assert!(text.ends_with("violation 63 uname\n"), "{text}");
-    assert_eq!(stderr(&o), "", "the report goes to the report descriptor, not stderr");
+    assert_eq!(
+        stderr(&o),
+        "",
+        "the report goes to the report descriptor, not stderr"
+    );
 }

@@ -16,7 +16,9 @@ pub fn hundred_names() -> String {
     for g in ["base", "fd-io", "fs-read"] {
         let group = sandbox_policy::groups::find(g).expect("group exists");
         for e in group.entries {
-            let plain = e.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+            let plain = e
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
             if plain && sandbox_policy::NATIVE.syscall_number(e).is_some() && names.len() < 100 {
                 names.push(e.to_string());
             }
@@ -36,7 +38,9 @@ fn spawn_median(make: &dyn Fn() -> Command, n: usize) -> Result<f64> {
     let mut times = Vec::with_capacity(n);
     for _ in 0..n {
         let mut c = make();
-        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
         let t = Instant::now();
         let status = c.status().context("spawning benchmark command")?;
         times.push(t.elapsed().as_secs_f64() * 1e6);
@@ -50,7 +54,15 @@ fn spawn_median(make: &dyn Fn() -> Command, n: usize) -> Result<f64> {
 /// `perf stat` user+kernel instruction counts of one run, when the machine has counters.
 fn perf_instructions(args: &[&str], envs: &[(&str, &str)]) -> Option<(f64, f64)> {
     let out = Command::new("perf")
-        .args(["stat", "-x,", "-r", "50", "-e", "instructions:u,instructions:k", "--"])
+        .args([
+            "stat",
+            "-x,",
+            "-r",
+            "50",
+            "-e",
+            "instructions:u,instructions:k",
+            "--",
+        ])
         .args(args)
         .envs(envs.iter().copied())
         .stdout(Stdio::null())
@@ -76,11 +88,26 @@ fn perf_instructions(args: &[&str], envs: &[(&str, &str)]) -> Option<(f64, f64)>
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|t| t.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_default();
-    let kernel = Command::new("uname").arg("-r").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let date = Command::new("date").arg("-u").arg("+%Y-%m-%d %H:%M UTC").output().map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string()).unwrap_or_default();
+    let kernel = Command::new("uname")
+        .arg("-r")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let date = Command::new("date")
+        .arg("-u")
+        .arg("+%Y-%m-%d %H:%M UTC")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
     format!("{date}; kernel {kernel}; {cores} cores; {cpu}")
 }
 
@@ -101,18 +128,26 @@ fn preload_startup(so: &Path, rounds: usize, per_round: usize) -> Result<String>
     };
     let filtered = || {
         let mut c = Command::new("/usr/bin/env");
-        c.arg(format!("LD_PRELOAD={so_s}")).arg(format!("SECCOMP_SYSCALL_ALLOW={names}")).arg("/bin/true");
+        c.arg(format!("LD_PRELOAD={so_s}"))
+            .arg(format!("SECCOMP_SYSCALL_ALLOW={names}"))
+            .arg("/bin/true");
         c
     };
     let mut out = String::new();
     out += "## Preload start-up: `/bin/true` with a 100-name allow list\n\n";
     let size = std::fs::metadata(so)?.len();
-    out += &format!("Stripped `libsandbox.so`: **{size} bytes** ({:.0} KB; target at most 200 KB).\n\n", size as f64 / 1024.0);
+    out += &format!(
+        "Stripped `libsandbox.so`: **{size} bytes** ({:.0} KB; target at most 200 KB).\n\n",
+        size as f64 / 1024.0
+    );
 
     let perf_base = perf_instructions(&["/usr/bin/env", "/bin/true"], &[]);
     let allow_env = format!("SECCOMP_SYSCALL_ALLOW={names}");
     let preload_env = format!("LD_PRELOAD={so_s}");
-    let perf_filt = perf_instructions(&["/usr/bin/env", &preload_env, &allow_env, "/bin/true"], &[]);
+    let perf_filt = perf_instructions(
+        &["/usr/bin/env", &preload_env, &allow_env, "/bin/true"],
+        &[],
+    );
     match (perf_base, perf_filt) {
         (Some((bu, bk)), Some((fu, fk))) => {
             out += &format!(
@@ -152,7 +187,8 @@ fn attach_cost(n: usize) -> Result<String> {
     use sandbox_policy::{grammar, Action, Mode, Policy, NATIVE};
     let names = hundred_names();
     let mut p = Policy::new(NATIVE, Mode::AllowList, Action::Kill);
-    grammar::from_env(NATIVE, Some(&names), None, Some("errno"), &mut p).map_err(|e| anyhow::anyhow!("{e}"))?;
+    grammar::from_env(NATIVE, Some(&names), None, Some("errno"), &mut p)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let ours = sandbox_policy::bpf::compile_vec(&p).map_err(|e| anyhow::anyhow!("{e}"))?;
 
     let mut rules = std::collections::BTreeMap::new();
@@ -166,8 +202,15 @@ fn attach_cost(n: usize) -> Result<String> {
         std::env::consts::ARCH.try_into()?,
     )?;
     let linear: seccompiler::BpfProgram = filter.try_into()?;
-    let linear: Vec<sandbox_policy::Insn> =
-        linear.iter().map(|i| sandbox_policy::Insn { code: i.code, jt: i.jt, jf: i.jf, k: i.k }).collect();
+    let linear: Vec<sandbox_policy::Insn> = linear
+        .iter()
+        .map(|i| sandbox_policy::Insn {
+            code: i.code,
+            jt: i.jt,
+            jf: i.jf,
+            k: i.k,
+        })
+        .collect();
 
     let time_attach = |prog: &[sandbox_policy::Insn]| -> Result<f64> {
         let mut v = Vec::with_capacity(n);
@@ -182,7 +225,11 @@ fn attach_cost(n: usize) -> Result<String> {
             if pid == 0 {
                 let t = Instant::now();
                 let ok = sandbox_policy::install(prog).is_ok();
-                let ns: u64 = if ok { t.elapsed().as_nanos() as u64 } else { u64::MAX };
+                let ns: u64 = if ok {
+                    t.elapsed().as_nanos() as u64
+                } else {
+                    u64::MAX
+                };
                 // SAFETY: writes 8 bytes from a local, then exits without unwinding.
                 unsafe {
                     libc::write(fds[1], (&ns as *const u64).cast(), 8);

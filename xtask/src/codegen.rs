@@ -57,7 +57,10 @@ fn tables() -> Vec<(&'static str, String)> {
         .filter_map(|n| Arm::new(n as usize))
         .map(|s| (s.name(), s.id() as u32))
         .collect();
-    vec![("x86_64", render("x86_64", x86)), ("aarch64", render("aarch64", arm))]
+    vec![
+        ("x86_64", render("x86_64", x86)),
+        ("aarch64", render("aarch64", arm)),
+    ]
 }
 
 /// Writes the tables, or with `check` only compares them and fails on drift.
@@ -69,7 +72,10 @@ pub fn run(root: &Path, check: bool) -> Result<()> {
             let have = std::fs::read_to_string(&path)
                 .with_context(|| format!("reading {}", path.display()))?;
             if have != text {
-                bail!("{} is out of date: run `cargo xtask codegen`", path.display());
+                bail!(
+                    "{} is out of date: run `cargo xtask codegen`",
+                    path.display()
+                );
             }
         } else {
             std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;

@@ -14,13 +14,19 @@ use std::process::Command;
 
 /// The workspace root.
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Runs a command in the workspace root, failing on a non-zero status.
 fn run(cmd: &mut Command) -> Result<()> {
     let shown = format!("{cmd:?}");
-    let status = cmd.current_dir(root()).status().with_context(|| format!("starting {shown}"))?;
+    let status = cmd
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("starting {shown}"))?;
     if !status.success() {
         bail!("{shown} failed: {status}");
     }
@@ -33,8 +39,17 @@ fn cargo() -> Command {
 
 /// Builds the shipped preload and returns its path.
 pub fn build_preload() -> Result<PathBuf> {
-    run(cargo().args(["build", "--quiet", "-p", "sandbox-preload", "--profile", "preload"]))?;
-    let dir = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
+    run(cargo().args([
+        "build",
+        "--quiet",
+        "-p",
+        "sandbox-preload",
+        "--profile",
+        "preload",
+    ]))?;
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
     let so = dir.join("preload/libsandbox.so");
     if !so.is_file() {
         bail!("{} was not produced", so.display());
@@ -45,9 +60,27 @@ pub fn build_preload() -> Result<PathBuf> {
 fn ci() -> Result<()> {
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     codegen::run(&root(), true)?;
-    run(cargo().args(["clippy", "--workspace", "--all-targets", "--quiet", "--", "-D", "warnings"]))?;
+    run(cargo().args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     // The shipped, no_std build of the preload is a different configuration: lint it too.
-    run(cargo().args(["clippy", "-p", "sandbox-preload", "--profile", "preload", "--quiet", "--", "-D", "warnings"]))?;
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "sandbox-preload",
+        "--profile",
+        "preload",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     run(cargo().args(["test", "--workspace", "--all-features"]))?;
     Ok(())
 }
