@@ -1,0 +1,465 @@
+//! `sandbox exec --json` as agents use it: one request on stdin, one JSON object on stdout.
+//! Refusals (malformed, oversized, hostile or invalid requests) are error objects naming the
+//! field, with exit status 125; requests that ran exit 0 whatever the program did.
+
+use sandbox_host::exec::json::{run_json, REFUSED_STATUS};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+/// Runs the built `sandbox exec --json` with `input` on stdin.
+fn cli(input: &[u8]) -> (Value, i32, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox"))
+        .args(["exec", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = input.to_vec();
+    // Write from a thread: the CLI may answer (and exit) before reading everything.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let stdout = String::from_utf8(out.stdout).expect("stdout is UTF-8");
+    assert_eq!(
+        stdout.lines().count(),
+        1,
+        "exactly one line of JSON: {stdout:?}"
+    );
+    let v: Value =
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"));
+    (
+        v,
+        out.status.code().expect("exited"),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts a refusal naming `field`; returns the reason.
+fn refusal(v: &Value, status: i32, field: &str) -> String {
+    assert_eq!(status, REFUSED_STATUS, "{v}");
+    let obj = v.as_object().unwrap();
+    assert_eq!(obj.len(), 1, "only `error`: {v}");
+    assert_eq!(v["error"]["field"], json!(field), "{v}");
+    let reason = v["error"]["reason"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no reason: {v}"))
+        .to_string();
+    assert!(!reason.is_empty());
+    reason
+}
+
+fn refused_cli(input: &str, field: &str) -> String {
+    let (v, status, _) = cli(input.as_bytes());
+    refusal(&v, status, field)
+}
+
+fn refused_lib(input: &[u8], field: &str) -> String {
+    let (out, status) = run_json(input);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    refusal(&v, status, field)
+}
+
+// ---- requests that ran ----
+
+#[test]
+fn runs_a_request() {
+    let (v, status, _) = cli(br#"{"argv": ["/bin/echo", "; pwd"]}"#);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["stdout"], "; pwd\n");
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["signal"], Value::Null);
+    assert_eq!(v["timed_out"], false);
+    assert_eq!(v["violation"], Value::Null);
+    assert_eq!(
+        v["sandboxed"],
+        json!({"filter": "exact", "profile": "minimal"})
+    );
+    assert!(v["duration_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn failing_program_still_exits_zero() {
+    let (v, status, _) =
+        cli(br#"{"argv": ["/bin/sh", "-c", "echo oops >&2; exit 3"], "profile": "shell"}"#);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["exit_code"], 3);
+    assert_eq!(v["stderr"], "oops\n");
+}
+
+#[test]
+fn timeout_still_exits_zero() {
+    let (v, status, _) = cli(br#"{"argv": ["/bin/sleep", "10"], "timeout_s": 1}"#);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["timed_out"], true);
+    assert_eq!(v["exit_code"], Value::Null);
+    assert_eq!(v["signal"], 15);
+}
+
+#[test]
+fn violation_in_json() {
+    let (v, status, _) =
+        cli(br#"{"argv": ["/usr/bin/python3", "-c", "import socket; socket.socket()"]}"#);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["signal"], 31);
+    assert_eq!(v["violation"]["syscall"], "socket");
+    assert_eq!(v["violation"]["profile"], "minimal");
+    assert!(v["violation"]["number"].is_u64());
+    assert!(
+        v["violation"]["hint"].as_str().unwrap().contains("network"),
+        "{v}"
+    );
+}
+
+#[test]
+fn every_field_accepted() {
+    let req = json!({
+        "argv": ["/bin/cat"],
+        "cwd": "/tmp",
+        "env": {"FOO": "bar"},
+        "timeout_s": 5.5,
+        "max_output_bytes": 2048,
+        "profile": "minimal",
+        "static_binary": "block",
+        "require_sandbox": false,
+        "stdin": "héllo",
+        "limits": {"cpu_seconds": 3, "memory_bytes": 268435456, "fsize_bytes": 1048576, "nofile": 64}
+    });
+    let (v, status, _) = cli(req.to_string().as_bytes());
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["stdout"], "héllo");
+}
+
+#[test]
+fn output_cap_in_json() {
+    let (v, status, _) = cli(
+        br#"{"argv": ["/usr/bin/head", "-c", "1000000", "/dev/zero"], "max_output_bytes": 1024}"#,
+    );
+    assert_eq!(status, 0);
+    assert_eq!(v["stdout_truncated"], true);
+    assert_eq!(v["stdout"].as_str().unwrap().len(), 1024);
+}
+
+// ---- malformed ----
+
+#[test]
+fn malformed_json_is_refused() {
+    for input in [
+        "",
+        " ",
+        "{",
+        "not json",
+        "{\"argv\": [\"/bin/true\"]",
+        "{'argv': []}",
+        "{} {}",
+        "{\"argv\": [\"/bin/true\"],}",
+    ] {
+        let reason = refused_cli(input, "request");
+        assert!(reason.contains("malformed JSON"), "{input:?}: {reason}");
+    }
+}
+
+#[test]
+fn invalid_utf8_is_refused() {
+    let reason = refused_lib(b"{\"argv\": [\"/bin/echo\", \"\xff\xfe\"]}", "request");
+    assert!(reason.contains("malformed JSON"), "{reason}");
+    let (v, status, _) = cli(b"{\"argv\": [\"/bin/echo\", \"\xff\"]}");
+    refusal(&v, status, "request");
+}
+
+#[test]
+fn non_object_requests_are_refused() {
+    for input in ["[\"/bin/true\"]", "\"/bin/true\"", "42", "null", "true"] {
+        let reason = refused_cli(input, "request");
+        assert!(reason.contains("JSON object"), "{input}: {reason}");
+    }
+}
+
+#[test]
+fn oversized_request_is_refused() {
+    let big = format!(
+        r#"{{"argv": ["/bin/true"], "stdin": "{}"}}"#,
+        "x".repeat(9 * 1024 * 1024)
+    );
+    let (v, status, _) = cli(big.as_bytes());
+    let reason = refusal(&v, status, "request");
+    assert!(reason.contains("larger than"), "{reason}");
+}
+
+#[test]
+fn oversized_stdin_is_refused() {
+    let big = format!(
+        r#"{{"argv": ["/bin/true"], "stdin": "{}"}}"#,
+        "x".repeat(5 * 1024 * 1024)
+    );
+    refused_cli(&big, "stdin");
+}
+
+// ---- unknown fields and wrong types ----
+
+#[test]
+fn unknown_fields_are_refused() {
+    let reason = refused_cli(r#"{"argv": ["/bin/true"], "shell": true}"#, "shell");
+    assert!(reason.contains("unknown field"), "{reason}");
+    refused_cli(
+        r#"{"argv": ["/bin/true"], "limits": {"stack": 1}}"#,
+        "limits.stack",
+    );
+    refused_cli(r#"{"argv": ["/bin/true"], "Argv": []}"#, "Argv");
+}
+
+#[test]
+fn wrong_types_are_refused() {
+    for (input, field) in [
+        (r#"{}"#, "argv"),
+        (r#"{"argv": "/bin/echo hi"}"#, "argv"),
+        (r#"{"argv": null}"#, "argv"),
+        (r#"{"argv": [1]}"#, "argv[0]"),
+        (r#"{"argv": ["/bin/echo", ["x"]]}"#, "argv[1]"),
+        (r#"{"argv": ["/bin/true"], "env": ["A=1"]}"#, "env"),
+        (r#"{"argv": ["/bin/true"], "env": {"A": 1}}"#, "env.A"),
+        (r#"{"argv": ["/bin/true"], "env": {"A": null}}"#, "env.A"),
+        (r#"{"argv": ["/bin/true"], "timeout_s": "5"}"#, "timeout_s"),
+        (
+            r#"{"argv": ["/bin/true"], "max_output_bytes": -1}"#,
+            "max_output_bytes",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "max_output_bytes": 2048.5}"#,
+            "max_output_bytes",
+        ),
+        (r#"{"argv": ["/bin/true"], "profile": 5}"#, "profile"),
+        (
+            r#"{"argv": ["/bin/true"], "static_binary": "maybe"}"#,
+            "static_binary",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "require_sandbox": "yes"}"#,
+            "require_sandbox",
+        ),
+        (r#"{"argv": ["/bin/true"], "stdin": 5}"#, "stdin"),
+        (r#"{"argv": ["/bin/true"], "cwd": 5}"#, "cwd"),
+        (r#"{"argv": ["/bin/true"], "limits": "big"}"#, "limits"),
+        (
+            r#"{"argv": ["/bin/true"], "limits": {"nofile": -5}}"#,
+            "limits.nofile",
+        ),
+    ] {
+        refused_lib(input.as_bytes(), field);
+    }
+}
+
+// ---- each validation rule ----
+
+#[test]
+fn validation_rules_are_refused_with_their_field() {
+    for (input, field, needle) in [
+        (r#"{"argv": []}"#, "argv", "non-empty"),
+        (r#"{"argv": [""]}"#, "argv[0]", "empty"),
+        (r#"{"argv": ["/bin/echo", ""]}"#, "argv[1]", "empty"),
+        (r#"{"argv": ["echo", "hi"]}"#, "argv[0]", "absolute"),
+        (r#"{"argv": ["../bin/echo"]}"#, "argv[0]", "absolute"),
+        (
+            r#"{"argv": ["/nonexistent/x"]}"#,
+            "argv[0]",
+            "does not exist",
+        ),
+        (r#"{"argv": ["/usr"]}"#, "argv[0]", "regular file"),
+        (
+            r#"{"argv": ["/bin/true"], "cwd": "tmp"}"#,
+            "cwd",
+            "absolute",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "cwd": "/nonexistent"}"#,
+            "cwd",
+            "does not exist",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "cwd": "/bin/true"}"#,
+            "cwd",
+            "not a directory",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "env": {"_X": "1"}}"#,
+            "env._X",
+            "reserved",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "env": {"LD_PRELOAD": "/tmp/x.so"}}"#,
+            "env.LD_PRELOAD",
+            "extra code",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "env": {"PYTHONPATH": "/tmp"}}"#,
+            "env.PYTHONPATH",
+            "extra code",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "env": {"BASH_ENV": "/tmp/x"}}"#,
+            "env.BASH_ENV",
+            "extra code",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "env": {"SECCOMP_SYSCALL_ALLOW": ""}}"#,
+            "env.SECCOMP_SYSCALL_ALLOW",
+            "sandbox",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "env": {"A=B": "1"}}"#,
+            "env.A=B",
+            "=",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "env": {"": "1"}}"#,
+            "env.",
+            "empty",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "env": {"FOO": "a\u0000b"}}"#,
+            "env.FOO",
+            "NUL",
+        ),
+        (r#"{"argv": ["/bin/echo", "a\u0000b"]}"#, "argv[1]", "NUL"),
+        (
+            r#"{"argv": ["/bin/true"], "timeout_s": 0}"#,
+            "timeout_s",
+            "between",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "timeout_s": 601}"#,
+            "timeout_s",
+            "between",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "timeout_s": -1}"#,
+            "timeout_s",
+            "between",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "max_output_bytes": 1023}"#,
+            "max_output_bytes",
+            "between",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "max_output_bytes": 4194305}"#,
+            "max_output_bytes",
+            "between",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "profile": "custom"}"#,
+            "profile",
+            "unknown profile",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "profile": "/etc/passwd"}"#,
+            "profile",
+            "unknown profile",
+        ),
+        (
+            r#"{"argv": ["/bin/true"], "limits": {"memory_bytes": 1}}"#,
+            "limits.memory_bytes",
+            "at least",
+        ),
+    ] {
+        let reason = refused_lib(input.as_bytes(), field);
+        assert!(reason.contains(needle), "{input}: {reason}");
+    }
+    // The same through the binary, for one rule.
+    refused_cli(r#"{"argv": ["echo", "hi"]}"#, "argv[0]");
+}
+
+// ---- hostile ----
+
+#[test]
+fn deeply_nested_input_is_refused() {
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    refused_cli(&deep, "request");
+    let deep_obj = format!(
+        r#"{{"argv": ["/bin/true"], "env": {}{}}}"#,
+        "{\"a\":".repeat(50_000),
+        "}".repeat(50_000)
+    );
+    refused_cli(&deep_obj, "request");
+}
+
+#[test]
+fn duplicate_keys_are_refused() {
+    let reason = refused_cli(
+        r#"{"argv": ["/nonexistent"], "argv": ["/bin/true"]}"#,
+        "request",
+    );
+    assert!(reason.contains("duplicate key `argv`"), "{reason}");
+    let reason = refused_cli(
+        r#"{"argv": ["/bin/true"], "env": {"A": "1", "A": "2"}}"#,
+        "request",
+    );
+    assert!(reason.contains("duplicate key `A`"), "{reason}");
+}
+
+#[test]
+fn huge_numbers_are_refused() {
+    refused_lib(br#"{"argv": ["/bin/true"], "timeout_s": 1e400}"#, "request");
+    refused_lib(
+        br#"{"argv": ["/bin/true"], "max_output_bytes": 18446744073709551616}"#,
+        "max_output_bytes",
+    );
+    refused_lib(
+        br#"{"argv": ["/bin/true"], "timeout_s": 1e308}"#,
+        "timeout_s",
+    );
+}
+
+#[test]
+fn shell_injection_is_just_an_argument() {
+    let (v, status, _) =
+        cli(br#"{"argv": ["/bin/echo", "$(id)", "`id`", "; rm -rf /", "| cat", "&& true"]}"#);
+    assert_eq!(status, 0);
+    assert_eq!(v["stdout"], "$(id) `id` ; rm -rf / | cat && true\n");
+}
+
+#[test]
+fn env_secrets_of_the_cli_do_not_reach_the_program() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox"))
+        .args(["exec", "--json"])
+        .env("ANTHROPIC_API_KEY", "sk-ant-xyz")
+        .env("AWS_SECRET_ACCESS_KEY", "aws-xyz")
+        .env("GITHUB_TOKEN", "ghp_xyz")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"argv": ["/usr/bin/env"]}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let env = v["stdout"].as_str().unwrap();
+    assert!(env.contains("HOME=/tmp"), "{env}");
+    for s in [
+        "sk-ant-xyz",
+        "aws-xyz",
+        "ghp_xyz",
+        "ANTHROPIC",
+        "AWS_",
+        "GITHUB",
+    ] {
+        assert!(!env.contains(s), "{s} leaked: {env}");
+    }
+}
+
+#[test]
+fn program_output_cannot_break_the_json() {
+    let (v, status, _) =
+        cli(br#"{"argv": ["/usr/bin/printf", "}\"\n{\"error\": 1}\\000\\a"]}"#);
+    assert_eq!(status, 0);
+    assert_eq!(v["stdout"], "}\"\n{\"error\": 1}\u{0}\u{7}");
+}
