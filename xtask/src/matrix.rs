@@ -873,6 +873,25 @@ pub fn render(results: &[CellResult]) -> String {
     s
 }
 
+/// The groups of `profiles/groups.toml` as a Markdown table: name, one-line doc, members.
+pub fn render_groups() -> String {
+    let mut s = String::from("| group | what it is for | members |\n|---|---|---|\n");
+    for g in sandbox_policy::groups::all() {
+        let members: Vec<String> = g
+            .entries
+            .iter()
+            .map(|e| format!("`{}`", e.replace('|', "\\|")))
+            .collect();
+        s.push_str(&format!(
+            "| `@{}` | {} | {} |\n",
+            g.name,
+            g.doc.replace('|', "\\|"),
+            members.join(" ")
+        ));
+    }
+    s
+}
+
 fn host_description() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!("Linux {}", kernel.trim())
@@ -888,7 +907,11 @@ const END: &str = "<!-- matrix:end -->";
 pub fn run(root: &Path, check: bool) -> Result<()> {
     let so = preload()?;
     let results = run_matrix(&so)?;
-    let table = render(&results);
+    let table = format!(
+        "{}\n## Command matrix\n\n{}",
+        render_groups(),
+        render(&results)
+    );
     let bad: Vec<&CellResult> = results.iter().filter(|r| !r.ok()).collect();
     if !check {
         let path = root.join("docs/profiles.md");
