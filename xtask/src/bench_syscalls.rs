@@ -179,12 +179,8 @@ pub fn run_with(n: u64, rounds: u32, repeats: usize) -> Result<String> {
             p.to_string()
         };
         s.push_str(&format!("| {name} |"));
-        for j in 0..CALLS.len() {
-            s.push_str(&format!(
-                " {:.1} | {:.2}x |",
-                med[i][j],
-                med[i][j] / med[base][j]
-            ));
+        for (ns, base_ns) in med[i].iter().zip(&med[base]) {
+            s.push_str(&format!(" {ns:.1} | {:.2}x |", ns / base_ns));
         }
         s.push('\n');
     }
