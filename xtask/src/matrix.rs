@@ -404,8 +404,17 @@ fn build_preload() -> Result<PathBuf> {
         .arg(&target);
     for (k, _) in std::env::vars_os() {
         let k = k.to_string_lossy();
-        if k.starts_with("CARGO_") && k != "CARGO_HOME"
-            || k.starts_with("RUST") && k != "RUSTUP_HOME"
+        // What a cargo running us may have set for its own build: flags, wrappers, the target
+        // directory, the jobserver. The toolchain (RUSTUP_*) stays as it is.
+        let removed = [
+            "RUSTFLAGS",
+            "RUSTC_WRAPPER",
+            "RUSTC_WORKSPACE_WRAPPER",
+            "RUSTDOCFLAGS",
+        ];
+        if (k.starts_with("CARGO_") && k != "CARGO_HOME")
+            || k.starts_with("__CARGO")
+            || removed.contains(&&*k)
             || k.contains("MAKEFLAGS")
         {
             cmd.env_remove(&*k);

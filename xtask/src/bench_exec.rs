@@ -1,0 +1,92 @@
+//! `cargo xtask bench`, exec section: requests per second of `sandbox_host::exec` running
+//! `/bin/true` under the `minimal` profile, against plain `std::process::Command`, measured in
+//! the same run in interleaved rounds so that machine drift hits both alike.
+
+use anyhow::{bail, Context, Result};
+use sandbox_host::exec::{self, Request};
+use std::fmt::Write as _;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// Rounds the requests are split into (plain and exec alternate, round by round).
+const ROUNDS: usize = 5;
+
+/// Runs `n` requests of each kind and returns a Markdown section with the figures.
+pub fn run(n: usize) -> Result<String> {
+    let per_round = (n / ROUNDS).max(1);
+    // Warm-up: extraction of the preload, profile compilation, cgroup detection, page cache.
+    for _ in 0..20 {
+        one_exec()?;
+        one_plain()?;
+    }
+    let mut plain = Vec::with_capacity(ROUNDS);
+    let mut sandboxed = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS {
+        // Alternate which goes first, so neither always runs on a warmer machine.
+        if round % 2 == 0 {
+            plain.push(time(per_round, one_plain)?);
+            sandboxed.push(time(per_round, one_exec)?);
+        } else {
+            sandboxed.push(time(per_round, one_exec)?);
+            plain.push(time(per_round, one_plain)?);
+        }
+    }
+    let rps = |d: Duration| per_round as f64 / d.as_secs_f64();
+    let plain_rps: Vec<f64> = plain.iter().map(|d| rps(*d)).collect();
+    let exec_rps: Vec<f64> = sandboxed.iter().map(|d| rps(*d)).collect();
+    let p = median(&plain_rps);
+    let e = median(&exec_rps);
+    let ratio = e / p;
+
+    let mut md = String::new();
+    writeln!(md, "## exec: requests per second\n")?;
+    writeln!(
+        md,
+        "{} requests of each kind (`/bin/true`), {ROUNDS} interleaved rounds of {per_round}; median of the round rates.\n",
+        per_round * ROUNDS
+    )?;
+    writeln!(md, "| runner | requests/s (median) | per request | rounds |")?;
+    writeln!(md, "|---|---|---|---|")?;
+    writeln!(md, "| plain `Command::new(\"/bin/true\").status()` | {p:.0} | {:.0} µs | {} |", 1e6 / p, list(&plain_rps))?;
+    writeln!(md, "| `exec` (minimal profile, full runtime) | {e:.0} | {:.0} µs | {} |", 1e6 / e, list(&exec_rps))?;
+    writeln!(
+        md,
+        "\nRatio exec / plain: **{ratio:.2}** (target ≥ 0.80: {}).",
+        if ratio >= 0.8 { "met" } else { "missed" }
+    )?;
+    Ok(md)
+}
+
+fn one_plain() -> Result<()> {
+    let st = Command::new("/bin/true").status().context("spawning /bin/true")?;
+    if !st.success() {
+        bail!("/bin/true failed: {st}");
+    }
+    Ok(())
+}
+
+fn one_exec() -> Result<()> {
+    let r = exec::exec(&Request::new(["/bin/true"])).context("exec /bin/true")?;
+    if r.exit_code != Some(0) || r.sandboxed.filter != sandbox_host::Sandboxed::Exact {
+        bail!("exec /bin/true: {r:?}");
+    }
+    Ok(())
+}
+
+fn time(n: usize, f: fn() -> Result<()>) -> Result<Duration> {
+    let t = Instant::now();
+    for _ in 0..n {
+        f()?;
+    }
+    Ok(t.elapsed())
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
+}
+
+fn list(v: &[f64]) -> String {
+    v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(", ")
+}
