@@ -45,10 +45,23 @@ pub fn run(n: usize) -> Result<String> {
         "{} requests of each kind (`/bin/true`), {ROUNDS} interleaved rounds of {per_round}; median of the round rates.\n",
         per_round * ROUNDS
     )?;
-    writeln!(md, "| runner | requests/s (median) | per request | rounds |")?;
+    writeln!(
+        md,
+        "| runner | requests/s (median) | per request | rounds |"
+    )?;
     writeln!(md, "|---|---|---|---|")?;
-    writeln!(md, "| plain `Command::new(\"/bin/true\").status()` | {p:.0} | {:.0} µs | {} |", 1e6 / p, list(&plain_rps))?;
-    writeln!(md, "| `exec` (minimal profile, full runtime) | {e:.0} | {:.0} µs | {} |", 1e6 / e, list(&exec_rps))?;
+    writeln!(
+        md,
+        "| plain `Command::new(\"/bin/true\").status()` | {p:.0} | {:.0} µs | {} |",
+        1e6 / p,
+        list(&plain_rps)
+    )?;
+    writeln!(
+        md,
+        "| `exec` (minimal profile, full runtime) | {e:.0} | {:.0} µs | {} |",
+        1e6 / e,
+        list(&exec_rps)
+    )?;
     writeln!(
         md,
         "\nRatio exec / plain: **{ratio:.2}** (target ≥ 0.80: {}).",
@@ -58,7 +71,9 @@ pub fn run(n: usize) -> Result<String> {
 }
 
 fn one_plain() -> Result<()> {
-    let st = Command::new("/bin/true").status().context("spawning /bin/true")?;
+    let st = Command::new("/bin/true")
+        .status()
+        .context("spawning /bin/true")?;
     if !st.success() {
         bail!("/bin/true failed: {st}");
     }
@@ -88,5 +103,8 @@ fn median(v: &[f64]) -> f64 {
 }
 
 fn list(v: &[f64]) -> String {
-    v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(", ")
+    v.iter()
+        .map(|x| format!("{x:.0}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -557,9 +557,11 @@ fn run(
     })
 }
 
+type Builtins = Vec<(&'static str, Option<Box<Policy>>)>;
+
 /// The built-in profiles' policies on this architecture, built once.
-fn builtin_policies() -> &'static [(&'static str, Option<Box<Policy>>)] {
-    static POLICIES: OnceLock<Vec<(&'static str, Option<Box<Policy>>)>> = OnceLock::new();
+fn builtin_policies() -> &'static Builtins {
+    static POLICIES: OnceLock<Builtins> = OnceLock::new();
     POLICIES.get_or_init(|| {
         Profile::builtin_names()
             .filter_map(|n| {
