@@ -458,8 +458,7 @@ fn env_secrets_of_the_cli_do_not_reach_the_program() {
 
 #[test]
 fn program_output_cannot_break_the_json() {
-    let (v, status, _) =
-        cli(br#"{"argv": ["/usr/bin/printf", "}\"\n{\"error\": 1}\\000\\a"]}"#);
+    let (v, status, _) = cli(br#"{"argv": ["/usr/bin/printf", "}\"\n{\"error\": 1}\\000\\a"]}"#);
     assert_eq!(status, 0);
     assert_eq!(v["stdout"], "}\"\n{\"error\": 1}\u{0}\u{7}");
 }
