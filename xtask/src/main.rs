@@ -3,9 +3,11 @@
 //! - `codegen [--check]`: write (or check) the syscall tables in `policy/src/syscalls/`
 //! - `build-preload`: build the release `libsandbox.so` at `target/preload/libsandbox.so`
 //! - `ci`: formatting, clippy, table drift, and the whole test suite
-//! - `bench`: startup cost of the preload and its size, written to `docs/benchmarks.md`
+//! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
+//! - `bench [--quick]`: every benchmark, written to `docs/benchmarks.md`
 
 mod bench;
+mod bench_exec;
 mod codegen;
 
 use anyhow::{bail, Context, Result};
@@ -95,8 +97,9 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("ci") => ci(),
+        Some("matrix") => xtask::matrix::run(&root(), rest.contains(&"--check")),
         Some("bench") => bench::run(&rest),
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | bench>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick]>"),
     }
 }
 
