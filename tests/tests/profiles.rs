@@ -177,19 +177,27 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// The probe, compiled once per test process.
+/// The probe, compiled once per source text: `<tmp>/sandbox-profiles-probe-<hash>/probe`, built
+/// in a private directory and renamed into place, so concurrent test processes share it.
 fn probe() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("sandbox-profiles-probe-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let src = dir.join("probe.c");
-        std::fs::write(&src, PROBE_C).unwrap();
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        PROBE_C.hash(&mut h);
+        let dir = std::env::temp_dir().join(format!("sandbox-profiles-probe-{:016x}", h.finish()));
         let bin = dir.join("probe");
+        if bin.is_file() {
+            return bin;
+        }
+        let work =
+            std::env::temp_dir().join(format!("sandbox-profiles-build-{}", std::process::id()));
+        std::fs::create_dir_all(&work).unwrap();
+        let src = work.join("probe.c");
+        std::fs::write(&src, PROBE_C).unwrap();
         let out = Command::new("gcc")
             .args(["-O1", "-Wall", "-o"])
-            .arg(&bin)
+            .arg(work.join("probe"))
             .arg(&src)
             .arg("-lpthread")
             .output()
@@ -199,6 +207,11 @@ fn probe() -> &'static Path {
             "gcc failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // Another process may have won the race; either copy is the same program.
+        if std::fs::rename(&work, &dir).is_err() {
+            let _ = std::fs::remove_dir_all(&work);
+        }
+        assert!(bin.is_file(), "{} missing", bin.display());
         bin
     })
 }

@@ -71,11 +71,11 @@ int main(int argc, char **argv) {
 pub const CALLS: &[&str] = &["getppid", "openat", "clone3"];
 
 fn compile() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("sandbox-bench-syscalls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let src = dir.join("bench.c");
+    let work = std::env::temp_dir().join(format!("sandbox-bench-syscalls-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let src = work.join("bench.c");
     std::fs::write(&src, BENCH_C)?;
-    let bin = dir.join("bench");
+    let bin = work.join("bench");
     let out = Command::new("gcc")
         .args(["-O2", "-o"])
         .arg(&bin)
@@ -137,11 +137,17 @@ pub fn run() -> Result<String> {
 pub fn run_with(n: u64, rounds: u32, repeats: usize) -> Result<String> {
     let so = crate::matrix::preload()?;
     let bin = compile()?;
+    let result = measure_all(&bin, &so, n, rounds, repeats);
+    let _ = std::fs::remove_dir_all(bin.parent().expect("bench has a directory"));
+    result
+}
+
+fn measure_all(bin: &Path, so: &Path, n: u64, rounds: u32, repeats: usize) -> Result<String> {
     let profiles = crate::matrix::PROFILES;
     let mut samples: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); CALLS.len()]; profiles.len()];
     for _ in 0..repeats {
         for (i, p) in profiles.iter().enumerate() {
-            for (j, ns) in measure(&bin, &so, p, n, rounds)?.into_iter().enumerate() {
+            for (j, ns) in measure(bin, so, p, n, rounds)?.into_iter().enumerate() {
                 samples[i][j].push(ns);
             }
         }
