@@ -426,11 +426,8 @@ fn a_setuid_root_program_run_by_an_unprivileged_user_stays_filtered() {
     let prog = cc(dir.path(), "suid", SUID_C, &[]);
     std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "the test runs as root so it can make a setuid-root file"
-    );
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "the test runs as root so it can make a setuid-root file");
     let as_nobody = |args: &[&str]| {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])

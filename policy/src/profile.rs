@@ -26,7 +26,10 @@ static BUILTIN: &[(&str, &str)] = &[
     ("write", include_str!("../../profiles/write.toml")),
     ("no-exec", include_str!("../../profiles/no-exec.toml")),
     ("shell", include_str!("../../profiles/shell.toml")),
-    ("unrestricted", include_str!("../../profiles/unrestricted.toml")),
+    (
+        "unrestricted",
+        include_str!("../../profiles/unrestricted.toml"),
+    ),
 ];
 
 #[derive(Deserialize)]
@@ -129,16 +132,23 @@ impl Profile {
 
     /// Parses and validates profile text.
     pub fn from_toml(name: &str, text: &str) -> Result<Profile, ProfileError> {
-        let file: File =
-            toml::from_str(text).map_err(|e| ProfileError::Format(name.to_string(), e.message().to_string()))?;
+        let file: File = toml::from_str(text)
+            .map_err(|e| ProfileError::Format(name.to_string(), e.message().to_string()))?;
         let default_action = match &file.default_action {
             None => Action::Kill,
-            Some(t) => Action::parse(t).filter(|a| *a != Action::Allow).ok_or_else(|| {
-                ProfileError::Policy(
-                    name.to_string(),
-                    Error { source: Source::DefaultAction, entry: 0, token: Token::new(t), kind: ErrorKind::UnknownAction },
-                )
-            })?,
+            Some(t) => Action::parse(t)
+                .filter(|a| *a != Action::Allow)
+                .ok_or_else(|| {
+                    ProfileError::Policy(
+                        name.to_string(),
+                        Error {
+                            source: Source::DefaultAction,
+                            entry: 0,
+                            token: Token::new(t),
+                            kind: ErrorKind::UnknownAction,
+                        },
+                    )
+                })?,
         };
         let p = Profile {
             name: name.to_string(),
@@ -153,7 +163,13 @@ impl Profile {
 
     /// A profile from `--allow` / `--deny` lists (the `custom` profile).
     pub fn custom(allow: Option<&str>, deny: Option<&str>) -> Result<Profile, ProfileError> {
-        let split = |s: &str| if s.is_empty() { Vec::new() } else { s.split(':').map(String::from).collect() };
+        let split = |s: &str| {
+            if s.is_empty() {
+                Vec::new()
+            } else {
+                s.split(':').map(String::from).collect()
+            }
+        };
         let p = Profile {
             name: "custom".into(),
             description: "custom allow/deny lists".into(),
@@ -193,7 +209,10 @@ impl Profile {
         if let Some(d) = self.deny_value() {
             v.push(("SECCOMP_SYSCALL_DENY", d));
         }
-        v.push(("SECCOMP_DEFAULT_ACTION", action.unwrap_or(self.default_action).to_string()));
+        v.push((
+            "SECCOMP_DEFAULT_ACTION",
+            action.unwrap_or(self.default_action).to_string(),
+        ));
         v
     }
 
@@ -207,17 +226,35 @@ impl Profile {
         let deny = self.deny_value();
         let mut p = Box::new(Policy::new(arch, Mode::DenyList, action));
         let action_text = action.to_string();
-        grammar::from_env(arch, allow.as_deref(), deny.as_deref(), Some(&action_text), &mut p)?;
+        grammar::from_env(
+            arch,
+            allow.as_deref(),
+            deny.as_deref(),
+            Some(&action_text),
+            &mut p,
+        )?;
         Ok(Some(p))
     }
 
     fn validate(&self) -> Result<(), ProfileError> {
         let bad = |e| ProfileError::Policy(self.name.clone(), e);
-        for (list, source) in [(self.allow.as_deref().unwrap_or(&[]), Source::Allow), (&self.deny[..], Source::Deny)] {
+        for (list, source) in [
+            (self.allow.as_deref().unwrap_or(&[]), Source::Allow),
+            (&self.deny[..], Source::Deny),
+        ] {
             for (i, entry) in list.iter().enumerate() {
                 if entry.contains(':') || entry.is_empty() {
-                    let kind = if entry.is_empty() { ErrorKind::EmptyEntry } else { ErrorKind::Syntax("one entry per list item: no `:`") };
-                    return Err(bad(Error { source, entry: i + 1, token: Token::new(entry), kind }));
+                    let kind = if entry.is_empty() {
+                        ErrorKind::EmptyEntry
+                    } else {
+                        ErrorKind::Syntax("one entry per list item: no `:`")
+                    };
+                    return Err(bad(Error {
+                        source,
+                        entry: i + 1,
+                        token: Token::new(entry),
+                        kind,
+                    }));
                 }
             }
         }
@@ -255,14 +292,20 @@ impl Profile {
         }
         let mut out = Vec::new();
         for (name, via) in sources {
-            let Some(nr) = arch.syscall_number(name) else { continue };
+            let Some(nr) = arch.syscall_number(name) else {
+                continue;
+            };
             let mut seen = Vec::new();
             for v in via {
                 if !seen.contains(&v) {
                     seen.push(v);
                 }
             }
-            out.push((name.to_string(), describe_decision(&policy, nr), seen.join(", ")));
+            out.push((
+                name.to_string(),
+                describe_decision(&policy, nr),
+                seen.join(", "),
+            ));
         }
         out
     }
@@ -278,7 +321,9 @@ fn collect_sources(
 ) {
     let head = entry.split(['(', '=']).next().unwrap_or(entry);
     if let Some(group) = head.strip_prefix('@') {
-        let Some(g) = crate::groups::find(group) else { return };
+        let Some(g) = crate::groups::find(group) else {
+            return;
+        };
         if depth > 8 {
             return;
         }
@@ -289,8 +334,12 @@ fn collect_sources(
         }
         return;
     }
-    let Some(nr) = arch.syscall_number(head) else { return };
-    let Some(name) = arch.syscall_name(nr) else { return };
+    let Some(nr) = arch.syscall_number(head) else {
+        return;
+    };
+    let Some(name) = arch.syscall_name(nr) else {
+        return;
+    };
     let source = match chain.split_last() {
         None => "listed".to_string(),
         Some((inner, [])) => std::format!("@{inner}"),
@@ -303,9 +352,21 @@ fn collect_sources(
 }
 
 fn describe_cond(c: &crate::policy::Cond) -> String {
-    let width = if c.width == crate::policy::Width::W64 { ".64" } else { "" };
-    let full = if c.width == crate::policy::Width::W64 { u64::MAX } else { 0xffff_ffff };
-    let mask = if c.mask & full == full { String::new() } else { std::format!(" & {:#x}", c.mask) };
+    let width = if c.width == crate::policy::Width::W64 {
+        ".64"
+    } else {
+        ""
+    };
+    let full = if c.width == crate::policy::Width::W64 {
+        u64::MAX
+    } else {
+        0xffff_ffff
+    };
+    let mask = if c.mask & full == full {
+        String::new()
+    } else {
+        std::format!(" & {:#x}", c.mask)
+    };
     std::format!("a{}{width}{mask} {} {:#x}", c.arg, c.op.symbol(), c.value)
 }
 
@@ -322,11 +383,20 @@ fn describe_decision(policy: &Policy, nr: u32) -> String {
         }
         let alts: Vec<String> = policy
             .alternatives(rule)
-            .map(|alt| alt.iter().map(describe_cond).collect::<Vec<_>>().join(" && "))
+            .map(|alt| {
+                alt.iter()
+                    .map(describe_cond)
+                    .collect::<Vec<_>>()
+                    .join(" && ")
+            })
             .collect();
         parts.push(std::format!("{} if {}", rule.action, alts.join(" || ")));
     }
-    let rest = if policy.is_allowed(nr) { Action::Allow } else { policy.fallback() };
+    let rest = if policy.is_allowed(nr) {
+        Action::Allow
+    } else {
+        policy.fallback()
+    };
     parts.push(rest.to_string());
     parts.join("; else ")
 }
@@ -345,10 +415,16 @@ mod resolve_tests {
         assert_eq!(get("mkdir").1, "errno:EROFS");
         assert_eq!(get("mkdir").2, "@fs-write via @read-only");
         let (_, openat, src) = get("openat");
-        assert!(openat.starts_with("errno:EROFS if a2 & 0x3 == 0x1"), "{openat}");
+        assert!(
+            openat.starts_with("errno:EROFS if a2 & 0x3 == 0x1"),
+            "{openat}"
+        );
         assert!(openat.ends_with("; else allow"), "{openat}");
         assert_eq!(src, "@fs-read, @read-only");
         assert!(get("ptrace").1 == "kill");
-        assert!(Profile::builtin("unrestricted").unwrap().resolve_with_groups(Arch::X86_64).is_empty());
+        assert!(Profile::builtin("unrestricted")
+            .unwrap()
+            .resolve_with_groups(Arch::X86_64)
+            .is_empty());
     }
 }
