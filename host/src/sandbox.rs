@@ -7,7 +7,7 @@ use crate::outer;
 use crate::platform::{self, Unavailable};
 use crate::report::{Report, ReportPipe};
 use sandbox_policy::profile::Profile;
-use sandbox_policy::{Action, Insn, Policy};
+use sandbox_policy::{Action, Insn};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -116,8 +116,8 @@ pub struct Sandbox {
     options: Options,
     /// The preload's path, or why the sandbox is off on this machine.
     preload: Result<PathBuf, Unavailable>,
-    /// The outer filter's policy before the per-command execve exemption.
-    outer: Option<Box<Policy>>,
+    /// The outer filter, compiled once; each command gets its own execve address.
+    outer: Option<outer::Template>,
 }
 
 /// The sandbox applied to one command; call [`Applied::finish`] after the child has exited.
@@ -157,6 +157,7 @@ impl Sandbox {
             tracing::debug!(profile = %options.profile.name, preload = %p.display(), "sandbox ready");
         }
         let outer = outer::base_policy(&options.profile, options.on_violation)
+            .and_then(|base| base.map(outer::Template::new).transpose())
             .map_err(|e| SandboxError::Profile(options.profile.name.clone(), e))?;
         Ok(Sandbox {
             options,
@@ -320,11 +321,12 @@ impl Sandbox {
         // std passes this very buffer (the Command's program CString) to execvp, which hands
         // an absolute path to execve unchanged; fork keeps its address in the child.
         let addr = program.as_bytes().as_ptr() as u64;
-        let base = self
+        let template = self
             .outer
-            .as_deref()
+            .as_ref()
             .expect("a filtering profile has an outer policy");
-        outer::program(base, addr)
+        template
+            .program(addr)
             .map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))
     }
 }
