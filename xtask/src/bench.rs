@@ -282,6 +282,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &format!("Machine: {}.\n\n", machine());
     doc += &preload_startup(&so, rounds, per)?;
     doc += &attach_cost(if quick { 50 } else { 200 })?;
+    doc += &crate::bench_outer::run(rounds, per)?;
     doc += &xtask::bench_syscalls::run()?;
     doc += &crate::bench_exec::run(if quick { 100 } else { 1000 })?;
     print!("{doc}");

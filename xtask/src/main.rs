@@ -8,6 +8,7 @@
 
 mod bench;
 mod bench_exec;
+mod bench_outer;
 mod codegen;
 
 use anyhow::{bail, Context, Result};
