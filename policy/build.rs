@@ -26,11 +26,18 @@ fn main() {
     let mut out = String::from("static GROUPS: &[Group] = &[\n");
     for g in &file.group {
         assert!(
-            g.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+            g.name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
             "group name {:?}: lower-case letters, digits and '-' only",
             g.name
         );
-        writeln!(out, "    Group {{ name: {:?}, doc: {:?}, entries: &[", g.name, g.doc).unwrap();
+        writeln!(
+            out,
+            "    Group {{ name: {:?}, doc: {:?}, entries: &[",
+            g.name, g.doc
+        )
+        .unwrap();
         for s in &g.syscalls {
             writeln!(out, "        {s:?},").unwrap();
         }

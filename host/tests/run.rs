@@ -427,7 +427,10 @@ fn a_setuid_root_program_run_by_an_unprivileged_user_stays_filtered() {
     std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o4755)).unwrap();
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
-    assert_eq!(euid, 0, "the test runs as root so it can make a setuid-root file");
+    assert_eq!(
+        euid, 0,
+        "the test runs as root so it can make a setuid-root file"
+    );
     let as_nobody = |args: &[&str]| {
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
