@@ -58,7 +58,7 @@ fn main() {
         "Cargo.toml",
         "Cargo.lock",
     ] {
-        println!("cargo:rerun-if-changed={}", workspace.join(input).display());
+        watch(&workspace.join(input));
     }
 
     let built = build_preload(&workspace);
@@ -73,6 +73,17 @@ fn main() {
         embedded.display()
     );
     println!("cargo:rustc-env=SANDBOX_PRELOAD_SHA256={hex}");
+}
+
+/// Asks cargo to rerun this script when `path` changes; directories are listed file by file,
+/// because a directory's own timestamp does not change when a file inside it is edited.
+fn watch(path: &Path) {
+    if let Ok(entries) = fs::read_dir(path) {
+        for entry in entries.flatten() {
+            watch(&entry.path());
+        }
+    }
+    println!("cargo:rerun-if-changed={}", path.display());
 }
 
 /// Runs `cargo build -p sandbox-preload --profile preload` and returns the library's path.

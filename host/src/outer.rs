@@ -2,8 +2,16 @@
 //! program is confined, including those the preload cannot enter (static, musl, a failed
 //! preload). It is the profile's own policy with exemptions, decided before any of its rules,
 //! for exactly what the first `execve`, the dynamic loader, libc start-up and the preload's own
-//! installation need (the `@loader` group). The preload then stacks the exact profile on top;
-//! the kernel runs both and the strictest answer wins.
+//! installation need (the `@loader` group). The kernel runs every filter a process has and the
+//! strictest answer wins.
+//!
+//! An exemption is added only where the profile does not already allow what the loader does
+//! (its calls' real arguments, [`LOADER_CALLS`]). For the built-in profiles none is needed, so
+//! the outer filter *is* the profile (plus the one `execve`) and the preload stacks nothing: it
+//! only arms its SIGSYS handler when violations must be named. A profile that lacks loader
+//! calls gets exemptions, and then the preload stacks the exact profile on top once start-up is
+//! done. Skipping an exemption can only make the outer filter stricter: a program whose loader
+//! makes a call the profile refuses fails to start, it never runs with less confinement.
 //!
 //! The first `execve` is exempted only for the address of the path string the host passes
 //! (`execve(a0.64 == ADDRESS)`): the new program has its own address space and cannot know that
@@ -13,17 +21,52 @@
 use sandbox_policy::profile::Profile;
 use sandbox_policy::{bpf, grammar, Action, Error, ErrorKind, Insn, Policy, Source, NATIVE};
 
-/// The outer policy of a profile before the per-command `execve` exemption (`None` when the
-/// profile installs no filter).
-pub fn base_policy(
-    profile: &Profile,
-    action: Option<Action>,
-) -> Result<Option<Box<Policy>>, Error> {
+/// The arguments with which glibc's loader and the preload make the `@loader` calls that have
+/// argument rules (others are checked with zero arguments).
+pub const LOADER_CALLS: &[(&str, [u64; 6])] = &[
+    // ld.so opens libraries with O_RDONLY|O_CLOEXEC.
+    ("openat", [0xFFFF_FF9C, 0, 0o2000000, 0, 0, 0]),
+    ("open", [0, 0o2000000, 0, 0, 0, 0]),
+    // PR_SET_NO_NEW_PRIVS, 1.
+    ("prctl", [38, 1, 0, 0, 0, 0]),
+    // SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC.
+    ("seccomp", [1, 1, 0, 0, 0, 0]),
+];
+
+/// The outer policy of a profile before the per-command `execve` exemption.
+#[derive(Clone, Debug)]
+pub struct OuterBase {
+    /// The profile's policy plus the exemptions it needs.
+    pub policy: Box<Policy>,
+    /// No exemption was needed: the outer filter enforces the profile exactly (but for the
+    /// host's own first `execve`).
+    pub exact: bool,
+}
+
+/// The outer policy of a profile (`None` when the profile installs no filter).
+pub fn base_policy(profile: &Profile, action: Option<Action>) -> Result<Option<OuterBase>, Error> {
     let Some(mut policy) = profile.policy(NATIVE, action)? else {
         return Ok(None);
     };
-    grammar::parse_exemptions(&mut policy, Source::Allow, "@loader")?;
-    Ok(Some(policy))
+    let reference = policy.clone();
+    let loader = sandbox_policy::groups::find("loader").expect("profiles/groups.toml has @loader");
+    let mut exact = true;
+    for entry in loader.entries {
+        let name = entry.split(['(', '=']).next().unwrap_or(entry);
+        // A call this architecture lacks (open on aarch64) needs no exemption.
+        let Some(nr) = NATIVE.syscall_number(name) else {
+            continue;
+        };
+        let args = LOADER_CALLS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or([0; 6], |(_, a)| *a);
+        if reference.decide(nr, &args) != Action::Allow {
+            exact = false;
+            grammar::parse_exemptions(&mut policy, Source::Allow, entry)?;
+        }
+    }
+    Ok(Some(OuterBase { policy, exact }))
 }
 
 /// Compiles the outer filter for one command whose program path string lives at `path_addr`.
@@ -101,6 +144,11 @@ mod tests {
                 let Some(base) = base_policy(&profile, action).unwrap() else {
                     continue;
                 };
+                assert!(
+                    base.exact,
+                    "{name}: a built-in profile needs no loader exemption"
+                );
+                let base = base.policy;
                 let t = Template::new(base.clone()).unwrap();
                 assert!(t.compiled.is_some(), "{name}: the address was located");
                 for addr in [

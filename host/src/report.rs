@@ -11,6 +11,8 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 pub struct Report {
     /// The preload was about to install its filter (`ready`).
     pub ready: bool,
+    /// The preload armed its SIGSYS handler without a filter of its own (`armed`).
+    pub armed: bool,
     /// The last violation reported by the trap handler: (number, name).
     pub violation: Option<(u32, String)>,
     /// The preload's error, when it refused to run the program.
@@ -22,7 +24,9 @@ impl Report {
     pub fn parse(text: &str) -> Report {
         let mut r = Report::default();
         for line in text.lines() {
-            if let Some(rest) = line.strip_prefix("ready ") {
+            if line == "armed" {
+                r.armed = true;
+            } else if let Some(rest) = line.strip_prefix("ready ") {
                 r.ready = rest.parse::<u32>().is_ok();
             } else if let Some(rest) = line.strip_prefix("violation ") {
                 let mut it = rest.splitn(2, ' ');

@@ -102,9 +102,11 @@ pub enum SandboxError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Sandboxed {
-    /// The preload installed the profile's exact filter (on top of the outer filter).
+    /// The profile is enforced exactly: by the outer filter alone when the profile needed no
+    /// loader exemptions (every built-in profile), else by the preload's filter on top of it.
     Exact,
-    /// Only the host's outer filter applied: the preload could not enter the program.
+    /// Only the host's outer filter applied, and it carries loader exemptions the profile
+    /// lacks: the preload could not enter the program to stack the exact filter.
     OuterOnly,
     /// No filter: unrestricted profile, unconfinable program allowed to run, or no sandbox here.
     None,
@@ -118,6 +120,8 @@ pub struct Sandbox {
     preload: Result<PathBuf, Unavailable>,
     /// The outer filter, compiled once; each command gets its own execve address.
     outer: Option<outer::Template>,
+    /// The outer filter enforces the profile exactly: the preload need not stack it again.
+    outer_exact: bool,
 }
 
 /// The sandbox applied to one command; call [`Applied::finish`] after the child has exited.
@@ -130,6 +134,8 @@ pub struct Applied {
     /// The profile's name.
     pub profile: String,
     report: Option<ReportPipe>,
+    /// The preload was asked to stack the exact filter (the outer one carries exemptions).
+    inner: bool,
 }
 
 /// What happened, known once the child has exited.
@@ -156,13 +162,18 @@ impl Sandbox {
         if let Ok(p) = &preload {
             tracing::debug!(profile = %options.profile.name, preload = %p.display(), "sandbox ready");
         }
-        let outer = outer::base_policy(&options.profile, options.on_violation)
-            .and_then(|base| base.map(outer::Template::new).transpose())
+        let base = outer::base_policy(&options.profile, options.on_violation)
+            .map_err(|e| SandboxError::Profile(options.profile.name.clone(), e))?;
+        let outer_exact = base.as_ref().is_some_and(|b| b.exact);
+        let outer = base
+            .map(|b| outer::Template::new(b.policy))
+            .transpose()
             .map_err(|e| SandboxError::Profile(options.profile.name.clone(), e))?;
         Ok(Sandbox {
             options,
             preload,
             outer,
+            outer_exact,
         })
     }
 
@@ -221,6 +232,7 @@ impl Sandbox {
             warnings: Vec::new(),
             profile,
             report: None,
+            inner: false,
         };
         if self.options.profile.is_unrestricted() {
             tracing::info!(profile = %applied.profile, program = %program.display(), "unrestricted: no filter");
@@ -258,24 +270,41 @@ impl Sandbox {
                 }
                 StaticBinaryAction::Confine => {
                     tracing::info!(%reason, "confined by the outer filter only");
-                    applied.warnings.push(format!(
-                        "sandbox: notice: {reason}; confined by the outer filter only"
-                    ));
+                    let how = if self.outer_exact {
+                        "the outer filter enforces the profile"
+                    } else {
+                        "confined by the outer filter only"
+                    };
+                    applied
+                        .warnings
+                        .push(format!("sandbox: notice: {reason}; {how}"));
                     true
                 }
             },
         };
         let outer = self.outer_program(cmd)?;
-        let report = if confine_only {
-            None
-        } else {
+        let action = self
+            .options
+            .on_violation
+            .unwrap_or(self.options.profile.default_action);
+        // What the preload must do in this program: stack the exact filter when the outer one
+        // carries exemptions; when the outer one is exact, only name violations (trap).
+        let inner = !confine_only && !self.outer_exact;
+        let handler_only = !confine_only && self.outer_exact && action == Action::Trap;
+        let report = if inner || handler_only {
             let pipe = ReportPipe::new()?;
             cmd.env("LD_PRELOAD", preload);
-            for (k, v) in self.options.profile.env(self.options.on_violation) {
-                cmd.env(k, v);
+            if inner {
+                for (k, v) in self.options.profile.env(self.options.on_violation) {
+                    cmd.env(k, v);
+                }
+            } else {
+                cmd.env("SECCOMP_DEFAULT_ACTION", action.to_string());
             }
             cmd.env("SECCOMP_REPORT_FD", pipe.child_fd().to_string());
             Some(pipe)
+        } else {
+            None
         };
         let child_fd = report.as_ref().map(|p| p.child_fd());
         // SAFETY: the closure makes only async-signal-safe syscalls (prctl, fcntl, seccomp)
@@ -300,14 +329,16 @@ impl Sandbox {
             profile = %applied.profile,
             program = %program.display(),
             privileged = verdict.privileged,
-            preload = !confine_only,
+            inner_filter = inner,
+            exact_outer = self.outer_exact,
             "sandbox applied"
         );
-        applied.planned = if confine_only {
+        applied.planned = if confine_only && !self.outer_exact {
             Sandboxed::OuterOnly
         } else {
             Sandboxed::Exact
         };
+        applied.inner = inner;
         applied.report = report;
         Ok(applied)
     }
@@ -347,6 +378,7 @@ impl Applied {
             None => Report::default(),
         };
         let sandboxed = match self.planned {
+            Sandboxed::Exact if !self.inner => Sandboxed::Exact,
             Sandboxed::Exact if report.ready && report.error.is_none() => Sandboxed::Exact,
             // The outer filter was installed before exec; the preload did not confirm its own.
             Sandboxed::Exact | Sandboxed::OuterOnly => Sandboxed::OuterOnly,

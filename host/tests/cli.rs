@@ -124,8 +124,9 @@ fn confine_runs_a_static_cat_under_minimal() {
     assert!(o.status.success(), "{:?} {}", o.status, text(&o.stderr));
     assert_eq!(text(&o.stdout), "the file's contents\n");
     assert!(
-        text(&o.stderr).contains("confined by the outer filter only"),
-        "{}",
+        text(&o.stderr).contains("statically linked")
+            && text(&o.stderr).contains("the outer filter enforces the profile"),
+        "a one-line notice: {}",
         text(&o.stderr)
     );
 }
@@ -194,12 +195,34 @@ fn confine_stops_a_static_program_exec() {
 }
 
 #[test]
-fn confine_says_outer_only_when_verbose() {
+fn confine_reports_how_the_static_program_was_confined() {
     let f = Fixture::new();
+    // A built-in profile needs no loader exemption: the outer filter is the exact profile.
     let mut opts = CONFINE.to_vec();
     opts.push("--verbose");
     let o = f.run(Some(&opts), &["./static-cat", "FILE"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("sandboxed: exact"),
+        "{}",
+        text(&o.stderr)
+    );
+    // A custom list without the loader's calls needs exemptions: outer-only, said as such.
+    let custom = [
+        "--static-binary",
+        "confine",
+        "--allow",
+        "read:write:exit_group",
+        "--verbose",
+    ];
+    let o = f.run(Some(&custom), &["./static-cat", "FILE"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "the file's contents\n");
+    assert!(
+        text(&o.stderr).contains("confined by the outer filter only"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(
         text(&o.stderr).contains("sandboxed: outer-only"),
         "{}",

@@ -578,3 +578,44 @@ fn extract_check_profiles_and_inspect() {
     let o = sandbox(&["inspect", prog.to_str().unwrap()]);
     assert!(out(&o).contains("statically linked"), "{}", out(&o));
 }
+
+const MPROTECT_C: &str = r#"
+#include <stdio.h>
+#include <sys/mman.h>
+int main(void) {
+    void *p = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    printf("mprotect=%d\n", mprotect(p, 4096, PROT_READ));
+    return 0;
+}
+"#;
+
+#[test]
+fn a_profile_without_the_loaders_calls_gets_the_preloads_exact_filter_on_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = cc(dir.path(), "mprotect", MPROTECT_C, &[]);
+    let p = prog.to_str().unwrap();
+    // No mprotect, arch_prctl, set_tid_address ...: the outer filter must exempt them for the
+    // loader, so the preload stacks the exact list once start-up is done.
+    let list = "read:write:exit_group:mmap:munmap:brk:fstat:newfstatat:futex:getrandom:close:lseek";
+    let o = sandbox(&[
+        "run",
+        "-v",
+        "--allow",
+        list,
+        "--on-violation",
+        "errno",
+        "--",
+        p,
+    ]);
+    assert_eq!(
+        out(&o),
+        "mprotect=-1\n",
+        "the exact filter refuses mprotect: {}",
+        err(&o)
+    );
+    assert!(err(&o).contains("sandboxed: exact"), "{}", err(&o));
+    // With mprotect listed it runs: the refusal above came from the list, not from breakage.
+    let list = format!("{list}:mprotect");
+    let o = sandbox(&["run", "--allow", &list, "--on-violation", "errno", "--", p]);
+    assert_eq!(out(&o), "mprotect=0\n", "{}", err(&o));
+}

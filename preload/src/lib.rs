@@ -66,9 +66,19 @@ fn setup(envp: *mut *mut libc::c_char) -> Result<(), (Failure, Option<i32>)> {
     )
     .map_err(|e| fail(Failure::Policy(e)))?;
     let verbose = vars.verbose;
+    let trap_alone = vars.default_action.and_then(Action::parse) == Some(Action::Trap);
     // The program must not see its configuration; the values are not needed past this point.
     env::scrub(envp);
     if !wanted {
+        // No list: no filter of ours. `trap` alone still arms the handler, so the calls a
+        // filter installed by someone else traps (the host's outer filter) are named.
+        if trap_alone {
+            trap::arm(report_fd);
+            if let Some(fd) = report_fd {
+                out::keep_private(fd);
+                out::line(fd, format_args!("armed"));
+            }
+        }
         return Ok(());
     }
     let mut prog = [Insn::default(); bpf::MAX_INSNS];

@@ -375,11 +375,11 @@ impl Variant {
         }
     }
 
-    /// How the sandbox is expected to have confined this variant.
+    /// How the sandbox is expected to have confined this variant: exactly, both ways, since a
+    /// built-in profile needs no loader exemption and the outer filter is the profile itself.
     fn confinement(self) -> Sandboxed {
         match self {
-            Variant::Dynamic => Sandboxed::Exact,
-            Variant::Static => Sandboxed::OuterOnly,
+            Variant::Dynamic | Variant::Static => Sandboxed::Exact,
         }
     }
 }
@@ -437,9 +437,14 @@ fn sandbox(profile: &str) -> &'static Sandbox {
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     map.entry(profile.to_string()).or_insert_with(|| {
+        // `NAME:trap` asks for the trap action, which loads the preload for its handler.
+        let (name, trap) = match profile.strip_suffix(":trap") {
+            Some(n) => (n, true),
+            None => (profile, false),
+        };
         let options = Options {
-            profile: Profile::builtin(profile).unwrap(),
-            on_violation: None,
+            profile: Profile::builtin(name).unwrap(),
+            on_violation: trap.then_some(sandbox_policy::Action::Trap),
             static_binary: StaticBinaryAction::Confine,
             require_sandbox: true,
             libsandbox_path: None,
@@ -1152,16 +1157,18 @@ fn too_many_descriptors_for_the_preload() {
     let control = run_with(None, prog, &[&l.port()], fill_descriptors);
     assert!(control.status.success(), "{control:?}");
     assert_eq!(l.connections(), 1, "it connects unsandboxed: {control:?}");
-    let ran = run_with(Some("minimal"), prog, &[&l.port()], fill_descriptors);
+    // The trap action makes the host load the preload (for its handler); it cannot load.
+    let ran = run_with(Some("minimal:trap"), prog, &[&l.port()], fill_descriptors);
     assert!(
         ran.stderr.contains("cannot be preloaded"),
         "the preload did not load: {ran:?}"
     );
+    // The outer filter, installed before exec, is the exact profile: the run stays confined.
     let ran = check_and_record(
         "too many descriptors for the preload",
         "minimal",
         "dynamic (no libraries)",
-        Sandboxed::OuterOnly,
+        Sandboxed::Exact,
         ran,
     );
     assert!(ran.killed_by_sigsys(), "{ran:?}");

@@ -140,7 +140,7 @@ pub fn run(rounds: usize, per_round: usize) -> Result<String> {
     };
     let base = sandbox_host::outer::base_policy(&sandbox.options().profile, None)?
         .context("minimal installs a filter")?;
-    let template = sandbox_host::outer::Template::new(base)?;
+    let template = sandbox_host::outer::Template::new(base.policy)?;
     let (mut plain, mut preload, mut hooked, mut installed, mut outer, mut apply) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..rounds {
@@ -224,7 +224,7 @@ pub fn run(rounds: usize, per_round: usize) -> Result<String> {
         ),
         ("(b'') (b) + a hook installing the prepared outer filter", i),
         (
-            "(c) `Sandbox::apply`: admission, outer filter, preload, report pipe",
+            "(c) `Sandbox::apply`: admission, the outer filter (exact for built-in profiles, so no preload with the kill action)",
             c,
         ),
     ] {
