@@ -496,3 +496,28 @@ fn report_fd_gets_the_handshake_and_the_violation() {
         "the report goes to the report descriptor, not stderr"
     );
 }
+
+#[test]
+fn trap_alone_arms_the_handler_without_a_filter() {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into the array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both are new descriptors owned by nobody else.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    let fd = w.as_raw_fd().to_string();
+    let o = run(
+        &["/bin/uname"],
+        &[
+            ("SECCOMP_DEFAULT_ACTION", "trap"),
+            ("SECCOMP_REPORT_FD", &fd),
+        ],
+    );
+    drop(w);
+    let mut text = String::new();
+    std::fs::File::from(r).read_to_string(&mut text).unwrap();
+    assert!(o.status.success(), "no filter: uname runs");
+    assert_eq!(stdout(&o), "Linux\n");
+    assert_eq!(text, "armed\n");
+}

@@ -33,22 +33,30 @@ fn median(v: &mut [f64]) -> f64 {
     v[v.len() / 2]
 }
 
-/// Runs `cmd` `n` times; returns the median wall time of one run in microseconds.
-fn spawn_median(make: &dyn Fn() -> Command, n: usize) -> Result<f64> {
-    let mut times = Vec::with_capacity(n);
+/// Times one run of a command (µs), failing if it fails.
+fn spawn_once(mut c: Command) -> Result<f64> {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let t = Instant::now();
+    let status = c.status().context("spawning benchmark command")?;
+    let us = t.elapsed().as_secs_f64() * 1e6;
+    if !status.success() {
+        bail!("benchmark command {c:?} failed: {status}");
+    }
+    Ok(us)
+}
+
+/// Runs the variants in turn, one spawn each, `n` times over (so drift hits all alike);
+/// returns each variant's median wall time in µs.
+pub fn interleaved(variants: &[&dyn Fn() -> Command], n: usize) -> Result<Vec<f64>> {
+    let mut times = vec![Vec::with_capacity(n); variants.len()];
     for _ in 0..n {
-        let mut c = make();
-        c.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let t = Instant::now();
-        let status = c.status().context("spawning benchmark command")?;
-        times.push(t.elapsed().as_secs_f64() * 1e6);
-        if !status.success() {
-            bail!("benchmark command {c:?} failed: {status}");
+        for (v, make) in variants.iter().enumerate() {
+            times[v].push(spawn_once(make())?);
         }
     }
-    Ok(median(&mut times))
+    Ok(times.iter_mut().map(|t| median(t)).collect())
 }
 
 /// `perf stat` user+kernel instruction counts of one run, when the machine has counters.
@@ -160,17 +168,11 @@ fn preload_startup(so: &Path, rounds: usize, per_round: usize) -> Result<String>
         _ => out += "Instruction counters: `perf stat -e instructions` is not supported on this machine (a VM without PMU access), so the figures below are wall-time medians only.\n\n",
     }
 
-    let mut b = Vec::new();
-    let mut l = Vec::new();
-    let mut f = Vec::new();
-    for _ in 0..rounds {
-        b.push(spawn_median(&base, per_round)?);
-        l.push(spawn_median(&loaded, per_round)?);
-        f.push(spawn_median(&filtered, per_round)?);
-    }
-    let (mb, ml, mf) = (median(&mut b), median(&mut l), median(&mut f));
+    let m = interleaved(&[&base, &loaded, &filtered], rounds * per_round)?;
+    let (mb, ml, mf) = (m[0], m[1], m[2]);
+    let n = rounds * per_round;
     out += &format!(
-        "Wall time, median of {rounds} interleaved rounds of {per_round} spawns each:\n\n\
+        "Wall time, median of {n} spawns of each variant, the variants taking turns spawn by spawn:\n\n\
          | variant | µs per spawn | vs `env /bin/true` |\n|---|---|---|\n\
          | `env /bin/true` | {mb:.0} | 1.00x |\n\
          | + `LD_PRELOAD=libsandbox.so` (no variables: no filter) | {ml:.0} | {:.2}x |\n\
@@ -275,6 +277,19 @@ fn attach_cost(n: usize) -> Result<String> {
 
 /// Runs every benchmark and writes docs/benchmarks.md.
 pub fn run(args: &[&str]) -> Result<()> {
+    // Measure optimised code: the host's own work per spawn is part of several figures.
+    if cfg!(debug_assertions) {
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["run", "--quiet", "--release", "-p", "xtask", "--", "bench"])
+            .args(args)
+            .current_dir(crate::root())
+            .status()
+            .context("re-running the benchmarks in release mode")?;
+        if !status.success() {
+            bail!("benchmarks failed: {status}");
+        }
+        return Ok(());
+    }
     let quick = args.contains(&"--quick");
     let so = crate::build_preload()?;
     let (rounds, per) = if quick { (3, 50) } else { (7, 300) };
