@@ -39,6 +39,22 @@ pub fn parse_list(
     text: &str,
     list_action: Action,
 ) -> Result<(), Error> {
+    parse_entries(policy, source, text, list_action, false)
+}
+
+/// Parses allow entries as exemptions ([`Policy::exempt`]): allowed before any rule of the
+/// policy applies. Entries with an `=action` other than allow are refused.
+pub fn parse_exemptions(policy: &mut Policy, source: Source, text: &str) -> Result<(), Error> {
+    parse_entries(policy, source, text, Action::Allow, true)
+}
+
+fn parse_entries(
+    policy: &mut Policy,
+    source: Source,
+    text: &str,
+    list_action: Action,
+    exempt: bool,
+) -> Result<(), Error> {
     if text.len() > MAX_VALUE_LEN {
         return Err(Error {
             source,
@@ -68,32 +84,9 @@ pub fn parse_list(
             )));
         }
         previous = entry;
-        parse_entry(policy, entry, list_action, None, 0, false).map_err(err)?;
+        parse_entry(policy, entry, list_action, None, 0, exempt).map_err(err)?;
     }
     policy.finish();
-    Ok(())
-}
-
-/// Parses allow entries as exemptions ([`Policy::exempt`]): allowed before any rule of the
-/// policy applies. Entries with an `=action` other than allow are refused.
-pub fn parse_exemptions(policy: &mut Policy, source: Source, text: &str) -> Result<(), Error> {
-    if text.len() > MAX_VALUE_LEN {
-        return Err(Error {
-            source,
-            entry: 0,
-            token: Token::new(text),
-            kind: ErrorKind::TooLong,
-        });
-    }
-    for (i, entry) in text.split(':').enumerate().filter(|_| !text.is_empty()) {
-        let err = |kind| Error {
-            source,
-            entry: i + 1,
-            token: Token::new(entry),
-            kind,
-        };
-        parse_entry(policy, entry, Action::Allow, None, 0, true).map_err(err)?;
-    }
     Ok(())
 }
 

@@ -466,8 +466,9 @@ fn int80_and_x32_calls_are_killed_under_a_deny_list() {
     }
 }
 
-#[test]
-fn report_fd_gets_the_handshake_and_the_violation() {
+/// Runs `argv` like [`run`], with a pipe passed as `SECCOMP_REPORT_FD`; returns what the
+/// preload wrote on it too.
+fn run_reporting(argv: &[&str], vars: &[(&str, &str)]) -> (Output, String) {
     use std::io::Read;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     let mut fds = [0; 2];
@@ -476,17 +477,24 @@ fn report_fd_gets_the_handshake_and_the_violation() {
     // SAFETY: both are new descriptors owned by nobody else.
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let fd = w.as_raw_fd().to_string();
-    let o = run(
+    let mut all = vars.to_vec();
+    all.push(("SECCOMP_REPORT_FD", &fd));
+    let o = run(argv, &all);
+    drop(w);
+    let mut text = String::new();
+    std::fs::File::from(r).read_to_string(&mut text).unwrap();
+    (o, text)
+}
+
+#[test]
+fn report_fd_gets_the_handshake_and_the_violation() {
+    let (o, text) = run_reporting(
         &["/bin/uname"],
         &[
             ("SECCOMP_SYSCALL_DENY", "uname"),
             ("SECCOMP_DEFAULT_ACTION", "trap"),
-            ("SECCOMP_REPORT_FD", &fd),
         ],
     );
-    drop(w);
-    let mut text = String::new();
-    std::fs::File::from(r).read_to_string(&mut text).unwrap();
     assert_eq!(o.status.signal(), Some(libc::SIGSYS));
     assert!(text.starts_with("ready "), "{text}");
     assert!(text.ends_with("violation 63 uname\n"), "{text}");
