@@ -210,6 +210,13 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if !matches!(cli.command, Cmd::Run { .. } | Cmd::Exec { .. }) {
+        // Commands that only print end quietly when their reader goes away (`| head`), like
+        // other command-line tools. `run` and `exec` keep ignoring SIGPIPE: exec writes a
+        // request's stdin to a child that may close it.
+        // SAFETY: resetting a signal's disposition to its default has no preconditions.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     std::process::exit(match cli.command {
         Cmd::Run {
             policy,

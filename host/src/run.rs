@@ -138,8 +138,9 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         if sig == libc::SIGSYS {
             match &outcome.report.violation {
                 Some((nr, name)) => say(format_args!(
-                    "{} was stopped by the filter: syscall {name} ({nr}) is not allowed by profile {profile}",
-                    resolved.display()
+                    "{} was stopped by the filter: syscall {name} ({nr}): {}",
+                    resolved.display(),
+                    crate::exec::hint(*nr, name, profile)
                 )),
                 None => say(format_args!(
                     "{} was killed by the filter of profile {profile} (SIGSYS); rerun with --on-violation trap to see which syscall",

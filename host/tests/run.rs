@@ -111,7 +111,8 @@ fn trap_names_the_blocked_syscall() {
     ]);
     assert_eq!(o.status.code(), Some(128 + 31));
     assert!(
-        err(&o).contains("syscall socket (41) is not allowed by profile minimal"),
+        err(&o).contains("syscall socket (41): socket is not allowed by profile minimal")
+            && err(&o).contains("profiles that allow it: network"),
         "{}",
         err(&o)
     );
