@@ -291,7 +291,7 @@ pub fn run(args: &[&str]) -> Result<()> {
         return Ok(());
     }
     let quick = args.contains(&"--quick");
-    let so = crate::build_preload()?;
+    let so = xtask::matrix::preload()?;
     let (rounds, per) = if quick { (3, 50) } else { (7, 300) };
     let mut doc = String::from("# Benchmarks\n\nWritten by `cargo xtask bench`; every ratio is against a baseline measured in the same run.\n\n");
     doc += &format!("Machine: {}.\n\n", machine());

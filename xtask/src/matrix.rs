@@ -359,24 +359,10 @@ impl CellResult {
     }
 }
 
-/// Locates `libsandbox.so`: `$SANDBOX_PRELOAD_SO` if set, else builds it with a nested cargo
-/// into `<target>/preload-nested` (its own target directory, so it never waits on the lock of
-/// the cargo that runs us) and returns `<that>/preload/libsandbox.so`. Built once per process.
+/// Locates `libsandbox.so`: `$SANDBOX_PRELOAD_SO` if set, else the library embedded in the
+/// host (built from this workspace by `host/build.rs`), extracted the way the host always
+/// extracts it.
 pub fn preload() -> Result<PathBuf> {
-    static SO: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
-    SO.get_or_init(|| build_preload().map_err(|e| format!("{e:#}")))
-        .clone()
-        .map_err(|e| anyhow!(e))
-}
-
-fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn build_preload() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("SANDBOX_PRELOAD_SO") {
         let p = PathBuf::from(p);
         if !p.is_file() {
@@ -384,51 +370,7 @@ fn build_preload() -> Result<PathBuf> {
         }
         return Ok(p);
     }
-    let root = workspace_root();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let target = target.join("preload-nested");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&root)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "sandbox-preload",
-            "--profile",
-            "preload",
-            "--target-dir",
-        ])
-        .arg(&target);
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        // What a cargo running us may have set for its own build: flags, wrappers, the target
-        // directory, the jobserver. The toolchain (RUSTUP_*) stays as it is.
-        let removed = [
-            "RUSTFLAGS",
-            "RUSTC_WRAPPER",
-            "RUSTC_WORKSPACE_WRAPPER",
-            "RUSTDOCFLAGS",
-        ];
-        if (k.starts_with("CARGO_") && k != "CARGO_HOME")
-            || k.starts_with("__CARGO")
-            || removed.contains(&&*k)
-            || k.contains("MAKEFLAGS")
-        {
-            cmd.env_remove(&*k);
-        }
-    }
-    let status = cmd.status().context("running cargo to build the preload")?;
-    if !status.success() {
-        bail!("building sandbox-preload failed ({status})");
-    }
-    let so = target.join("preload").join("libsandbox.so");
-    if !so.is_file() {
-        bail!("{} missing after the build", so.display());
-    }
-    Ok(so)
+    Ok(sandbox_host::extract::extracted()?)
 }
 
 /// The body the test server returns for every request.
