@@ -620,3 +620,62 @@ fn a_profile_without_the_loaders_calls_gets_the_preloads_exact_filter_on_top() {
     let o = sandbox(&["run", "--allow", &list, "--on-violation", "errno", "--", p]);
     assert_eq!(out(&o), "mprotect=0\n", "{}", err(&o));
 }
+
+/// Every kind of program a preload cannot enter: blocked by default with the reason named and
+/// no side effect; `warn` runs it unconfined and says so.
+#[test]
+fn every_unconfinable_kind_is_blocked_by_default_and_runs_with_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let kinds: [(&str, &str, &[&str], &str); 4] = [
+        ("static", "gcc", &["-static"], "statically linked"),
+        ("static-pie", "gcc", &["-static-pie"], "static-pie"),
+        ("musl", "musl-gcc", &[], "ld-musl"),
+        ("m32", "gcc", &["-m32"], "32-bit"),
+    ];
+    for (name, compiler, flags, reason) in kinds {
+        let src = dir.path().join(format!("{name}.c"));
+        std::fs::write(&src, TOUCH_C).unwrap();
+        let prog = dir.path().join(name);
+        let built = Command::new(compiler)
+            .args(flags)
+            .arg("-o")
+            .arg(&prog)
+            .arg(&src)
+            .output()
+            .unwrap_or_else(|e| panic!("{compiler} (gcc-multilib, musl-tools): {e}"));
+        assert!(
+            built.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let marker = dir.path().join(format!("{name}.made"));
+        let (p, m) = (prog.to_str().unwrap(), marker.to_str().unwrap());
+
+        let o = sandbox(&["run", "--profile", "write", "--", p, m]);
+        assert_eq!(o.status.code(), Some(125), "{name}: {}", err(&o));
+        assert!(
+            err(&o).contains(reason),
+            "{name}: the reason is named: {}",
+            err(&o)
+        );
+        assert!(!marker.exists(), "{name}: blocked, so nothing was created");
+
+        let o = sandbox(&[
+            "run",
+            "--profile",
+            "write",
+            "--static-binary",
+            "warn",
+            "--",
+            p,
+            m,
+        ]);
+        assert!(o.status.success(), "{name}: {}", err(&o));
+        assert!(
+            err(&o).contains("UNCONFINED") && err(&o).contains(reason),
+            "{name}: {}",
+            err(&o)
+        );
+        assert!(marker.exists(), "{name}: warn runs it");
+    }
+}
