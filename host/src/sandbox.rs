@@ -384,6 +384,14 @@ impl Applied {
             Sandboxed::Exact | Sandboxed::OuterOnly => Sandboxed::OuterOnly,
             Sandboxed::None => Sandboxed::None,
         };
+        tracing::info!(
+            profile = %self.profile,
+            sandboxed = ?sandboxed,
+            handshake = report.ready,
+            violation = ?report.violation,
+            preload_error = ?report.error,
+            "sandbox outcome"
+        );
         Outcome { sandboxed, report }
     }
 }
