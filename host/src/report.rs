@@ -1,7 +1,8 @@
 //! The report channel between the preload and the host: a pipe whose write end the child
 //! inherits as `SECCOMP_REPORT_FD`. The preload writes `ready N` just before installing its
-//! filter, `violation NR NAME` from its SIGSYS handler, `error TEXT` when it fails. The
-//! program's stdout and stderr never reach it, so its own output cannot forge a report.
+//! filter (or `armed` when it only arms its handler for the host's exact outer filter),
+//! `violation NR NAME` from its SIGSYS handler, `error TEXT` when it fails. The program's stdout
+//! and stderr never reach it, so its own output cannot forge a report.
 
 use std::io::Read;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
