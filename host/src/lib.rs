@@ -4,6 +4,8 @@
 //! confine it, turns profiles into filters, and runs commands with limits, reporting violations
 //! in words an agent can act on.
 
+#![deny(missing_docs)]
+
 pub mod admission;
 pub mod embedded;
 pub mod exec;
