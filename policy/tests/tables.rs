@@ -328,13 +328,13 @@ fn aarch64_numbers() {
 #[test]
 fn tables_are_consistent_both_ways() {
     for arch in [Arch::X86_64, Arch::Aarch64] {
-        let all = syscalls::all(arch);
+        let all: Vec<(&str, u16)> = syscalls::all(arch).collect();
         assert!(all.len() > 300);
         assert!(
             all.windows(2).all(|w| w[0].0 < w[1].0),
             "sorted by name, no duplicates"
         );
-        for &(name, nr) in all {
+        for &(name, nr) in &all {
             assert_eq!(arch.syscall_number(name), Some(u32::from(nr)));
             assert_eq!(arch.syscall_name(u32::from(nr)), Some(name));
             assert!(u32::from(nr) < syscalls::table_len(arch));

@@ -10,13 +10,17 @@ use std::path::Path;
 
 const SOURCE: &str = "the `syscalls` crate 0.8.1 (tables generated from Linux 6.17)";
 
-/// Renders one arch's table file from (name, number) pairs.
+/// Renders one arch's table file from (name, number) pairs. The tables hold no pointers (one
+/// string of all names, and integer offsets into it), so the preload's loader has nothing to
+/// relocate in them.
 fn render(arch: &str, mut entries: Vec<(&'static str, u32)>) -> String {
     entries.sort_by_key(|e| e.1);
     let max = entries.last().map(|e| e.1).unwrap_or(0);
-    let mut by_nr = vec![""; max as usize + 1];
+    let mut by_nr = vec![(0usize, 0usize); max as usize + 1];
+    let mut names = String::new();
     for (name, nr) in &entries {
-        by_nr[*nr as usize] = name;
+        by_nr[*nr as usize] = (names.len(), name.len());
+        names.push_str(name);
     }
     let mut by_name = entries.clone();
     by_name.sort_by(|a, b| a.0.cmp(b.0));
@@ -27,19 +31,31 @@ fn render(arch: &str, mut entries: Vec<(&'static str, u32)>) -> String {
          //! Do not edit by hand.\n\n"
     ));
     out.push_str(&format!(
-        "/// Every {arch} system call as (name, number), sorted by name for binary search.\n"
+        "/// Every {arch} system call name, concatenated in number order.\n"
     ));
-    out.push_str("pub(crate) static BY_NAME: &[(&str, u16)] = &[\n");
-    for (name, nr) in &by_name {
-        out.push_str(&format!("    (\"{name}\", {nr}),\n"));
+    out.push_str("#[rustfmt::skip]\n");
+    out.push_str("pub(crate) static NAMES: &str = concat!(\n");
+    for (name, _) in &entries {
+        out.push_str(&format!("    \"{name}\",\n"));
+    }
+    out.push_str(");\n\n");
+    out.push_str(&format!(
+        "/// {arch} (offset, length) of each number's name in `NAMES`; length 0 where no call has\n\
+         /// that number.\n"
+    ));
+    out.push_str("#[rustfmt::skip]\n");
+    out.push_str("pub(crate) static BY_NR: &[(u16, u8)] = &[\n");
+    for (off, len) in &by_nr {
+        out.push_str(&format!("    ({off}, {len}),\n"));
     }
     out.push_str("];\n\n");
     out.push_str(&format!(
-        "/// {arch} system call names indexed by number; \"\" where no call has that number.\n"
+        "/// Every {arch} system call number, sorted by name for binary search.\n"
     ));
-    out.push_str("pub(crate) static BY_NR: &[&str] = &[\n");
-    for name in &by_nr {
-        out.push_str(&format!("    \"{name}\",\n"));
+    out.push_str("#[rustfmt::skip]\n");
+    out.push_str("pub(crate) static BY_NAME: &[u16] = &[\n");
+    for (_, nr) in &by_name {
+        out.push_str(&format!("    {nr},\n"));
     }
     out.push_str("];\n");
     out

@@ -8,43 +8,61 @@ mod x86_64;
 
 use crate::arch::Arch;
 
-fn by_name(arch: Arch) -> &'static [(&'static str, u16)] {
+/// One architecture's tables: all names in one string, (offset, length) by number, and the
+/// numbers sorted by name. No pointers, so the preload's loader relocates nothing here.
+#[derive(Clone, Copy)]
+struct Table {
+    names: &'static str,
+    by_nr: &'static [(u16, u8)],
+    by_name: &'static [u16],
+}
+
+fn table(arch: Arch) -> Table {
     match arch {
-        Arch::X86_64 => x86_64::BY_NAME,
-        Arch::Aarch64 => aarch64::BY_NAME,
+        Arch::X86_64 => Table {
+            names: x86_64::NAMES,
+            by_nr: x86_64::BY_NR,
+            by_name: x86_64::BY_NAME,
+        },
+        Arch::Aarch64 => Table {
+            names: aarch64::NAMES,
+            by_nr: aarch64::BY_NR,
+            by_name: aarch64::BY_NAME,
+        },
     }
 }
 
-fn by_nr(arch: Arch) -> &'static [&'static str] {
-    match arch {
-        Arch::X86_64 => x86_64::BY_NR,
-        Arch::Aarch64 => aarch64::BY_NR,
+impl Table {
+    fn name(self, nr: u32) -> Option<&'static str> {
+        let &(off, len) = self.by_nr.get(nr as usize)?;
+        let (off, len) = (usize::from(off), usize::from(len));
+        (len > 0).then(|| &self.names[off..off + len])
     }
 }
 
-/// The number of the syscall `name` on `arch` (binary search over the sorted table).
+/// The number of the syscall `name` on `arch` (binary search over the names).
 pub fn number(arch: Arch, name: &str) -> Option<u32> {
-    let table = by_name(arch);
-    table
-        .binary_search_by(|(n, _)| (*n).cmp(name))
+    let t = table(arch);
+    t.by_name
+        .binary_search_by(|&nr| t.name(u32::from(nr)).unwrap_or("").cmp(name))
         .ok()
-        .map(|i| u32::from(table[i].1))
+        .map(|i| u32::from(t.by_name[i]))
 }
 
 /// The name of syscall `nr` on `arch`.
 pub fn name(arch: Arch, nr: u32) -> Option<&'static str> {
-    match by_nr(arch).get(nr as usize) {
-        Some(n) if !n.is_empty() => Some(n),
-        _ => None,
-    }
+    table(arch).name(nr)
 }
 
 /// Every syscall of `arch` as (name, number), sorted by name.
-pub fn all(arch: Arch) -> &'static [(&'static str, u16)] {
-    by_name(arch)
+pub fn all(arch: Arch) -> impl Iterator<Item = (&'static str, u16)> + Clone {
+    let t = table(arch);
+    t.by_name
+        .iter()
+        .map(move |&nr| (t.name(u32::from(nr)).unwrap_or(""), nr))
 }
 
 /// One more than the highest syscall number in the table of `arch`.
 pub fn table_len(arch: Arch) -> u32 {
-    by_nr(arch).len() as u32
+    table(arch).by_nr.len() as u32
 }
