@@ -174,52 +174,6 @@ fn verbose_says_how_the_run_was_confined() {
 }
 
 #[test]
-fn static_programs_are_blocked_by_default_and_run_with_warn() {
-    let dir = tempfile::tempdir().unwrap();
-    let prog = cc(dir.path(), "touch_static", TOUCH_C, &["-static"]);
-    let marker = dir.path().join("made");
-    let (p, m) = (prog.to_str().unwrap(), marker.to_str().unwrap());
-
-    let o = sandbox(&["run", "--profile", "write", "--", p, m]);
-    assert_eq!(o.status.code(), Some(125));
-    assert!(err(&o).contains("statically linked"), "{}", err(&o));
-    assert!(!marker.exists(), "blocked: the program did not run");
-
-    let o = sandbox(&[
-        "run",
-        "--profile",
-        "write",
-        "--static-binary",
-        "warn",
-        "--",
-        p,
-        m,
-    ]);
-    assert!(o.status.success(), "{}", err(&o));
-    assert!(
-        err(&o).contains("warning") && err(&o).contains("UNCONFINED"),
-        "{}",
-        err(&o)
-    );
-    assert!(marker.exists(), "warn runs it");
-
-    std::fs::remove_file(&marker).unwrap();
-    let o = sandbox(&[
-        "run",
-        "--profile",
-        "write",
-        "--static-binary",
-        "allow",
-        "--",
-        p,
-        m,
-    ]);
-    assert!(o.status.success());
-    assert_eq!(err(&o), "", "allow says nothing");
-    assert!(marker.exists());
-}
-
-#[test]
 fn a_script_with_a_static_interpreter_is_blocked() {
     let dir = tempfile::tempdir().unwrap();
     let interp = cc(
@@ -622,7 +576,7 @@ fn a_profile_without_the_loaders_calls_gets_the_preloads_exact_filter_on_top() {
 }
 
 /// Every kind of program a preload cannot enter: blocked by default with the reason named and
-/// no side effect; `warn` runs it unconfined and says so.
+/// no side effect; `warn` runs it unconfined and says so; `allow` runs it silently.
 #[test]
 fn every_unconfinable_kind_is_blocked_by_default_and_runs_with_warn() {
     let dir = tempfile::tempdir().unwrap();
@@ -677,5 +631,20 @@ fn every_unconfinable_kind_is_blocked_by_default_and_runs_with_warn() {
             err(&o)
         );
         assert!(marker.exists(), "{name}: warn runs it");
+
+        std::fs::remove_file(&marker).unwrap();
+        let o = sandbox(&[
+            "run",
+            "--profile",
+            "write",
+            "--static-binary",
+            "allow",
+            "--",
+            p,
+            m,
+        ]);
+        assert!(o.status.success(), "{name}: {}", err(&o));
+        assert_eq!(err(&o), "", "{name}: allow says nothing");
+        assert!(marker.exists(), "{name}: allow runs it");
     }
 }
