@@ -478,7 +478,7 @@ pub fn from_env(
         (Some(_), _) => crate::Mode::AllowList,
         (None, Some(_)) => crate::Mode::DenyList,
     };
-    *policy = Policy::new(arch, mode, action);
+    policy.reset(arch, mode, action);
     if let Some(a) = allow {
         parse_list(policy, Source::Allow, a, Action::Allow)?;
     }

@@ -177,6 +177,19 @@ impl Policy {
         }
     }
 
+    /// Empties the policy for reuse, touching only its live parts (the rule, alternative and
+    /// condition slots past their counts are never read): the preload starts from one value.
+    pub fn reset(&mut self, arch: Arch, mode: Mode, default_action: Action) {
+        self.arch = arch;
+        self.mode = mode;
+        self.default_action = default_action;
+        self.allow = [0; MAX_NR / 64];
+        self.n_rules = 0;
+        self.n_alts = 0;
+        self.n_conds = 0;
+        self.sorted = true;
+    }
+
     /// Target architecture.
     pub fn arch(&self) -> Arch {
         self.arch

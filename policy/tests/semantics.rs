@@ -396,3 +396,20 @@ fn rule_blocks_longer_than_255_instructions_use_a_long_jump() {
     let len = assert_equivalent(&p);
     assert!(len > 300, "{len}");
 }
+
+#[test]
+fn from_env_on_a_used_policy_keeps_nothing_of_the_old_one() {
+    let (_, mut used) = env(
+        Some("@base:@network:socket(a0 == AF_INET)"),
+        Some("@never:openat(a2 & O_ACCMODE == O_WRONLY)=EROFS"),
+        Some("trap"),
+    );
+    grammar::from_env(X86, None, Some("uname"), None, &mut used).unwrap();
+    let (_, fresh) = env(None, Some("uname"), None);
+    assert_eq!(compile(&used), compile(&fresh));
+    assert_eq!(used.rules().len(), 1);
+    assert_eq!(
+        used.decide(nr("socket"), &[2, 0, 0, 0, 0, 0]),
+        Action::Allow
+    );
+}
