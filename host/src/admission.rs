@@ -288,6 +288,57 @@ pub fn classify(program: &Path) -> Verdict {
     classify_with_path(program, path_env.as_deref())
 }
 
+/// [`classify`] for an absolute path, remembering verdicts on ELF programs by the file's
+/// identity (device, inode, size, modification and change times, mode, owner): a file that is
+/// replaced, rewritten, chmod'ed or given capabilities no longer matches, so a remembered
+/// verdict is the one a fresh classification would give. Scripts are classified afresh (their
+/// verdict depends on other files). Saves reading and parsing the headers on every spawn.
+pub fn classify_cached(program: &Path) -> Verdict {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Key = (u64, u64, u64, i64, i64, i64, i64, u32, u32);
+    static CACHE: OnceLock<Mutex<HashMap<PathBuf, (Key, Verdict)>>> = OnceLock::new();
+    const MAX: usize = 1024;
+    let identity = |m: &fs::Metadata| -> Key {
+        (
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+            m.mode(),
+            m.uid(),
+        )
+    };
+    let Ok(file) = File::open(program) else {
+        return classify(program);
+    };
+    let (Ok(meta), true) = (file.metadata(), program.is_absolute()) else {
+        return classify(program);
+    };
+    let key = identity(&meta);
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some((k, v)) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(program) {
+        if *k == key {
+            return v.clone();
+        }
+    }
+    let verdict = classify(program);
+    let mut magic = [0u8; 4];
+    let elf = file.read_exact_at(&mut magic, 0).is_ok() && magic == *b"\x7fELF";
+    // Cache only if the file did not change while it was classified.
+    if elf && file.metadata().is_ok_and(|m| identity(&m) == key) {
+        let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+        if c.len() >= MAX {
+            c.clear();
+        }
+        c.insert(program.to_path_buf(), (key, verdict.clone()));
+    }
+    verdict
+}
+
 /// Classifies `program` with `path_env` as the child's `PATH` (for bare names and for
 /// `#!/usr/bin/env NAME`).
 pub fn classify_with_path(program: &Path, path_env: Option<&str>) -> Verdict {

@@ -93,6 +93,10 @@ pub enum SandboxError {
     /// `execve` receives).
     #[error("{0}: the sandbox needs the program as an absolute path")]
     RelativeProgram(PathBuf),
+    /// The profile is exact only with the preload's inner filter, which a caller that starts
+    /// the program itself does not load.
+    #[error("profile {0} needs loader exemptions in the outer filter and the preload's exact filter on top; the exec runtime runs only profiles its outer filter enforces exactly")]
+    NeedsPreload(String),
     /// The report channel could not be created.
     #[error("cannot create the report pipe: {0}")]
     Io(#[from] std::io::Error),
@@ -122,6 +126,26 @@ pub struct Sandbox {
     outer: Option<outer::Template>,
     /// The outer filter enforces the profile exactly: the preload need not stack it again.
     outer_exact: bool,
+}
+
+/// What admission control let through: the program gets a filter.
+struct Admitted<'a> {
+    preload: &'a Path,
+    confine_only: bool,
+    privileged: bool,
+}
+
+/// How a program the caller starts itself is confined (see [`Sandbox::plan`]).
+#[derive(Debug)]
+pub struct Plan {
+    /// `exact` when a filter is installed, `none` otherwise.
+    pub planned: Sandboxed,
+    /// Warnings the caller must show (one line each).
+    pub warnings: Vec<String>,
+    /// The filter to install between clone and exec, if any.
+    pub filter: Option<Vec<Insn>>,
+    /// The filter notifies a listener instead of trapping: install it with one.
+    pub notify: bool,
 }
 
 /// The sandbox applied to one command; call [`Applied::finish`] after the child has exited.
@@ -234,53 +258,13 @@ impl Sandbox {
             report: None,
             inner: false,
         };
-        if self.options.profile.is_unrestricted() {
-            tracing::info!(profile = %applied.profile, program = %program.display(), "unrestricted: no filter");
+        let Some(Admitted {
+            preload,
+            confine_only,
+            privileged,
+        }) = self.admit(program, &mut applied.warnings)?
+        else {
             return Ok(applied);
-        }
-        let preload = match &self.preload {
-            Ok(p) => p,
-            Err(why) => {
-                tracing::warn!(%why, "sandbox unavailable, running unsandboxed");
-                applied.warnings.push(format!(
-                    "sandbox: unavailable ({why}); running {} unsandboxed",
-                    program.display()
-                ));
-                return Ok(applied);
-            }
-        };
-        let verdict = admission::classify(program);
-        let confine_only = match verdict.preload {
-            Ok(()) => false,
-            Err(reason) => match self.options.static_binary {
-                StaticBinaryAction::Block => {
-                    tracing::warn!(%reason, "refused by admission control");
-                    return Err(SandboxError::Blocked(reason));
-                }
-                StaticBinaryAction::Warn => {
-                    tracing::warn!(%reason, "running unconfined (static-binary warn)");
-                    applied
-                        .warnings
-                        .push(format!("sandbox: warning: {reason}; running it UNCONFINED"));
-                    return Ok(applied);
-                }
-                StaticBinaryAction::Allow => {
-                    tracing::info!(%reason, "running unconfined (static-binary allow)");
-                    return Ok(applied);
-                }
-                StaticBinaryAction::Confine => {
-                    tracing::info!(%reason, "confined by the outer filter only");
-                    let how = if self.outer_exact {
-                        "the outer filter enforces the profile"
-                    } else {
-                        "confined by the outer filter only"
-                    };
-                    applied
-                        .warnings
-                        .push(format!("sandbox: notice: {reason}; {how}"));
-                    true
-                }
-            },
         };
         let outer = self.outer_program(cmd)?;
         let action = self
@@ -328,7 +312,7 @@ impl Sandbox {
         tracing::info!(
             profile = %applied.profile,
             program = %program.display(),
-            privileged = verdict.privileged,
+            privileged,
             inner_filter = inner,
             exact_outer = self.outer_exact,
             "sandbox applied"
@@ -341,6 +325,111 @@ impl Sandbox {
         applied.inner = inner;
         applied.report = report;
         Ok(applied)
+    }
+
+    /// Decides whether `program` gets a filter: `None` when it runs without one (unrestricted
+    /// profile, sandbox unavailable, unconfinable program allowed to run; warnings say so),
+    /// an error when admission control blocks it.
+    fn admit(
+        &self,
+        program: &Path,
+        warnings: &mut Vec<String>,
+    ) -> Result<Option<Admitted<'_>>, SandboxError> {
+        if self.options.profile.is_unrestricted() {
+            tracing::info!(profile = %self.options.profile.name, program = %program.display(), "unrestricted: no filter");
+            return Ok(None);
+        }
+        let preload = match &self.preload {
+            Ok(p) => p,
+            Err(why) => {
+                tracing::warn!(%why, "sandbox unavailable, running unsandboxed");
+                warnings.push(format!(
+                    "sandbox: unavailable ({why}); running {} unsandboxed",
+                    program.display()
+                ));
+                return Ok(None);
+            }
+        };
+        let verdict = admission::classify_cached(program);
+        let confine_only = match verdict.preload {
+            Ok(()) => false,
+            Err(reason) => match self.options.static_binary {
+                StaticBinaryAction::Block => {
+                    tracing::warn!(%reason, "refused by admission control");
+                    return Err(SandboxError::Blocked(reason));
+                }
+                StaticBinaryAction::Warn => {
+                    tracing::warn!(%reason, "running unconfined (static-binary warn)");
+                    warnings.push(format!("sandbox: warning: {reason}; running it UNCONFINED"));
+                    return Ok(None);
+                }
+                StaticBinaryAction::Allow => {
+                    tracing::info!(%reason, "running unconfined (static-binary allow)");
+                    return Ok(None);
+                }
+                StaticBinaryAction::Confine => {
+                    tracing::info!(%reason, "confined by the outer filter only");
+                    let how = if self.outer_exact {
+                        "the outer filter enforces the profile"
+                    } else {
+                        "confined by the outer filter only"
+                    };
+                    warnings.push(format!("sandbox: notice: {reason}; {how}"));
+                    true
+                }
+            },
+        };
+        Ok(Some(Admitted {
+            preload,
+            confine_only,
+            privileged: verdict.privileged,
+        }))
+    }
+
+    /// Decides how `program` is confined when the caller starts it itself, without the
+    /// preload (the exec runtime): the outer filter, with the first `execve` exempted for the
+    /// path string at `path_addr`. With `notify`, the profile's `trap` returns become
+    /// `SECCOMP_RET_USER_NOTIF`: the caller must install the filter with a listener and name
+    /// violations from its notifications. Fails when the profile needs the preload's inner
+    /// filter to be exact (a custom profile lacking loader calls; no built-in one does).
+    pub fn plan(&self, program: &Path, path_addr: u64, notify: bool) -> Result<Plan, SandboxError> {
+        let mut plan = Plan {
+            planned: Sandboxed::None,
+            warnings: Vec::new(),
+            filter: None,
+            notify: false,
+        };
+        if self.admit(program, &mut plan.warnings)?.is_none() {
+            return Ok(plan);
+        }
+        if !self.outer_exact {
+            return Err(SandboxError::NeedsPreload(
+                self.options.profile.name.clone(),
+            ));
+        }
+        let template = self
+            .outer
+            .as_ref()
+            .expect("a filtering profile has an outer policy");
+        let mut prog = template
+            .program(path_addr)
+            .map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))?;
+        if notify {
+            plan.notify = sandbox_policy::bpf::retarget(
+                &mut prog,
+                sandbox_policy::action::RET_TRAP,
+                sandbox_policy::action::RET_USER_NOTIF,
+            ) > 0;
+        }
+        tracing::info!(
+            profile = %self.options.profile.name,
+            program = %program.display(),
+            notify = plan.notify,
+            "sandbox planned"
+        );
+        plan.planned = Sandboxed::Exact;
+        plan.filter = Some(prog);
+        Ok(plan)
     }
 
     /// Compiles the outer filter for `cmd`, exempting the first execve of its program string.

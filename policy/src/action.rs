@@ -24,6 +24,10 @@ pub const RET_KILL_PROCESS: u32 = 0x8000_0000;
 pub const RET_TRAP: u32 = 0x0003_0000;
 /// `SECCOMP_RET_ERRNO` (the errno goes in the low 16 bits).
 pub const RET_ERRNO: u32 = 0x0005_0000;
+/// `SECCOMP_RET_USER_NOTIF`: the call waits for the supervisor holding the filter's listener.
+/// Not an [`Action`] of the grammar (a program cannot hold its own listener); the exec runtime
+/// turns `trap` into it with [`crate::bpf::retarget`] to name violations without a preload.
+pub const RET_USER_NOTIF: u32 = 0x7fc0_0000;
 /// `SECCOMP_RET_LOG`.
 pub const RET_LOG: u32 = 0x7ffc_0000;
 /// `SECCOMP_RET_ALLOW`.

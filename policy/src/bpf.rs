@@ -130,6 +130,18 @@ pub fn compile(policy: &Policy, out: &mut [Insn]) -> Result<usize, ErrorKind> {
     Ok(o.len)
 }
 
+/// Replaces every `ret from` of a compiled program with `ret to`; returns how many it changed.
+/// Only `ret` instructions carry actions, so the program's decisions change exactly from one
+/// action to the other.
+pub fn retarget(prog: &mut [Insn], from: u32, to: u32) -> usize {
+    let mut n = 0;
+    for i in prog.iter_mut().filter(|i| i.code == RET_K && i.k == from) {
+        i.k = to;
+        n += 1;
+    }
+    n
+}
+
 /// Compiles `policy` into a new vector.
 #[cfg(feature = "std")]
 pub fn compile_vec(policy: &Policy) -> Result<std::vec::Vec<Insn>, ErrorKind> {

@@ -291,6 +291,14 @@ pub fn run(args: &[&str]) -> Result<()> {
         return Ok(());
     }
     let quick = args.contains(&"--quick");
+    // `--exec`: only the exec runtime's section, printed, not written (for quick iterations).
+    if args.contains(&"--exec") {
+        print!(
+            "{}",
+            crate::bench_exec::run(if quick { 100 } else { 1000 })?
+        );
+        return Ok(());
+    }
     let so = xtask::matrix::preload()?;
     let (rounds, per) = if quick { (3, 50) } else { (7, 300) };
     let mut doc = String::from("# Benchmarks\n\nWritten by `cargo xtask bench`; every ratio is against a baseline measured in the same run.\n\n");

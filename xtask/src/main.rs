@@ -100,7 +100,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("matrix") => xtask::matrix::run(&root(), rest.contains(&"--check")),
         Some("bench") => bench::run(&rest),
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick] [--exec]>"),
     }
 }
 

@@ -93,11 +93,66 @@ fn detect() -> Option<Base> {
     let own = fs::read_to_string("/proc/self/cgroup").ok()?;
     let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
     let dir = mount.join(rel.trim_start_matches('/'));
+    remove_stale(&dir);
     let probe = dir.join(format!("{}probe", prefix()));
     fs::create_dir(&probe).ok()?;
     let usable = probe.join("cgroup.kill").exists() && probe.join("cgroup.freeze").exists();
     let _ = fs::remove_dir(&probe);
     usable.then_some(Base { dir, rel })
+}
+
+/// Removes the empty request cgroups left by hosts that are gone (killed before their exit
+/// handler ran). A cgroup that still has processes cannot be removed and stays.
+fn remove_stale(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("sandbox-exec-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// Idle request cgroups kept for reuse: creating and removing one costs about 100 µs per
+/// request, joining an existing one a few.
+const POOL_MAX: usize = 32;
+
+/// An idle request cgroup (its `cgroup.procs` is opened again when it is reused, so the pool
+/// holds no descriptors).
+#[derive(Debug)]
+struct Idle {
+    name: String,
+    dir: PathBuf,
+    rel: String,
+}
+
+static POOL_ONCE: OnceLock<Mutex<Vec<Idle>>> = OnceLock::new();
+
+fn pool() -> &'static Mutex<Vec<Idle>> {
+    POOL_ONCE.get_or_init(|| {
+        // SAFETY: registers a plain function to run at normal process exit.
+        unsafe { libc::atexit(drain_pool) };
+        Default::default()
+    })
+}
+
+/// Removes the idle cgroups at exit (skipped if another thread holds the pool).
+extern "C" fn drain_pool() {
+    if let Some(p) = POOL_ONCE.get() {
+        if let Ok(mut idle) = p.try_lock() {
+            for cg in idle.drain(..) {
+                let _ = fs::remove_dir(&cg.dir);
+            }
+        }
+    }
 }
 
 /// Request cgroups of this host process are named `sandbox-exec-<host pid>-<n>`.
@@ -109,6 +164,33 @@ fn prefix() -> String {
 fn active() -> &'static Mutex<HashSet<String>> {
     static ACTIVE: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
     ACTIVE.get_or_init(Default::default)
+}
+
+/// An idle request cgroup, marked in use.
+fn take_idle() -> Option<Cg> {
+    loop {
+        let idle = pool().lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+        match fs::OpenOptions::new()
+            .write(true)
+            .open(idle.dir.join("cgroup.procs"))
+        {
+            Ok(procs) => {
+                active()
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(idle.name.clone());
+                return Some(Cg {
+                    name: idle.name,
+                    dir: idle.dir,
+                    rel: idle.rel,
+                    procs,
+                });
+            }
+            Err(_) => {
+                let _ = fs::remove_dir(&idle.dir);
+            }
+        }
+    }
 }
 
 /// Makes the host a child subreaper, once.
@@ -140,6 +222,10 @@ pub(crate) struct Group {
     child: i32,
     /// Members seen while killing, with their start times (to tell a reused pid).
     recorded: Vec<(i32, u64)>,
+    /// `cgroup.freeze` was set while killing (cleared before the cgroup is reused).
+    froze: bool,
+    /// Killing ended with the cgroup empty, so it can be reused.
+    emptied: bool,
     finished: bool,
 }
 
@@ -147,7 +233,12 @@ impl Group {
     /// Prepares the containment for one request.
     pub(crate) fn new(want: Containment) -> std::io::Result<Group> {
         become_subreaper();
+        let idle = match (want, base()) {
+            (Containment::Subreaper, _) | (_, None) => None,
+            _ => take_idle(),
+        };
         let cg = match (want, base()) {
+            _ if idle.is_some() => idle,
             (Containment::Subreaper, _) => None,
             (Containment::Cgroup, None) => {
                 return Err(std::io::Error::new(
@@ -194,6 +285,8 @@ impl Group {
             cg,
             child: 0,
             recorded: Vec::new(),
+            froze: false,
+            emptied: false,
             finished: false,
         })
     }
@@ -242,10 +335,12 @@ impl Group {
         match &self.cg {
             Some(cg) => {
                 if !events(&cg.dir, "populated") {
+                    self.emptied = true;
                     return;
                 }
                 // Freeze first, so nothing forks between listing the members and killing them.
                 let frozen = write_file(&cg.dir.join("cgroup.freeze"), b"1").is_ok();
+                self.froze |= frozen;
                 while frozen && !events(&cg.dir, "frozen") && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_micros(200));
                 }
@@ -263,7 +358,11 @@ impl Group {
                     }
                 }
                 let mut pause = Duration::from_micros(50);
-                while events(&cg.dir, "populated") {
+                loop {
+                    if !events(&cg.dir, "populated") {
+                        self.emptied = true;
+                        break;
+                    }
                     if Instant::now() > deadline {
                         tracing::warn!(cgroup = %cg.dir.display(), "request processes still alive after SIGKILL");
                         break;
@@ -337,6 +436,18 @@ impl Group {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&cg.name);
         sweep(&cg.rel);
+        let thawed = !self.froze || write_file(&cg.dir.join("cgroup.freeze"), b"0").is_ok();
+        if self.emptied && thawed {
+            let mut idle = pool().lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() < POOL_MAX {
+                idle.push(Idle {
+                    name: cg.name,
+                    dir: cg.dir,
+                    rel: cg.rel,
+                });
+                return;
+            }
+        }
         drop(cg.procs);
         if let Err(e) = fs::remove_dir(&cg.dir) {
             tracing::warn!(cgroup = %cg.dir.display(), error = %e, "cannot remove the request cgroup");

@@ -64,40 +64,43 @@ impl Rlimits {
         Ok(r)
     }
 
-    /// Sets the limits on the calling process. Runs between fork and exec: only getrlimit
-    /// and setrlimit, no allocation. Each limit is capped at the current hard limit, so an
-    /// unprivileged host never fails here; soft and hard are both set, so the program cannot
-    /// raise them again.
-    pub(crate) fn apply_in_child(&self) -> std::io::Result<()> {
-        set(
-            libc::RLIMIT_CPU,
-            self.cpu_seconds,
-            self.cpu_seconds.saturating_add(1),
-        )?;
-        set(libc::RLIMIT_AS, self.memory_bytes, self.memory_bytes)?;
-        set(libc::RLIMIT_FSIZE, self.fsize_bytes, self.fsize_bytes)?;
-        set(libc::RLIMIT_NOFILE, self.nofile, self.nofile)?;
-        set(libc::RLIMIT_CORE, 0, 0)
+    /// The limits to set in the child, `(resource, value)`: each capped at the host's current
+    /// hard limit (which the child inherits), so an unprivileged host never fails there; soft
+    /// and hard are both set, so the program cannot raise them again.
+    pub(crate) fn plan(&self) -> std::io::Result<Vec<(libc::c_int, libc::rlimit)>> {
+        [
+            (
+                libc::RLIMIT_CPU,
+                self.cpu_seconds,
+                self.cpu_seconds.saturating_add(1),
+            ),
+            (libc::RLIMIT_AS, self.memory_bytes, self.memory_bytes),
+            (libc::RLIMIT_FSIZE, self.fsize_bytes, self.fsize_bytes),
+            (libc::RLIMIT_NOFILE, self.nofile, self.nofile),
+            (libc::RLIMIT_CORE, 0, 0),
+        ]
+        .into_iter()
+        .map(|(res, soft, hard)| Ok((res as libc::c_int, capped(res, soft, hard)?)))
+        .collect()
     }
 }
 
-fn set(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
+fn capped(
+    resource: libc::__rlimit_resource_t,
+    soft: u64,
+    hard: u64,
+) -> std::io::Result<libc::rlimit> {
     let mut cur = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: getrlimit writes into the struct we pass; async-signal-safe.
+    // SAFETY: getrlimit writes into the struct we pass.
     if unsafe { libc::getrlimit(resource, &mut cur) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
     let hard = hard.min(cur.rlim_max);
-    let new = libc::rlimit {
+    Ok(libc::rlimit {
         rlim_cur: soft.min(hard),
         rlim_max: hard,
-    };
-    // SAFETY: setrlimit reads the struct we pass; async-signal-safe.
-    if unsafe { libc::setrlimit(resource, &new) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    })
 }

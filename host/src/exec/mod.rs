@@ -12,8 +12,10 @@ mod contain;
 pub mod env;
 pub mod json;
 pub mod limits;
+mod notify;
 pub mod request;
 mod run;
+mod spawn;
 
 pub use contain::{Containment, Mechanism};
 pub use limits::Rlimits;

@@ -3,17 +3,19 @@
 //! leftover descendants, reap everything, and say what happened.
 
 use super::contain::{Containment, Group, Mechanism};
+use super::notify::Notifier;
 use super::request::{io_reason, Refusal, Request, Validated};
+use super::spawn::{self, SpawnError, Spec};
 use crate::policy::profile::Profile;
 use crate::policy::{Action, Policy, NATIVE};
 use crate::sandbox::{Options, Sandbox, SandboxError, Sandboxed};
 use serde::Serialize;
 use std::collections::HashMap;
+use std::ffi::CString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -305,16 +307,6 @@ fn set_nonblocking(fd: RawFd) {
     }
 }
 
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: the descriptor was just created and is owned by nobody else.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
 /// Whether `pid` (our child) has exited, without reaping it: its pid stays reserved until the
 /// whole tree is dead, so no process can be mistaken for it.
 fn has_exited(pid: i32) -> bool {
@@ -333,6 +325,56 @@ fn has_exited(pid: i32) -> bool {
     rc == 0 && unsafe { info.si_pid() } == pid
 }
 
+/// `text` as a C string, or a refusal naming `field`.
+fn c_string(field: &str, text: &[u8]) -> Result<CString, ExecError> {
+    CString::new(text)
+        .map_err(|_| ExecError::Refused(Refusal::new(field, "contains a NUL byte".to_string())))
+}
+
+/// The child's stdio and the host's ends of the pipes.
+struct Pipes {
+    child: [OwnedFd; 3],
+    stdin: Option<OwnedFd>,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+}
+
+fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
+    let (stdin, child_in) = if with_stdin {
+        let (r, w) = spawn::pipe()?;
+        (Some(w), r)
+    } else {
+        (None, OwnedFd::from(std::fs::File::open("/dev/null")?))
+    };
+    let (stdout, out_w) = spawn::pipe()?;
+    let (stderr, err_w) = spawn::pipe()?;
+    Ok(Pipes {
+        child: [
+            spawn::above_stdio(child_in)?,
+            spawn::above_stdio(out_w)?,
+            spawn::above_stdio(err_w)?,
+        ],
+        stdin,
+        stdout,
+        stderr,
+    })
+}
+
+/// Reaps our child `pid`, returning its wait status.
+fn reap(pid: i32) -> std::io::Result<i32> {
+    let mut status = 0;
+    loop {
+        // SAFETY: waits for our own child, writing into a local.
+        if unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
+            return Ok(status);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 fn run(
     v: &Validated,
     sandbox: &Sandbox,
@@ -340,53 +382,60 @@ fn run(
     start: Instant,
     mechanism: &mut Option<Mechanism>,
 ) -> Result<ExecResult, ExecError> {
-    let mut cmd = Command::new(&v.program);
-    cmd.args(&v.argv[1..]);
-    cmd.env_clear();
-    cmd.envs(v.env.iter().map(|(k, v)| (k, v)));
-    if let Some(c) = &v.cwd {
-        cmd.current_dir(c);
-    }
-    cmd.stdin(if v.stdin.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    });
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let path = c_string("argv[0]", v.program.as_os_str().as_bytes())?;
+    let argv = v
+        .argv
+        .iter()
+        .map(|a| c_string("argv", a.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let envp = v
+        .env
+        .iter()
+        .map(|(k, val)| c_string("env", format!("{k}={val}").as_bytes()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cwd = v
+        .cwd
+        .as_ref()
+        .map(|c| c_string("cwd", c.as_os_str().as_bytes()))
+        .transpose()?;
+    // The filter exempts the first execve for this very buffer, which the child passes.
+    let plan = sandbox.plan(&v.program, path.as_ptr() as u64, true)?;
+    let limits = v.rlimits.plan().map_err(ExecError::Setup)?;
+    let io = pipes(v.stdin.is_some()).map_err(ExecError::Setup)?;
 
     let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
     *mechanism = Some(group.mechanism());
-    let join = group.join_fd();
-    let rlimits = v.rlimits;
-    // SAFETY: between fork and exec the closure makes only async-signal-safe syscalls
-    // (setsid, getrlimit/setrlimit, write) and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            if let Some(fd) = join {
-                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            rlimits.apply_in_child()
-        });
-    }
-    let mut applied = sandbox.apply(&mut cmd, &v.program)?;
-    let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
+    let spec = Spec {
+        path: &path,
+        argv: &argv,
+        envp: &envp,
+        cwd: cwd.as_ref(),
+        stdio: [
+            io.child[0].as_raw_fd(),
+            io.child[1].as_raw_fd(),
+            io.child[2].as_raw_fd(),
+        ],
+        cgroup: group.join_fd(),
+        limits: &limits,
+        filter: plan.filter.as_deref(),
+        listener: plan.notify,
+    };
+    let spawned = spawn::spawn(&spec).map_err(|e| ExecError::Spawn {
         program: v.argv[0].clone(),
-        source,
+        source: match e {
+            SpawnError::Exec(e) | SpawnError::Setup(e) => e,
+        },
     })?;
-    applied.spawned();
-    let pid = child.id() as i32;
+    drop(io.child);
+    let pid = spawned.pid;
     group.started(pid);
 
-    let pidfd = pidfd_open(pid);
-    let mut out = Stream::new(child.stdout.take().map(OwnedFd::from), v.max_output_bytes);
-    let mut err = Stream::new(child.stderr.take().map(OwnedFd::from), v.max_output_bytes);
-    let mut input = child.stdin.take().map(|s| {
-        let f = std::fs::File::from(OwnedFd::from(s));
+    let pidfd = spawned.pidfd;
+    let mut notifier = spawned.listener.map(Notifier::new);
+    let mut out = Stream::new(Some(io.stdout), v.max_output_bytes);
+    let mut err = Stream::new(Some(io.stderr), v.max_output_bytes);
+    let mut input = io.stdin.map(|s| {
+        let f = std::fs::File::from(s);
         set_nonblocking(f.as_raw_fd());
         f
     });
@@ -399,6 +448,7 @@ fn run(
     let mut exited = false;
     let mut drain_until: Option<Instant> = None;
     let mut scratch = vec![0u8; 64 * 1024];
+    let mut violation_nr = None;
 
     loop {
         if !exited && has_exited(pid) {
@@ -436,35 +486,30 @@ fn run(
         if let Some(k) = kill_at {
             wake = wake.min(k);
         }
-        if pidfd.is_none() && !exited {
-            wake = wake.min(now + Duration::from_millis(10));
-        }
         let timeout_ms = wake
             .saturating_duration_since(now)
             .as_millis()
             .min(i32::MAX as u128) as i32;
 
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(4);
-        for fd in [out.raw(), err.raw()].into_iter().flatten() {
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(5);
+        let mut watch = |fd: RawFd, events: libc::c_short| {
             fds.push(libc::pollfd {
                 fd,
-                events: libc::POLLIN,
+                events,
                 revents: 0,
-            });
+            })
+        };
+        for fd in [out.raw(), err.raw()].into_iter().flatten() {
+            watch(fd, libc::POLLIN);
         }
         if let Some(f) = &input {
-            fds.push(libc::pollfd {
-                fd: f.as_raw_fd(),
-                events: libc::POLLOUT,
-                revents: 0,
-            });
+            watch(f.as_raw_fd(), libc::POLLOUT);
         }
-        if let (Some(p), false) = (&pidfd, exited) {
-            fds.push(libc::pollfd {
-                fd: p.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+        if !exited {
+            watch(pidfd.as_raw_fd(), libc::POLLIN);
+        }
+        if let Some(n) = &notifier {
+            watch(n.raw(), libc::POLLIN);
         }
         // SAFETY: fds is a valid array of pollfd of the given length.
         let n = unsafe {
@@ -485,6 +530,13 @@ fn run(
                 out.pump(&mut scratch);
             } else if Some(p.fd) == err.raw() {
                 err.pump(&mut scratch);
+            } else if notifier.as_ref().is_some_and(|n| n.raw() == p.fd) {
+                let n = notifier.as_mut().expect("checked above");
+                // POLLHUP without POLLIN: every process using the filter is gone.
+                if p.revents & libc::POLLIN == 0 || !n.handle() {
+                    violation_nr = violation_nr.or(n.first);
+                    notifier = None;
+                }
             } else if input.as_ref().is_some_and(|f| f.as_raw_fd() == p.fd) {
                 let f = input.as_mut().expect("checked above");
                 if p.revents & libc::POLLOUT != 0 && written < data.len() {
@@ -509,26 +561,27 @@ fn run(
     }
     drop(input);
     drop(pidfd);
+    let refused = violation_nr.or(notifier.as_ref().and_then(|n| n.first));
+    drop(notifier);
     // Every descendant is dead: reap the direct child, then the adopted orphans.
-    let status = child.wait().map_err(ExecError::Setup)?;
+    let status = reap(pid).map_err(ExecError::Setup)?;
     group.finish();
-    let mut warnings = std::mem::take(&mut applied.warnings);
-    let outcome = applied.finish();
-    if let Some(e) = &outcome.report.error {
-        warnings.push(format!("libsandbox: {e}"));
-    }
 
     let (stdout, stdout_truncated) = out.finish();
     let (stderr, stderr_truncated) = err.finish();
-    let signal = status.signal();
-    let violation = match (signal, &outcome.report.violation) {
-        (Some(libc::SIGSYS), Some((nr, name))) => Some(Violation {
-            syscall: name.clone(),
-            number: Some(*nr),
-            profile: v.profile.clone(),
-            hint: hint(*nr, name, &v.profile),
-        }),
-        (Some(libc::SIGSYS), None) if outcome.sandboxed == Sandboxed::Exact => Some(Violation {
+    let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
+    let exit_code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let violation = match (signal, refused) {
+        (_, Some(nr)) => {
+            let name = NATIVE.syscall_name(nr).unwrap_or("unknown");
+            Some(Violation {
+                syscall: name.to_string(),
+                number: Some(nr),
+                profile: v.profile.clone(),
+                hint: hint(nr, name, &v.profile),
+            })
+        }
+        (Some(libc::SIGSYS), None) if plan.planned == Sandboxed::Exact => Some(Violation {
             syscall: "unknown".into(),
             number: None,
             profile: v.profile.clone(),
@@ -540,7 +593,7 @@ fn run(
         _ => None,
     };
     Ok(ExecResult {
-        exit_code: status.code(),
+        exit_code,
         signal,
         stdout,
         stderr,
@@ -550,10 +603,10 @@ fn run(
         timed_out,
         violation,
         sandboxed: SandboxInfo {
-            filter: outcome.sandboxed,
+            filter: plan.planned,
             profile: v.profile.clone(),
         },
-        warnings,
+        warnings: plan.warnings,
     })
 }
 

@@ -1,0 +1,546 @@
+//! Starting a request's program without fork: `clone(CLONE_VM)` onto a private stack, as
+//! `posix_spawn` does, so the host's address space is never copied. (std's `Command` forks as
+//! soon as a pre-exec hook is set, which cost about 170 µs per request; see docs/exec.md.)
+//!
+//! The child shares the host's memory until `execve`, so it runs only raw system calls on
+//! memory prepared before the clone: no allocation, no lock, no libc state (not even `errno`,
+//! which would be the host thread's). In order: default signal dispositions, a new session,
+//! the request cgroup, the working directory, standard streams, resource limits,
+//! no_new_privs, the outer filter, then `execve`. When the filter sends violations to a
+//! supervisor (`SECCOMP_RET_USER_NOTIF`), the kernel gives the child the listener; the child
+//! says which descriptor it is and waits while the host takes a copy with `pidfd_getfd`; the
+//! listener is close-on-exec, so the program never holds it.
+//!
+//! The child reports on a close-on-exec pipe: a failure (stage and errno) before exiting with
+//! 127, or nothing, in which case end-of-file means `execve` succeeded. The kernel switches to
+//! the new program's memory before it closes close-on-exec descriptors, so once the host reads
+//! end-of-file the child no longer uses the host's memory and its stack can be freed.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::raw::{c_char, c_int, c_void};
+
+use crate::policy::Insn;
+
+/// The child's stack: it only calls raw syscalls, so a small one with a guard page suffices.
+const STACK_SIZE: usize = 64 * 1024;
+const GUARD: usize = 4096;
+
+/// One resource limit to set in the child (values already capped by the parent).
+pub(crate) type Limit = (c_int, libc::rlimit);
+
+/// Everything the child does before exec, prepared by the parent.
+pub(crate) struct Spec<'a> {
+    /// The program's path; `execve` receives this very buffer (the outer filter's exemption
+    /// names its address).
+    pub path: &'a CString,
+    /// Argument vector, program first.
+    pub argv: &'a [CString],
+    /// The complete environment, `KEY=value`.
+    pub envp: &'a [CString],
+    /// Working directory.
+    pub cwd: Option<&'a CString>,
+    /// What becomes the child's descriptors 0, 1 and 2.
+    pub stdio: [RawFd; 3],
+    /// `cgroup.procs` of the request cgroup, to join before anything else can fork.
+    pub cgroup: Option<RawFd>,
+    /// Resource limits.
+    pub limits: &'a [Limit],
+    /// The outer filter, installed last.
+    pub filter: Option<&'a [Insn]>,
+    /// The filter sends violations to a listener the host must hold.
+    pub listener: bool,
+}
+
+/// A started program.
+#[derive(Debug)]
+pub(crate) struct Spawned {
+    /// Its pid (our child; reap it with `waitpid`).
+    pub pid: i32,
+    /// A pidfd for it, readable when it exits.
+    pub pidfd: OwnedFd,
+    /// The seccomp listener of its filter, when the filter notifies.
+    pub listener: Option<OwnedFd>,
+}
+
+/// Where the child failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+enum Stage {
+    Signals = 1,
+    Session,
+    Cgroup,
+    Cwd,
+    Stdio,
+    Limits,
+    NoNewPrivs,
+    Filter,
+    Listener,
+    Exec,
+}
+
+impl Stage {
+    fn from_i32(n: i32) -> Option<Stage> {
+        use Stage::*;
+        [
+            Signals, Session, Cgroup, Cwd, Stdio, Limits, NoNewPrivs, Filter, Listener, Exec,
+        ]
+        .into_iter()
+        .find(|s| *s as i32 == n)
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            Stage::Signals => "resetting signal dispositions",
+            Stage::Session => "starting a new session",
+            Stage::Cgroup => "joining the request cgroup",
+            Stage::Cwd => "changing to the working directory",
+            Stage::Stdio => "setting up standard streams",
+            Stage::Limits => "setting resource limits",
+            Stage::NoNewPrivs => "setting no_new_privs",
+            Stage::Filter => "installing the seccomp filter",
+            Stage::Listener => "handing over the seccomp listener",
+            Stage::Exec => "exec",
+        }
+    }
+}
+
+/// A message from the child: `[tag, a, b]`, written in one `write` (atomic on a pipe).
+const MSG_LISTENER: i32 = 1;
+const MSG_FAILED: i32 = 2;
+
+/// What the child reads, as raw pointers into memory the parent keeps alive until exec.
+#[repr(C)]
+struct Ctx {
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    cwd: *const c_char,
+    stdio: [RawFd; 3],
+    cgroup: RawFd,
+    limits: *const Limit,
+    nlimits: usize,
+    fprog: libc::sock_fprog,
+    has_filter: bool,
+    listener: bool,
+    /// Write end of the report pipe.
+    report: RawFd,
+    /// Read end of the go-ahead pipe (listener handover), or -1.
+    go: RawFd,
+}
+
+/// Raw system calls: they return `-errno` and touch no libc state.
+mod raw {
+    #[cfg(target_arch = "x86_64")]
+    pub(super) unsafe fn syscall(nr: libc::c_long, a: [usize; 6]) -> isize {
+        let ret: isize;
+        // SAFETY: the caller passes arguments valid for `nr`; the kernel clobbers rcx and r11.
+        unsafe {
+            core::arch::asm!(
+                "syscall",
+                inlateout("rax") nr as isize => ret,
+                in("rdi") a[0], in("rsi") a[1], in("rdx") a[2],
+                in("r10") a[3], in("r8") a[4], in("r9") a[5],
+                lateout("rcx") _, lateout("r11") _,
+                options(nostack),
+            );
+        }
+        ret
+    }
+
+    #[cfg(target_arch = "aarch64")]
+    pub(super) unsafe fn syscall(nr: libc::c_long, a: [usize; 6]) -> isize {
+        let ret: isize;
+        // SAFETY: the caller passes arguments valid for `nr`.
+        unsafe {
+            core::arch::asm!(
+                "svc 0",
+                in("x8") nr,
+                inlateout("x0") a[0] as isize => ret,
+                in("x1") a[1], in("x2") a[2], in("x3") a[3], in("x4") a[4], in("x5") a[5],
+                options(nostack),
+            );
+        }
+        ret
+    }
+}
+
+/// Shorthand for a raw syscall with fewer than six arguments.
+macro_rules! sys {
+    ($nr:expr $(, $a:expr)*) => {{
+        let mut args = [0usize; 6];
+        let given: &[usize] = &[$($a as usize),*];
+        args[..given.len()].copy_from_slice(given);
+        raw::syscall($nr, args)
+    }};
+}
+
+/// Writes one message to the report pipe.
+unsafe fn tell(fd: RawFd, msg: [i32; 3]) {
+    // SAFETY: msg is a local array; a failed write only loses the message.
+    unsafe {
+        sys!(
+            libc::SYS_write,
+            fd,
+            msg.as_ptr(),
+            std::mem::size_of_val(&msg)
+        )
+    };
+}
+
+/// Reports the failure of `stage` and ends the child.
+unsafe fn fail(c: &Ctx, stage: Stage, rc: isize) -> ! {
+    // SAFETY: raw write and exit_group.
+    unsafe {
+        tell(c.report, [MSG_FAILED, stage as i32, (-rc) as i32]);
+        sys!(libc::SYS_exit_group, 127);
+    }
+    #[allow(clippy::empty_loop)]
+    loop {}
+}
+
+extern "C" fn child_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the parent's Ctx, alive and unchanged until this child execs or exits;
+    // every pointer in it was prepared by `spawn` for these calls.
+    unsafe {
+        let c = &*(arg as *const Ctx);
+        // Default dispositions for every signal (handlers are the host's code); the mask
+        // inherited from the parent blocks everything until just before exec.
+        let dfl = [0u64; 4];
+        for sig in 1..=64 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                let rc = sys!(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), 0, 8);
+                if rc < 0 {
+                    fail(c, Stage::Signals, rc);
+                }
+            }
+        }
+        let rc = sys!(libc::SYS_setsid);
+        if rc < 0 {
+            fail(c, Stage::Session, rc);
+        }
+        if c.cgroup >= 0 {
+            let rc = sys!(libc::SYS_write, c.cgroup, b"0".as_ptr(), 1);
+            if rc != 1 {
+                fail(c, Stage::Cgroup, rc.min(-libc::EIO as isize));
+            }
+        }
+        if !c.cwd.is_null() {
+            let rc = sys!(libc::SYS_chdir, c.cwd);
+            if rc < 0 {
+                fail(c, Stage::Cwd, rc);
+            }
+        }
+        // The sources are all >= 3 (the parent made sure), so no dup clobbers another's source.
+        for (target, src) in c.stdio.iter().enumerate() {
+            let rc = sys!(libc::SYS_dup3, *src, target, 0);
+            if rc < 0 {
+                fail(c, Stage::Stdio, rc);
+            }
+        }
+        for i in 0..c.nlimits {
+            let (res, lim) = &*c.limits.add(i);
+            let rc = sys!(libc::SYS_prlimit64, 0, *res, lim as *const libc::rlimit, 0);
+            if rc < 0 {
+                fail(c, Stage::Limits, rc);
+            }
+        }
+        if c.has_filter {
+            let rc = sys!(libc::SYS_prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            if rc < 0 {
+                fail(c, Stage::NoNewPrivs, rc);
+            }
+            // A single-threaded child: no TSYNC (which NEW_LISTENER would not allow anyway).
+            let flags = if c.listener {
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+            } else {
+                0
+            };
+            let rc = sys!(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                flags,
+                &c.fprog as *const libc::sock_fprog
+            );
+            if rc < 0 {
+                fail(c, Stage::Filter, rc);
+            }
+            // From here on the filter applies: only write, read, close, rt_sigprocmask and the
+            // exempted execve, which every filtering profile allows.
+            if c.listener {
+                tell(c.report, [MSG_LISTENER, rc as i32, 0]);
+                let mut go = 0u8;
+                let n = sys!(libc::SYS_read, c.go, &mut go as *mut u8, 1);
+                if n != 1 || go != 1 {
+                    sys!(libc::SYS_exit_group, 127);
+                }
+                sys!(libc::SYS_close, rc);
+            }
+        }
+        let empty = 0u64;
+        sys!(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const u64,
+            0,
+            8
+        );
+        let rc = sys!(libc::SYS_execve, c.path, c.argv, c.envp);
+        fail(c, Stage::Exec, rc)
+    }
+}
+
+/// Why the program was not started.
+#[derive(Debug)]
+pub(crate) enum SpawnError {
+    /// `execve` failed (ENOENT, EACCES, ENOEXEC...).
+    Exec(std::io::Error),
+    /// The child failed while setting up, or the host could not start it.
+    Setup(std::io::Error),
+}
+
+/// A pipe whose two ends are close-on-exec.
+pub(crate) fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: pipe2 writes two descriptors into fds.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and belong to nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `fd` itself if it is above the standard streams, else a close-on-exec copy that is.
+pub(crate) fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: fcntl duplicates a descriptor we own.
+    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: n was just created and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// The child's stack, freed on drop.
+struct Stack(*mut c_void);
+
+impl Stack {
+    fn new() -> std::io::Result<Stack> {
+        // SAFETY: an anonymous private mapping; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                STACK_SIZE + GUARD,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        let stack = Stack(p);
+        // The stack grows down: the guard page is at the low end.
+        // SAFETY: the first page of the mapping we own.
+        if unsafe { libc::mprotect(p, GUARD, libc::PROT_NONE) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stack)
+    }
+
+    fn top(&self) -> *mut c_void {
+        // SAFETY: one past the end of the mapping, 16-byte aligned (page-aligned size).
+        unsafe { self.0.cast::<u8>().add(STACK_SIZE + GUARD).cast() }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: the mapping created in `new`; nobody uses it any more (see `spawn`).
+        unsafe { libc::munmap(self.0, STACK_SIZE + GUARD) };
+    }
+}
+
+/// Null-terminated pointer array for `execve`.
+fn ptrs(v: &[CString]) -> Vec<*const c_char> {
+    v.iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect()
+}
+
+/// Starts the program described by `spec`; returns once it has exec'd (or failed to).
+pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
+    if spec.stdio.iter().any(|&fd| fd <= 2) {
+        return Err(SpawnError::Setup(std::io::Error::from_raw_os_error(
+            libc::EINVAL,
+        )));
+    }
+    let setup = SpawnError::Setup;
+    let argv = ptrs(spec.argv);
+    let envp = ptrs(spec.envp);
+    let (report_r, report_w) = pipe().map_err(setup)?;
+    let go = if spec.listener {
+        Some(pipe().map_err(setup)?)
+    } else {
+        None
+    };
+    let stack = Stack::new().map_err(setup)?;
+    let filter = spec.filter.unwrap_or(&[]);
+    let ctx = Ctx {
+        path: spec.path.as_ptr(),
+        argv: argv.as_ptr(),
+        envp: envp.as_ptr(),
+        cwd: spec.cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
+        stdio: spec.stdio,
+        cgroup: spec.cgroup.unwrap_or(-1),
+        limits: spec.limits.as_ptr(),
+        nlimits: spec.limits.len(),
+        fprog: libc::sock_fprog {
+            len: filter.len() as u16,
+            // Insn has the layout of sock_filter (repr(C), same fields and order).
+            filter: filter.as_ptr() as *mut libc::sock_filter,
+        },
+        has_filter: spec.filter.is_some(),
+        listener: spec.listener,
+        report: report_w.as_raw_fd(),
+        go: go.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
+    };
+
+    let mut pidfd: c_int = -1;
+    // SAFETY: sigset operations on locals; pthread_sigmask affects only this thread.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: clone runs child_main on `stack` with `ctx`, both alive until the child has
+    // exec'd or exited (the loop below waits for end-of-file on the report pipe). Signals are
+    // blocked around the clone so that no host handler runs on the child's stack.
+    let pid = unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            child_main,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
+            &ctx as *const Ctx as *mut c_void,
+            &mut pidfd as *mut c_int,
+        );
+        let err = std::io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid < 0 {
+            return Err(SpawnError::Setup(err));
+        }
+        pid
+    };
+    // SAFETY: CLONE_PIDFD stored a new descriptor that belongs to nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    // Only the child holds the write ends now.
+    drop(report_w);
+    let go_w = go.map(|(r, w)| {
+        drop(r);
+        w
+    });
+
+    let mut listener = None;
+    let mut failure: Option<SpawnError> = None;
+    loop {
+        let mut msg = [0i32; 3];
+        // SAFETY: reads at most size_of(msg) bytes into msg.
+        let n = unsafe {
+            libc::read(
+                report_r.as_raw_fd(),
+                msg.as_mut_ptr().cast(),
+                std::mem::size_of_val(&msg),
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            // Cannot happen on a pipe we own; stop the child rather than guess.
+            // SAFETY: signals our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            failure.get_or_insert(SpawnError::Setup(e));
+            wait_eof(&report_r);
+            break;
+        }
+        if n == 0 {
+            break;
+        }
+        match msg {
+            [MSG_LISTENER, fd, _] => {
+                let (taken, ok) = match take_fd(&pidfd, fd) {
+                    Ok(l) => (Some(l), 1u8),
+                    Err(e) => {
+                        failure.get_or_insert(SpawnError::Setup(std::io::Error::new(
+                            e.kind(),
+                            format!("{}: {e}", Stage::Listener.what()),
+                        )));
+                        (None, 0u8)
+                    }
+                };
+                listener = taken;
+                if let Some(w) = &go_w {
+                    // SAFETY: writes one byte from a local; if it fails the child exits.
+                    unsafe { libc::write(w.as_raw_fd(), (&ok as *const u8).cast(), 1) };
+                }
+            }
+            [MSG_FAILED, stage, errno] => {
+                let err = std::io::Error::from_raw_os_error(errno);
+                let e = match Stage::from_i32(stage) {
+                    Some(Stage::Exec) => SpawnError::Exec(err),
+                    Some(s) => SpawnError::Setup(std::io::Error::new(
+                        err.kind(),
+                        format!("{}: {err}", s.what()),
+                    )),
+                    None => SpawnError::Setup(err),
+                };
+                failure.get_or_insert(e);
+            }
+            _ => {}
+        }
+    }
+    // The child has exec'd or exited: its stack (and `ctx`, argv, envp) are no longer used.
+    drop(stack);
+    if let Some(e) = failure {
+        let mut status = 0;
+        // SAFETY: reaps our own child, which has exited or is about to.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        return Err(e);
+    }
+    Ok(Spawned {
+        pid,
+        pidfd,
+        listener: if spec.listener { listener } else { None },
+    })
+}
+
+/// Reads until end-of-file (the child exec'd or exited).
+fn wait_eof(fd: &OwnedFd) {
+    let mut buf = [0u8; 64];
+    loop {
+        // SAFETY: reads into a local buffer.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n == 0
+            || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted)
+        {
+            return;
+        }
+    }
+}
+
+/// A copy of descriptor `fd` of the process behind `pidfd`.
+fn take_fd(pidfd: &OwnedFd, fd: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd returns a new close-on-exec descriptor or -1.
+    let n = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: n was just created and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n as RawFd) })
+}
