@@ -3,9 +3,12 @@
 //!
 //! Two mechanisms:
 //! - **cgroup** (preferred): a cgroup v2 directory per request, next to the host's own cgroup.
-//!   The child joins it between fork and exec (before any filter), so every descendant is in
-//!   it whatever it does with sessions and process groups. Killing: freeze, record the
-//!   members, `cgroup.kill`, wait until the cgroup is empty, reap, `rmdir`.
+//!   The child is created in it (`clone3` with `CLONE_INTO_CGROUP`, or it joins before exec
+//!   where that is not available), so every descendant is in it whatever it does with sessions
+//!   and process groups. Killing: freeze, record the members, `cgroup.kill`, wait until the
+//!   cgroup is empty, reap. An emptied cgroup is thawed and kept for the next request (up to
+//!   [`POOL_MAX`] idle ones; creating and removing a directory costs about 100 µs); idle ones
+//!   are removed at exit, and those of hosts that died are removed by the next host.
 //! - **subreaper** (fallback when no writable cgroup v2 is mounted): the host is made a child
 //!   subreaper, so orphans are re-parented to it rather than to init; the request's processes
 //!   are found by walking `/proc` (same session or process group as the child, or a parent
@@ -125,7 +128,7 @@ fn remove_stale(dir: &Path) {
 /// request, joining an existing one a few.
 const POOL_MAX: usize = 32;
 
-/// An idle request cgroup (its `cgroup.procs` is opened again when it is reused, so the pool
+/// An idle request cgroup (its directory is opened again when it is reused, so the pool
 /// holds no descriptors).
 #[derive(Debug)]
 struct Idle {
@@ -170,11 +173,8 @@ fn active() -> &'static Mutex<HashSet<String>> {
 fn take_idle() -> Option<Cg> {
     loop {
         let idle = pool().lock().unwrap_or_else(|e| e.into_inner()).pop()?;
-        match fs::OpenOptions::new()
-            .write(true)
-            .open(idle.dir.join("cgroup.procs"))
-        {
-            Ok(procs) => {
+        match fs::File::open(&idle.dir) {
+            Ok(fd) => {
                 active()
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -183,7 +183,7 @@ fn take_idle() -> Option<Cg> {
                     name: idle.name,
                     dir: idle.dir,
                     rel: idle.rel,
-                    procs,
+                    fd,
                 });
             }
             Err(_) => {
@@ -212,7 +212,8 @@ struct Cg {
     name: String,
     dir: PathBuf,
     rel: String,
-    procs: fs::File,
+    /// The cgroup's directory, for `CLONE_INTO_CGROUP`.
+    fd: fs::File,
 }
 
 /// One request's processes.
@@ -226,6 +227,9 @@ pub(crate) struct Group {
     froze: bool,
     /// Killing ended with the cgroup empty, so it can be reused.
     emptied: bool,
+    /// `cgroup.kill` was used: the cgroup is not reused (on this kernel a child created in a
+    /// cgroup that was once killed with `CLONE_INTO_CGROUP` is killed at birth).
+    killed: bool,
     finished: bool,
 }
 
@@ -251,23 +255,14 @@ impl Group {
                 static N: AtomicU64 = AtomicU64::new(0);
                 let name = format!("{}{}", prefix(), N.fetch_add(1, Ordering::Relaxed));
                 let dir = b.dir.join(&name);
-                match fs::create_dir(&dir).and_then(|_| {
-                    fs::OpenOptions::new()
-                        .write(true)
-                        .open(dir.join("cgroup.procs"))
-                }) {
-                    Ok(procs) => {
+                match fs::create_dir(&dir).and_then(|_| fs::File::open(&dir)) {
+                    Ok(fd) => {
                         active()
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
                             .insert(name.clone());
                         let rel = format!("{}/{}", b.rel.trim_end_matches('/'), name);
-                        Some(Cg {
-                            name,
-                            dir,
-                            rel,
-                            procs,
-                        })
+                        Some(Cg { name, dir, rel, fd })
                     }
                     Err(e) if want == Containment::Cgroup => {
                         let _ = fs::remove_dir(&dir);
@@ -287,6 +282,7 @@ impl Group {
             recorded: Vec::new(),
             froze: false,
             emptied: false,
+            killed: false,
             finished: false,
         })
     }
@@ -300,9 +296,9 @@ impl Group {
         }
     }
 
-    /// The descriptor the child writes `0` to (its `cgroup.procs`) before exec.
-    pub(crate) fn join_fd(&self) -> Option<RawFd> {
-        self.cg.as_ref().map(|c| c.procs.as_raw_fd())
+    /// The request cgroup's directory, which the child is started in.
+    pub(crate) fn dir_fd(&self) -> Option<RawFd> {
+        self.cg.as_ref().map(|c| c.fd.as_raw_fd())
     }
 
     /// Records the direct child's pid (it leads its own session).
@@ -351,6 +347,7 @@ impl Group {
                         }
                     }
                 }
+                self.killed = true;
                 if let Err(e) = write_file(&cg.dir.join("cgroup.kill"), b"1") {
                     tracing::warn!(error = %e, "cgroup.kill failed; killing members one by one");
                     for pid in read_procs(&cg.dir) {
@@ -437,7 +434,7 @@ impl Group {
             .remove(&cg.name);
         sweep(&cg.rel);
         let thawed = !self.froze || write_file(&cg.dir.join("cgroup.freeze"), b"0").is_ok();
-        if self.emptied && thawed {
+        if self.emptied && thawed && !self.killed {
             let mut idle = pool().lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < POOL_MAX {
                 idle.push(Idle {
@@ -448,7 +445,7 @@ impl Group {
                 return;
             }
         }
-        drop(cg.procs);
+        drop(cg.fd);
         if let Err(e) = fs::remove_dir(&cg.dir) {
             tracing::warn!(cgroup = %cg.dir.display(), error = %e, "cannot remove the request cgroup");
         }

@@ -415,7 +415,7 @@ fn run(
             io.child[1].as_raw_fd(),
             io.child[2].as_raw_fd(),
         ],
-        cgroup: group.join_fd(),
+        cgroup: group.dir_fd(),
         limits: &limits,
         filter: plan.filter.as_deref(),
         listener: plan.notify,

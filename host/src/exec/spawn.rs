@@ -42,7 +42,7 @@ pub(crate) struct Spec<'a> {
     pub cwd: Option<&'a CString>,
     /// What becomes the child's descriptors 0, 1 and 2.
     pub stdio: [RawFd; 3],
-    /// `cgroup.procs` of the request cgroup, to join before anything else can fork.
+    /// The request cgroup's directory: the child starts in it.
     pub cgroup: Option<RawFd>,
     /// Resource limits.
     pub limits: &'a [Limit],
@@ -117,7 +117,8 @@ struct Ctx {
     envp: *const *const c_char,
     cwd: *const c_char,
     stdio: [RawFd; 3],
-    cgroup: RawFd,
+    /// The cgroup directory to join from the child (-1: none, or created in it by clone3).
+    join_cgroup: RawFd,
     limits: *const Limit,
     nlimits: usize,
     fprog: libc::sock_fprog,
@@ -163,6 +164,66 @@ mod raw {
         }
         ret
     }
+}
+
+/// `struct clone_args` up to `cgroup` (CLONE_ARGS_SIZE_VER2).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// `CLONE_INTO_CGROUP` (Linux 5.7).
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// `clone3` that runs `f(arg)` in the child on the stack the arguments give, then exits with
+/// its result; returns the child's pid (or `-errno`) in the parent. glibc has no wrapper that
+/// takes `clone_args`, and the child cannot return from the syscall into Rust code: its stack
+/// is a fresh one.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone3(
+    args: &CloneArgs,
+    f: extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+) -> isize {
+    let ret: isize;
+    // SAFETY: the caller gives a valid clone_args with a stack for the child. The parent only
+    // gets rax back; the child (rax == 0) calls f on its new stack, which is 16-byte aligned
+    // at the top (page-aligned size), and never comes back here.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r12",
+            "call r13",
+            "mov edi, eax",
+            "mov eax, {exit}",
+            "syscall",
+            "ud2",
+            "2:",
+            exit = const libc::SYS_exit_group,
+            inlateout("rax") libc::SYS_clone3 as isize => ret,
+            in("rdi") args as *const CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") arg,
+            in("r13") f,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
 }
 
 /// Shorthand for a raw syscall with fewer than six arguments.
@@ -219,11 +280,21 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if rc < 0 {
             fail(c, Stage::Session, rc);
         }
-        if c.cgroup >= 0 {
-            let rc = sys!(libc::SYS_write, c.cgroup, b"0".as_ptr(), 1);
+        if c.join_cgroup >= 0 {
+            let procs = sys!(
+                libc::SYS_openat,
+                c.join_cgroup,
+                c"cgroup.procs".as_ptr(),
+                libc::O_WRONLY | libc::O_CLOEXEC
+            );
+            if procs < 0 {
+                fail(c, Stage::Cgroup, procs);
+            }
+            let rc = sys!(libc::SYS_write, procs, b"0".as_ptr(), 1);
             if rc != 1 {
                 fail(c, Stage::Cgroup, rc.min(-libc::EIO as isize));
             }
+            sys!(libc::SYS_close, procs);
         }
         if !c.cwd.is_null() {
             let rc = sys!(libc::SYS_chdir, c.cwd);
@@ -352,6 +423,7 @@ impl Stack {
         Ok(stack)
     }
 
+    #[cfg(not(target_arch = "x86_64"))]
     fn top(&self) -> *mut c_void {
         // SAFETY: one past the end of the mapping, 16-byte aligned (page-aligned size).
         unsafe { self.0.cast::<u8>().add(STACK_SIZE + GUARD).cast() }
@@ -397,7 +469,11 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         envp: envp.as_ptr(),
         cwd: spec.cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
         stdio: spec.stdio,
-        cgroup: spec.cgroup.unwrap_or(-1),
+        join_cgroup: if cfg!(target_arch = "x86_64") {
+            -1
+        } else {
+            spec.cgroup.unwrap_or(-1)
+        },
         limits: spec.limits.as_ptr(),
         nlimits: spec.limits.len(),
         fprog: libc::sock_fprog {
@@ -422,19 +498,12 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let pid = unsafe {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            child_main,
-            stack.top(),
-            libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
-            &ctx as *const Ctx as *mut c_void,
-            &mut pidfd as *mut c_int,
-        );
-        let err = std::io::Error::last_os_error();
+        let pid = start_child(&ctx, &stack, spec.cgroup, &mut pidfd);
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        if pid < 0 {
-            return Err(SpawnError::Setup(err));
+        match pid {
+            Ok(pid) => pid,
+            Err(e) => return Err(SpawnError::Setup(e)),
         }
-        pid
     };
     // SAFETY: CLONE_PIDFD stored a new descriptor that belongs to nobody else.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
@@ -518,6 +587,60 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         pidfd,
         listener: if spec.listener { listener } else { None },
     })
+}
+
+/// Starts `child_main(ctx)` on `stack` in a new process sharing our memory; x86_64 creates it
+/// directly in the request cgroup.
+#[cfg(target_arch = "x86_64")]
+unsafe fn start_child(
+    ctx: &Ctx,
+    stack: &Stack,
+    cgroup: Option<RawFd>,
+    pidfd: &mut c_int,
+) -> std::io::Result<i32> {
+    let mut args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_PIDFD) as u64,
+        pidfd: pidfd as *mut c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: stack.0 as u64,
+        stack_size: (STACK_SIZE + GUARD) as u64,
+        ..CloneArgs::default()
+    };
+    if let Some(fd) = cgroup {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd as u64;
+    }
+    // SAFETY: as in `spawn`: args, ctx and stack stay valid until the child has exec'd.
+    let rc = unsafe { clone3(&args, child_main, ctx as *const Ctx as *mut c_void) };
+    if rc < 0 {
+        return Err(std::io::Error::from_raw_os_error(-rc as i32));
+    }
+    Ok(rc as i32)
+}
+
+/// Starts `child_main(ctx)` on `stack` in a new process sharing our memory; the child joins
+/// the request cgroup itself.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn start_child(
+    ctx: &Ctx,
+    stack: &Stack,
+    _cgroup: Option<RawFd>,
+    pidfd: &mut c_int,
+) -> std::io::Result<i32> {
+    // SAFETY: as in `spawn`: ctx and stack stay valid until the child has exec'd.
+    let pid = unsafe {
+        libc::clone(
+            child_main,
+            stack.top(),
+            libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
+            ctx as *const Ctx as *mut c_void,
+            pidfd as *mut c_int,
+        )
+    };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(pid)
 }
 
 /// Reads until end-of-file (the child exec'd or exited).
