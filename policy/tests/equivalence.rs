@@ -590,3 +590,35 @@ fn exemptions_come_before_every_rule() {
         assert_equivalent(&p);
     }
 }
+
+#[test]
+fn retarget_changes_trap_to_user_notif_and_nothing_else() {
+    use sandbox_policy::action::{RET_TRAP, RET_USER_NOTIF};
+    use sandbox_policy::bpf::retarget;
+    let policy = from_env(
+        Arch::X86_64,
+        Some("read:write:openat(a2 & O_ACCMODE == O_WRONLY)=EROFS:exit_group"),
+        None,
+        Some("trap"),
+    );
+    let before = ours(&compile(&policy));
+    let mut after = compile(&policy);
+    assert!(retarget(&mut after, RET_TRAP, RET_USER_NOTIF) > 0);
+    let after = ours(&after);
+    validate(&after).unwrap();
+    let values = interesting_values(&policy);
+    for nr in 0..600u32 {
+        for args in arg_patterns(&policy, nr, &values) {
+            let data = Data::new(Arch::X86_64, nr, args);
+            let (b, a) = (run(&before, &data).unwrap(), run(&after, &data).unwrap());
+            let want = if b == RET_TRAP { RET_USER_NOTIF } else { b };
+            assert_eq!(a, want, "nr {nr} args {args:x?}");
+        }
+    }
+    // A program without trap is left alone.
+    let kill = from_env(Arch::X86_64, Some("read"), None, Some("kill"));
+    let mut prog = compile(&kill);
+    let copy = prog.clone();
+    assert_eq!(retarget(&mut prog, RET_TRAP, RET_USER_NOTIF), 0);
+    assert_eq!(prog, copy);
+}

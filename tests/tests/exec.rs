@@ -705,3 +705,113 @@ fn result_serializes_with_the_documented_fields() {
         serde_json::json!({"filter": "exact", "profile": "minimal"})
     );
 }
+
+// ---- violations through the filter's listener ----
+
+#[test]
+fn violation_in_a_descendant_is_named() {
+    // The shell runs on; its child dies of SIGSYS (128 + 31 = 159).
+    let mut r = req(&[
+        "/bin/sh",
+        "-c",
+        &format!("{PYTHON} -c 'import socket; socket.socket()'; echo after $?"),
+    ]);
+    r.profile = "shell".into();
+    let res = run(&r);
+    assert_eq!(res.exit_code, Some(0), "{res:?}");
+    assert_eq!(res.stdout, "after 159\n");
+    let v = res.violation.expect("a violation");
+    assert_eq!(v.syscall, "socket");
+    assert_eq!(v.profile, "shell");
+}
+
+#[test]
+fn a_program_that_ignores_catches_or_blocks_sigsys_is_still_stopped() {
+    for setup in [
+        "signal.signal(signal.SIGSYS, signal.SIG_IGN)",
+        "signal.signal(signal.SIGSYS, lambda *a: print('handler ran'))",
+        "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGSYS])",
+    ] {
+        let script = format!("import signal, socket\n{setup}\nsocket.socket()\nprint('survived')");
+        let res = run(&req(&[PYTHON, "-c", &script]));
+        assert_eq!(res.signal, Some(libc::SIGKILL), "{setup}: {res:?}");
+        assert_eq!(res.stdout, "", "{setup}: the call never returned");
+        assert_eq!(
+            res.violation.as_ref().map(|v| v.syscall.as_str()),
+            Some("socket"),
+            "{setup}"
+        );
+    }
+}
+
+#[test]
+fn the_program_holds_no_descriptor_of_the_host() {
+    // Not the filter's listener, the spawn pipes, the cgroup directory or anything else: only
+    // its standard streams (3 is the directory listdir opens).
+    let res = run(&req(&[
+        PYTHON,
+        "-c",
+        "import os; print(sorted(os.listdir('/proc/self/fd')))",
+    ]));
+    assert_eq!(res.stdout, "['0', '1', '2', '3']\n", "{res:?}");
+}
+
+#[test]
+fn a_static_program_confined_by_the_outer_filter_has_its_violation_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = sandbox_tests::compile_c(
+        dir.path(),
+        "static_socket",
+        "#include <stdio.h>\n#include <sys/socket.h>\n\
+         int main(void) { puts(\"before\"); fflush(stdout);\n\
+         socket(AF_INET, SOCK_STREAM, 0); puts(\"after\"); return 0; }\n",
+        sandbox_tests::Build::Static,
+    );
+    let mut r = req(&[prog.to_str().unwrap()]);
+    r.static_binary = sandbox_host::StaticBinaryAction::Confine;
+    let res = run(&r);
+    assert_eq!(res.stdout, "before\n", "{res:?}");
+    assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
+    assert_eq!(res.sandboxed.filter, Sandboxed::Exact);
+    assert_eq!(res.violation.expect("a violation").syscall, "socket");
+    // Blocked by default: the preload cannot enter it (the request asks for `confine`).
+    let (field, reason) = refused(&req(&[prog.to_str().unwrap()]));
+    assert_eq!(field, "argv[0]");
+    assert!(reason.contains("static"), "{reason}");
+}
+
+#[test]
+fn exec_failure_is_reported_as_a_refusal_of_argv0() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = dir.path().join("garbage");
+    sandbox_tests::write_executable(&prog, "\x01\x02 not a program\n");
+    let mut r = req(&[prog.to_str().unwrap()]);
+    r.static_binary = sandbox_host::StaticBinaryAction::Allow;
+    let (field, reason) = refused(&r);
+    assert_eq!(field, "argv[0]");
+    assert!(reason.contains("format"), "{reason}");
+}
+
+#[test]
+fn requests_after_one_whose_leftovers_were_killed_run_normally() {
+    // The first request leaves a background job, killed with cgroup.kill; a cgroup once killed
+    // must not be reused (this kernel kills children cloned into it).
+    let mut r = req(&["/bin/sh", "-c", "sleep 30 & echo started"]);
+    r.profile = "shell".into();
+    for _ in 0..3 {
+        let opts = RunOptions {
+            containment: Containment::Cgroup,
+            ..RunOptions::default()
+        };
+        let res = exec::exec_with(&r, &opts).unwrap();
+        assert_eq!(res.stdout, "started\n", "{res:?}");
+        for _ in 0..5 {
+            let res = exec::exec_with(&req(&["/bin/echo", "ok"]), &opts).unwrap();
+            assert_eq!(
+                (res.exit_code, res.stdout.as_str()),
+                (Some(0), "ok\n"),
+                "{res:?}"
+            );
+        }
+    }
+}

@@ -5,7 +5,8 @@
 //! The child shares the host's memory until `execve`, so it runs only raw system calls on
 //! memory prepared before the clone: no allocation, no lock, no libc state (not even `errno`,
 //! which would be the host thread's). In order: default signal dispositions, a new session,
-//! the request cgroup, the working directory, standard streams, resource limits,
+//! the request cgroup, the working directory, standard streams (every other descriptor is
+//! marked close-on-exec, so the program gets nothing else of the host's), resource limits,
 //! no_new_privs, the outer filter, then `execve`. When the filter sends violations to a
 //! supervisor (`SECCOMP_RET_USER_NOTIF`), the kernel gives the child the listener; the child
 //! says which descriptor it is and waits while the host takes a copy with `pidfd_getfd`; the
@@ -308,6 +309,17 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             if rc < 0 {
                 fail(c, Stage::Stdio, rc);
             }
+        }
+        // Nothing else of the host's reaches the program: descriptors the host inherited or
+        // opened without close-on-exec are closed at exec (the report pipe stays usable).
+        let rc = sys!(
+            libc::SYS_close_range,
+            3,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC
+        );
+        if rc < 0 {
+            fail(c, Stage::Stdio, rc);
         }
         for i in 0..c.nlimits {
             let (res, lim) = &*c.limits.add(i);
