@@ -117,6 +117,11 @@ impl Template {
         Ok(Template { base, compiled })
     }
 
+    /// The policy the template compiles (before the `execve` exemption).
+    pub fn policy(&self) -> &Policy {
+        &self.base
+    }
+
     /// The outer filter for one command whose program path string lives at `path_addr`:
     /// the same instructions [`program`] compiles.
     pub fn program(&self, path_addr: u64) -> Result<Vec<Insn>, Error> {

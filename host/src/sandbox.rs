@@ -128,6 +128,19 @@ pub struct Sandbox {
     outer_exact: bool,
 }
 
+/// The calls a child makes between installing a notifying filter and exec (handing over the
+/// listener); without them the filter keeps `trap` and violations go unnamed.
+pub const HANDOVER_CALLS: &[&str] = &["write", "futex", "close", "rt_sigprocmask", "exit_group"];
+
+/// Whether `policy` allows every one of [`HANDOVER_CALLS`] whatever the arguments.
+fn handover_allowed(policy: &sandbox_policy::Policy) -> bool {
+    HANDOVER_CALLS.iter().all(|name| {
+        sandbox_policy::NATIVE
+            .syscall_number(name)
+            .is_some_and(|nr| policy.constant_decision(nr) == Some(Action::Allow))
+    })
+}
+
 /// What admission control let through: the program gets a filter.
 struct Admitted<'a> {
     preload: &'a Path,
@@ -414,7 +427,7 @@ impl Sandbox {
         let mut prog = template
             .program(path_addr)
             .map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))?;
-        if notify {
+        if notify && handover_allowed(template.policy()) {
             plan.notify = sandbox_policy::bpf::retarget(
                 &mut prog,
                 sandbox_policy::action::RET_TRAP,
@@ -482,5 +495,31 @@ impl Applied {
             "sandbox outcome"
         );
         Outcome { sandboxed, report }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_filtering_builtin_profile_allows_the_listener_handover() {
+        let mut checked = 0;
+        for name in Profile::builtin_names() {
+            let profile = Profile::builtin(name).unwrap();
+            let Some(base) = outer::base_policy(&profile, Some(Action::Trap)).unwrap() else {
+                continue;
+            };
+            assert!(handover_allowed(&base.policy), "{name}");
+            checked += 1;
+        }
+        assert!(checked >= 5);
+        // A profile without them keeps `trap` (violations unnamed) rather than breaking.
+        let bare = Profile::from_toml("bare", "description = \"only read\"\nallow = [\"read\"]\n")
+            .unwrap();
+        let base = outer::base_policy(&bare, Some(Action::Trap))
+            .unwrap()
+            .unwrap();
+        assert!(!handover_allowed(&base.policy));
     }
 }

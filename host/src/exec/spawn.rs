@@ -9,8 +9,9 @@
 //! marked close-on-exec, so the program gets nothing else of the host's), resource limits,
 //! no_new_privs, the outer filter, then `execve`. When the filter sends violations to a
 //! supervisor (`SECCOMP_RET_USER_NOTIF`), the kernel gives the child the listener; the child
-//! says which descriptor it is and waits while the host takes a copy with `pidfd_getfd`; the
-//! listener is close-on-exec, so the program never holds it.
+//! says which descriptor it is and waits (spinning briefly on shared memory, then on a futex)
+//! while the host takes a copy with `pidfd_getfd`; the listener is close-on-exec, so the
+//! program never holds it.
 //!
 //! The child reports on a close-on-exec pipe: a failure (stage and errno) before exiting with
 //! 127, or nothing, in which case end-of-file means `execve` succeeded. The kernel switches to
@@ -20,6 +21,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::raw::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::policy::Insn;
 
@@ -106,6 +108,15 @@ impl Stage {
     }
 }
 
+/// Handover states in `Ctx::go`.
+const WAIT: u32 = 0;
+const GO: u32 = 1;
+const ABORT: u32 = 2;
+
+/// How many times the child polls `Ctx::go` before it sleeps on the futex: the host answers
+/// within the time it takes to wake up, and sleeping as well would add a second wake-up.
+const SPINS: u32 = 4096;
+
 /// A message from the child: `[tag, a, b]`, written in one `write` (atomic on a pipe).
 const MSG_LISTENER: i32 = 1;
 const MSG_FAILED: i32 = 2;
@@ -127,8 +138,8 @@ struct Ctx {
     listener: bool,
     /// Write end of the report pipe.
     report: RawFd,
-    /// Read end of the go-ahead pipe (listener handover), or -1.
-    go: RawFd,
+    /// The host's answer to the listener handover: [`WAIT`], [`GO`] or [`ABORT`].
+    go: AtomicU32,
 }
 
 /// Raw system calls: they return `-errno` and touch no libc state.
@@ -348,13 +359,30 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             if rc < 0 {
                 fail(c, Stage::Filter, rc);
             }
-            // From here on the filter applies: only write, read, close, rt_sigprocmask and the
-            // exempted execve, which every filtering profile allows.
+            // From here on the filter applies: only write, futex, close, rt_sigprocmask,
+            // exit_group and the exempted execve, which `Sandbox::plan` checked are allowed.
             if c.listener {
                 tell(c.report, [MSG_LISTENER, rc as i32, 0]);
-                let mut go = 0u8;
-                let n = sys!(libc::SYS_read, c.go, &mut go as *mut u8, 1);
-                if n != 1 || go != 1 {
+                let mut spins = 0;
+                let answer = loop {
+                    let g = c.go.load(Ordering::Acquire);
+                    if g != WAIT {
+                        break g;
+                    }
+                    if spins < SPINS {
+                        spins += 1;
+                        std::hint::spin_loop();
+                    } else {
+                        sys!(
+                            libc::SYS_futex,
+                            &c.go as *const AtomicU32,
+                            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                            WAIT,
+                            0
+                        );
+                    }
+                };
+                if answer != GO {
                     sys!(libc::SYS_exit_group, 127);
                 }
                 sys!(libc::SYS_close, rc);
@@ -405,6 +433,12 @@ pub(crate) fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
     }
     // SAFETY: n was just created and belongs to nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+thread_local! {
+    /// A child stack to reuse: a thread runs one spawn at a time, and a child stops using its
+    /// stack before `spawn` returns.
+    static STACK: std::cell::Cell<Option<Stack>> = const { std::cell::Cell::new(None) };
 }
 
 /// The child's stack, freed on drop.
@@ -468,12 +502,10 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let argv = ptrs(spec.argv);
     let envp = ptrs(spec.envp);
     let (report_r, report_w) = pipe().map_err(setup)?;
-    let go = if spec.listener {
-        Some(pipe().map_err(setup)?)
-    } else {
-        None
-    };
-    let stack = Stack::new().map_err(setup)?;
+    let stack = STACK
+        .with(|s| s.take())
+        .map_or_else(Stack::new, Ok)
+        .map_err(setup)?;
     let filter = spec.filter.unwrap_or(&[]);
     let ctx = Ctx {
         path: spec.path.as_ptr(),
@@ -496,7 +528,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         has_filter: spec.filter.is_some(),
         listener: spec.listener,
         report: report_w.as_raw_fd(),
-        go: go.as_ref().map_or(-1, |(r, _)| r.as_raw_fd()),
+        go: AtomicU32::new(WAIT),
     };
 
     let mut pidfd: c_int = -1;
@@ -521,10 +553,6 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // Only the child holds the write ends now.
     drop(report_w);
-    let go_w = go.map(|(r, w)| {
-        drop(r);
-        w
-    });
 
     let mut listener = None;
     let mut failure: Option<SpawnError> = None;
@@ -555,21 +583,27 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         }
         match msg {
             [MSG_LISTENER, fd, _] => {
-                let (taken, ok) = match take_fd(&pidfd, fd) {
-                    Ok(l) => (Some(l), 1u8),
+                let (taken, answer) = match take_fd(&pidfd, fd) {
+                    Ok(l) => (Some(l), GO),
                     Err(e) => {
                         failure.get_or_insert(SpawnError::Setup(std::io::Error::new(
                             e.kind(),
                             format!("{}: {e}", Stage::Listener.what()),
                         )));
-                        (None, 0u8)
+                        (None, ABORT)
                     }
                 };
                 listener = taken;
-                if let Some(w) = &go_w {
-                    // SAFETY: writes one byte from a local; if it fails the child exits.
-                    unsafe { libc::write(w.as_raw_fd(), (&ok as *const u8).cast(), 1) };
-                }
+                ctx.go.store(answer, Ordering::Release);
+                // SAFETY: wakes the child if it sleeps on the futex word in ctx.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_futex,
+                        &ctx.go as *const AtomicU32,
+                        libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                        1,
+                    )
+                };
             }
             [MSG_FAILED, stage, errno] => {
                 let err = std::io::Error::from_raw_os_error(errno);
@@ -587,7 +621,9 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         }
     }
     // The child has exec'd or exited: its stack (and `ctx`, argv, envp) are no longer used.
-    drop(stack);
+    // The stack is kept for this thread's next spawn (mapping a fresh one costs three calls
+    // and its page faults).
+    STACK.with(|s| s.set(Some(stack)));
     if let Some(e) = failure {
         let mut status = 0;
         // SAFETY: reaps our own child, which has exited or is about to.
