@@ -399,6 +399,16 @@ impl Sandbox {
         }))
     }
 
+    /// The outer filter's policy (the profile, with `trap` where `on_violation` says so) when it
+    /// enforces the profile exactly; `None` for a profile without filter or one that needs the
+    /// preload's inner filter.
+    pub fn exact_outer_policy(&self) -> Option<&sandbox_policy::Policy> {
+        self.outer
+            .as_ref()
+            .filter(|_| self.outer_exact)
+            .map(|t| t.policy())
+    }
+
     /// Decides how `program` is confined when the caller starts it itself, without the
     /// preload (the exec runtime): the outer filter, with the first `execve` exempted for the
     /// path string at `path_addr`. With `notify`, the profile's `trap` returns become

@@ -92,6 +92,16 @@ fn my_zombies() -> Vec<String> {
     z
 }
 
+/// Runs one request under each profile, so that what lives as long as the host (the sandbox
+/// per profile, its spawner thread and listener) exists before descriptors are counted.
+fn warm_up(profiles: &[&str]) {
+    for p in profiles {
+        let mut r = req(&["/bin/true"]);
+        r.profile = p.to_string();
+        run(&r);
+    }
+}
+
 fn fd_count() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
@@ -514,6 +524,8 @@ fn no_orphan_zombies_after_a_tree_run() {
     if !isolated("no_orphan_zombies_after_a_tree_run", &[]) {
         return;
     }
+    // Warm up: the shell profile's spawner thread holds its listener for the host's lifetime.
+    warm_up(&["shell"]);
     for containment in [Containment::Auto, Containment::Subreaper] {
         let before = fd_count();
         // A grandchild that exits on its own after its parent did: an orphan the host adopts.
@@ -571,8 +583,9 @@ fn two_hundred_concurrent_requests() {
     if !isolated("two_hundred_concurrent_requests", &[]) {
         return;
     }
-    // Warm up the caches (sandbox per profile, extracted preload, cgroup detection).
-    run(&req(&["/bin/true"]));
+    // Warm up the caches (sandbox per profile, extracted preload, cgroup detection, and each
+    // profile's spawner thread with its listener, held for the host's lifetime).
+    warm_up(&["minimal", "shell"]);
     let before = fd_count();
     let next = std::sync::atomic::AtomicUsize::new(0);
     std::thread::scope(|s| {

@@ -296,6 +296,11 @@ impl Group {
         }
     }
 
+    /// The request cgroup's name, when the request has one.
+    pub(crate) fn cgroup_name(&self) -> Option<&str> {
+        self.cg.as_ref().map(|c| c.name.as_str())
+    }
+
     /// The request cgroup's directory, which the child is started in.
     pub(crate) fn dir_fd(&self) -> Option<RawFd> {
         self.cg.as_ref().map(|c| c.fd.as_raw_fd())

@@ -16,6 +16,8 @@ mod notify;
 pub mod request;
 mod run;
 mod spawn;
+#[cfg(target_arch = "x86_64")]
+mod spawner;
 
 pub use contain::{Containment, Mechanism};
 pub use limits::Rlimits;

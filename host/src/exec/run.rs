@@ -3,9 +3,11 @@
 //! leftover descendants, reap everything, and say what happened.
 
 use super::contain::{Containment, Group, Mechanism};
-use super::notify::Notifier;
+use super::notify::{Notifier, Registration};
 use super::request::{io_reason, Refusal, Request, Validated};
 use super::spawn::{self, SpawnError, Spec};
+#[cfg(target_arch = "x86_64")]
+use super::spawner::Spawner;
 use crate::policy::profile::Profile;
 use crate::policy::{Action, Policy, NATIVE};
 use crate::sandbox::{Options, Sandbox, SandboxError, Sandboxed};
@@ -31,6 +33,9 @@ pub struct RunOptions {
     pub containment: Containment,
     /// Use this preload instead of the embedded one.
     pub libsandbox_path: Option<PathBuf>,
+    /// Clone filtered programs from the profile's spawner thread, which holds the filter
+    /// already (x86_64; see `docs/exec.md`). Off: attach the filter in each child.
+    pub spawner: bool,
 }
 
 impl Default for RunOptions {
@@ -39,6 +44,7 @@ impl Default for RunOptions {
             grace: Duration::from_secs(1),
             containment: Containment::Auto,
             libsandbox_path: None,
+            spawner: cfg!(target_arch = "x86_64"),
         }
     }
 }
@@ -405,6 +411,17 @@ fn run(
 
     let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
     *mechanism = Some(group.mechanism());
+    // The profile's spawner thread holds the filter already: its children inherit it.
+    #[cfg(target_arch = "x86_64")]
+    let spawner = match (&plan.filter, opts.spawner, sandbox.exact_outer_policy()) {
+        (Some(_), true, Some(base)) => {
+            Some(Spawner::for_profile(&v.profile, base).map_err(ExecError::Setup)?)
+        }
+        _ => None,
+    };
+    // Violations reach the spawner's shared listener, which finds the request by its cgroup
+    // or its child.
+    let mut registration = Registration::new(group.cgroup_name());
     let spec = Spec {
         path: &path,
         argv: &argv,
@@ -419,6 +436,8 @@ fn run(
         limits: &limits,
         filter: plan.filter.as_deref(),
         listener: plan.notify,
+        #[cfg(target_arch = "x86_64")]
+        spawner,
     };
     let spawned = spawn::spawn(&spec).map_err(|e| ExecError::Spawn {
         program: v.argv[0].clone(),
@@ -429,6 +448,7 @@ fn run(
     drop(io.child);
     let pid = spawned.pid;
     group.started(pid);
+    registration.add_child(pid);
 
     let pidfd = spawned.pidfd;
     let mut notifier = spawned.listener.map(Notifier::new);
@@ -561,11 +581,14 @@ fn run(
     }
     drop(input);
     drop(pidfd);
-    let refused = violation_nr.or(notifier.as_ref().and_then(|n| n.first));
+    let refused = violation_nr
+        .or(notifier.as_ref().and_then(|n| n.first))
+        .or(registration.slot().first());
     drop(notifier);
     // Every descendant is dead: reap the direct child, then the adopted orphans.
     let status = reap(pid).map_err(ExecError::Setup)?;
     group.finish();
+    drop(registration);
 
     let (stdout, stdout_truncated) = out.finish();
     let (stderr, stderr_truncated) = err.finish();

@@ -19,7 +19,7 @@
 //! end-of-file the child no longer uses the host's memory and its stack can be freed.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -53,6 +53,10 @@ pub(crate) struct Spec<'a> {
     pub filter: Option<&'a [Insn]>,
     /// The filter sends violations to a listener the host must hold.
     pub listener: bool,
+    /// Clone from this profile's spawner thread, whose filter the child inherits (instead of
+    /// attaching `filter` in the child).
+    #[cfg(target_arch = "x86_64")]
+    pub spawner: Option<&'a super::spawner::Spawner>,
 }
 
 /// A started program.
@@ -136,6 +140,9 @@ struct Ctx {
     fprog: libc::sock_fprog,
     has_filter: bool,
     listener: bool,
+    /// Passed in an argument the kernel ignores of every call the child makes: a spawner
+    /// thread's filter exempts exactly the calls that carry it (0 when unused).
+    secret: u64,
     /// Write end of the report pipe.
     report: RawFd,
     /// The host's answer to the listener handover: [`WAIT`], [`GO`] or [`ABORT`].
@@ -181,7 +188,7 @@ mod raw {
 /// `struct clone_args` up to `cgroup` (CLONE_ARGS_SIZE_VER2).
 #[repr(C)]
 #[derive(Default)]
-struct CloneArgs {
+pub(crate) struct CloneArgs {
     flags: u64,
     pidfd: u64,
     child_tid: u64,
@@ -207,6 +214,7 @@ unsafe fn clone3(
     args: &CloneArgs,
     f: extern "C" fn(*mut c_void) -> c_int,
     arg: *mut c_void,
+    secret: u64,
 ) -> isize {
     let ret: isize;
     // SAFETY: the caller gives a valid clone_args with a stack for the child. The parent only
@@ -228,6 +236,8 @@ unsafe fn clone3(
             inlateout("rax") libc::SYS_clone3 as isize => ret,
             in("rdi") args as *const CloneArgs,
             in("rsi") std::mem::size_of::<CloneArgs>(),
+            // clone3 takes two arguments; the spawner's filter looks for the secret in the third.
+            in("rdx") secret,
             in("r12") arg,
             in("r13") f,
             lateout("rcx") _,
@@ -248,25 +258,31 @@ macro_rules! sys {
     }};
 }
 
+/// A raw syscall from the child: `secret` goes in the first argument the call does not use
+/// (see [`crate::exec::spawner::SECRET_CALLS`], which must list the same positions).
+macro_rules! ksys {
+    ($c:expr; $nr:expr $(, $a:expr)*) => {{
+        let mut args = [0usize; 6];
+        let given: &[usize] = &[$($a as usize),*];
+        args[..given.len()].copy_from_slice(given);
+        args[given.len()] = $c.secret as usize;
+        raw::syscall($nr, args)
+    }};
+}
+
 /// Writes one message to the report pipe.
-unsafe fn tell(fd: RawFd, msg: [i32; 3]) {
+unsafe fn tell(c: &Ctx, msg: [i32; 3]) {
+    let len = std::mem::size_of_val(&msg);
     // SAFETY: msg is a local array; a failed write only loses the message.
-    unsafe {
-        sys!(
-            libc::SYS_write,
-            fd,
-            msg.as_ptr(),
-            std::mem::size_of_val(&msg)
-        )
-    };
+    unsafe { ksys!(c; libc::SYS_write, c.report, msg.as_ptr(), len) };
 }
 
 /// Reports the failure of `stage` and ends the child.
 unsafe fn fail(c: &Ctx, stage: Stage, rc: isize) -> ! {
     // SAFETY: raw write and exit_group.
     unsafe {
-        tell(c.report, [MSG_FAILED, stage as i32, (-rc) as i32]);
-        sys!(libc::SYS_exit_group, 127);
+        tell(c, [MSG_FAILED, stage as i32, (-rc) as i32]);
+        ksys!(c; libc::SYS_exit_group, 127);
     }
     #[allow(clippy::empty_loop)]
     loop {}
@@ -282,13 +298,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         let dfl = [0u64; 4];
         for sig in 1..=64 {
             if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                let rc = sys!(libc::SYS_rt_sigaction, sig, dfl.as_ptr(), 0, 8);
+                let rc = ksys!(c; libc::SYS_rt_sigaction, sig, dfl.as_ptr(), 0, 8);
                 if rc < 0 {
                     fail(c, Stage::Signals, rc);
                 }
             }
         }
-        let rc = sys!(libc::SYS_setsid);
+        let rc = ksys!(c; libc::SYS_setsid);
         if rc < 0 {
             fail(c, Stage::Session, rc);
         }
@@ -309,32 +325,27 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             sys!(libc::SYS_close, procs);
         }
         if !c.cwd.is_null() {
-            let rc = sys!(libc::SYS_chdir, c.cwd);
+            let rc = ksys!(c; libc::SYS_chdir, c.cwd);
             if rc < 0 {
                 fail(c, Stage::Cwd, rc);
             }
         }
         // The sources are all >= 3 (the parent made sure), so no dup clobbers another's source.
         for (target, src) in c.stdio.iter().enumerate() {
-            let rc = sys!(libc::SYS_dup3, *src, target, 0);
+            let rc = ksys!(c; libc::SYS_dup3, *src, target, 0);
             if rc < 0 {
                 fail(c, Stage::Stdio, rc);
             }
         }
         // Nothing else of the host's reaches the program: descriptors the host inherited or
         // opened without close-on-exec are closed at exec (the report pipe stays usable).
-        let rc = sys!(
-            libc::SYS_close_range,
-            3,
-            u32::MAX,
-            libc::CLOSE_RANGE_CLOEXEC
-        );
+        let rc = ksys!(c; libc::SYS_close_range, 3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
         if rc < 0 {
             fail(c, Stage::Stdio, rc);
         }
         for i in 0..c.nlimits {
             let (res, lim) = &*c.limits.add(i);
-            let rc = sys!(libc::SYS_prlimit64, 0, *res, lim as *const libc::rlimit, 0);
+            let rc = ksys!(c; libc::SYS_prlimit64, 0, *res, lim as *const libc::rlimit, 0);
             if rc < 0 {
                 fail(c, Stage::Limits, rc);
             }
@@ -362,7 +373,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             // From here on the filter applies: only write, futex, close, rt_sigprocmask,
             // exit_group and the exempted execve, which `Sandbox::plan` checked are allowed.
             if c.listener {
-                tell(c.report, [MSG_LISTENER, rc as i32, 0]);
+                tell(c, [MSG_LISTENER, rc as i32, 0]);
                 let mut spins = 0;
                 let answer = loop {
                     let g = c.go.load(Ordering::Acquire);
@@ -389,14 +400,8 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             }
         }
         let empty = 0u64;
-        sys!(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &empty as *const u64,
-            0,
-            8
-        );
-        let rc = sys!(libc::SYS_execve, c.path, c.argv, c.envp);
+        ksys!(c; libc::SYS_rt_sigprocmask, libc::SIG_SETMASK, &empty as *const u64, 0, 8);
+        let rc = ksys!(c; libc::SYS_execve, c.path, c.argv, c.envp);
         fail(c, Stage::Exec, rc)
     }
 }
@@ -506,6 +511,11 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         .with(|s| s.take())
         .map_or_else(Stack::new, Ok)
         .map_err(setup)?;
+    #[cfg(target_arch = "x86_64")]
+    let spawner = spec.spawner;
+    #[cfg(not(target_arch = "x86_64"))]
+    let spawner: Option<&()> = None;
+    let inherits = spawner.is_some();
     let filter = spec.filter.unwrap_or(&[]);
     let ctx = Ctx {
         path: spec.path.as_ptr(),
@@ -525,34 +535,55 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             // Insn has the layout of sock_filter (repr(C), same fields and order).
             filter: filter.as_ptr() as *mut libc::sock_filter,
         },
-        has_filter: spec.filter.is_some(),
-        listener: spec.listener,
+        has_filter: spec.filter.is_some() && !inherits,
+        listener: spec.listener && !inherits,
+        #[cfg(target_arch = "x86_64")]
+        secret: spawner.map_or(0, |s| s.secret()),
+        #[cfg(not(target_arch = "x86_64"))]
+        secret: 0,
         report: report_w.as_raw_fd(),
         go: AtomicU32::new(WAIT),
     };
 
     let mut pidfd: c_int = -1;
-    // SAFETY: sigset operations on locals; pthread_sigmask affects only this thread.
-    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
-    // SAFETY: clone runs child_main on `stack` with `ctx`, both alive until the child has
-    // exec'd or exited (the loop below waits for end-of-file on the report pipe). Signals are
-    // blocked around the clone so that no host handler runs on the child's stack.
-    let pid = unsafe {
-        libc::sigfillset(&mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = start_child(&ctx, &stack, spec.cgroup, &mut pidfd);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-        match pid {
-            Ok(pid) => pid,
-            Err(e) => return Err(SpawnError::Setup(e)),
+    #[cfg(target_arch = "x86_64")]
+    let args = clone_args(&stack, spec.cgroup, &mut pidfd);
+    let arg = &ctx as *const Ctx as *mut c_void;
+    let started = match spawner {
+        // The spawner thread clones, then closes our copy of the report pipe's write end, so
+        // end-of-file still means the child has exec'd (or died); meanwhile we wait on it.
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: args, ctx and stack stay valid until the child has exec'd (below).
+        Some(s) => Started::Later(unsafe { s.post(&args, arg, report_w.into_raw_fd()) }),
+        _ => {
+            // SAFETY: sigset operations on locals; pthread_sigmask affects only this thread.
+            let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+            // SAFETY: clone runs child_main on `stack` with `ctx`, both alive until the child
+            // has exec'd or exited (the loop below waits for end-of-file on the report pipe).
+            // Signals are blocked around the clone so that no host handler runs on the
+            // child's stack.
+            let rc = unsafe {
+                libc::sigfillset(&mut all);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+                #[cfg(target_arch = "x86_64")]
+                let rc = clone3(&args, child_main, arg, 0);
+                #[cfg(not(target_arch = "x86_64"))]
+                let rc = start_child(arg, &stack, &mut pidfd);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+                rc
+            };
+            // Only the child holds the write end now.
+            drop(report_w);
+            if rc < 0 {
+                return Err(SpawnError::Setup(std::io::Error::from_raw_os_error(
+                    -rc as i32,
+                )));
+            }
+            Started::Now(rc as i32)
         }
     };
-    // SAFETY: CLONE_PIDFD stored a new descriptor that belongs to nobody else.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-    // Only the child holds the write ends now.
-    drop(report_w);
 
     let mut listener = None;
     let mut failure: Option<SpawnError> = None;
@@ -571,11 +602,8 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            // Cannot happen on a pipe we own; stop the child rather than guess.
-            // SAFETY: signals our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // Cannot happen on a pipe we own; the child is stopped below rather than trusted.
             failure.get_or_insert(SpawnError::Setup(e));
-            wait_eof(&report_r);
             break;
         }
         if n == 0 {
@@ -583,7 +611,9 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         }
         match msg {
             [MSG_LISTENER, fd, _] => {
-                let (taken, answer) = match take_fd(&pidfd, fd) {
+                // Only a child started here (not by a spawner) hands over a listener, so the
+                // pidfd is already there.
+                let (taken, answer) = match take_fd(pidfd, fd) {
                     Ok(l) => (Some(l), GO),
                     Err(e) => {
                         failure.get_or_insert(SpawnError::Setup(std::io::Error::new(
@@ -620,6 +650,25 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             _ => {}
         }
     }
+    let pid = match started {
+        Started::Now(pid) => pid,
+        #[cfg(target_arch = "x86_64")]
+        Started::Later(ticket) => match ticket.wait() {
+            rc if rc < 0 => {
+                return Err(SpawnError::Setup(std::io::Error::from_raw_os_error(
+                    -rc as i32,
+                )))
+            }
+            pid => pid as i32,
+        },
+    };
+    if matches!(failure, Some(SpawnError::Setup(_))) && !report_done(&report_r) {
+        // SAFETY: signals our own child, which must not run on unobserved.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        wait_eof(&report_r);
+    }
+    // SAFETY: CLONE_PIDFD stored a new descriptor that belongs to nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // The child has exec'd or exited: its stack (and `ctx`, argv, envp) are no longer used.
     // The stack is kept for this thread's next spawn (mapping a fresh one costs three calls
     // and its page faults).
@@ -633,19 +682,45 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     Ok(Spawned {
         pid,
         pidfd,
-        listener: if spec.listener { listener } else { None },
+        listener: if spec.listener && !inherits {
+            listener
+        } else {
+            None
+        },
     })
 }
 
-/// Starts `child_main(ctx)` on `stack` in a new process sharing our memory; x86_64 creates it
-/// directly in the request cgroup.
+/// Runs in a spawner thread: clones the child described by `args` (a [`CloneArgs`]) to run
+/// `child_main(ctx)`, carrying the thread's secret; returns the pid or `-errno`.
+///
+/// # Safety
+/// `args` and `ctx` must be what [`start_child`] passes, alive until the child has exec'd.
 #[cfg(target_arch = "x86_64")]
-unsafe fn start_child(
-    ctx: &Ctx,
-    stack: &Stack,
-    cgroup: Option<RawFd>,
-    pidfd: &mut c_int,
-) -> std::io::Result<i32> {
+pub(crate) unsafe fn clone_for_spawner(
+    args: *const CloneArgs,
+    ctx: *mut c_void,
+    secret: u64,
+) -> isize {
+    // SAFETY: the caller's contract.
+    unsafe { clone3(&*args, child_main, ctx, secret) }
+}
+
+/// How a child was started.
+enum Started<'a> {
+    /// By this thread: its pid.
+    Now(i32),
+    /// By a spawner thread: the pid once it answers.
+    #[cfg(target_arch = "x86_64")]
+    Later(super::spawner::Ticket<'a>),
+    #[cfg(not(target_arch = "x86_64"))]
+    #[allow(dead_code)]
+    Never(std::marker::PhantomData<&'a ()>),
+}
+
+/// `clone_args` for a child sharing our memory, on `stack`, created directly in the request
+/// cgroup, its pidfd stored in `pidfd`.
+#[cfg(target_arch = "x86_64")]
+fn clone_args(stack: &Stack, cgroup: Option<RawFd>, pidfd: &mut c_int) -> CloneArgs {
     let mut args = CloneArgs {
         flags: (libc::CLONE_VM | libc::CLONE_PIDFD) as u64,
         pidfd: pidfd as *mut c_int as u64,
@@ -658,37 +733,41 @@ unsafe fn start_child(
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = fd as u64;
     }
-    // SAFETY: as in `spawn`: args, ctx and stack stay valid until the child has exec'd.
-    let rc = unsafe { clone3(&args, child_main, ctx as *const Ctx as *mut c_void) };
-    if rc < 0 {
-        return Err(std::io::Error::from_raw_os_error(-rc as i32));
-    }
-    Ok(rc as i32)
+    args
 }
 
 /// Starts `child_main(ctx)` on `stack` in a new process sharing our memory; the child joins
 /// the request cgroup itself.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn start_child(
-    ctx: &Ctx,
-    stack: &Stack,
-    _cgroup: Option<RawFd>,
-    pidfd: &mut c_int,
-) -> std::io::Result<i32> {
+unsafe fn start_child(ctx: *mut c_void, stack: &Stack, pidfd: &mut c_int) -> isize {
     // SAFETY: as in `spawn`: ctx and stack stay valid until the child has exec'd.
     let pid = unsafe {
         libc::clone(
             child_main,
             stack.top(),
             libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
-            ctx as *const Ctx as *mut c_void,
+            ctx,
             pidfd as *mut c_int,
         )
     };
     if pid < 0 {
-        return Err(std::io::Error::last_os_error());
+        -(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO) as isize)
+    } else {
+        pid as isize
     }
-    Ok(pid)
+}
+
+/// Whether the report pipe is at end-of-file already (without blocking).
+fn report_done(fd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on a descriptor we own; zero timeout.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLHUP != 0 }
 }
 
 /// Reads until end-of-file (the child exec'd or exited).
@@ -706,9 +785,9 @@ fn wait_eof(fd: &OwnedFd) {
 }
 
 /// A copy of descriptor `fd` of the process behind `pidfd`.
-fn take_fd(pidfd: &OwnedFd, fd: i32) -> std::io::Result<OwnedFd> {
+fn take_fd(pidfd: RawFd, fd: i32) -> std::io::Result<OwnedFd> {
     // SAFETY: pidfd_getfd returns a new close-on-exec descriptor or -1.
-    let n = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    let n = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) };
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }

@@ -1,0 +1,317 @@
+//! One filtered spawner thread per profile, so that no request pays for attaching a filter.
+//!
+//! Attaching a seccomp filter costs the kernel about 100 µs for a built-in profile (copying,
+//! converting and JIT-compiling the program, then building its decision cache), on every
+//! request. A filter is also inherited, for free, by every process a task clones. So each
+//! profile gets a host thread that installs the profile's filter **on itself only** (seccomp
+//! filters belong to a thread; the host's other threads stay unfiltered) and then does nothing
+//! but clone request children, which inherit it.
+//!
+//! The thread and the children (until exec) need calls the profile may refuse: `clone3`,
+//! `setsid`, `execve`, `futex`... Each of them carries a **secret** (64 random bits drawn per
+//! spawner) in an argument the kernel ignores for that call (`setsid(SECRET)`,
+//! `execve(path, argv, envp, SECRET)`), and the filter exempts exactly the calls carrying it,
+//! before any of the profile's rules. A program never sees the secret: it is not in its memory
+//! after exec and not in its environment, and reading the host's memory or the filter needs
+//! ptrace rights that every built-in profile refuses (see docs/security.md for the limit).
+//! Calls the profile already allows get no exemption.
+//!
+//! Violations: the filter is installed with a listener (the thread shares the host's
+//! descriptor table, so the host holds it at once) and the profile's `trap` answers become
+//! user notifications; [`super::notify::supervise`] serves them for every request of the
+//! profile and tells each request which call stopped it.
+
+use super::spawn::{clone_for_spawner, CloneArgs};
+use crate::policy::action::{RET_TRAP, RET_USER_NOTIF};
+use crate::policy::{bpf, grammar, Action, Error, ErrorKind, Insn, Policy, Source, NATIVE};
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::raw::c_void;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// Every call the spawner thread and a child before exec make, with the position of the first
+/// argument the kernel ignores for it (where the secret goes; `spawn.rs`'s `ksys!` puts it
+/// there).
+pub const SECRET_CALLS: &[(&str, u8)] = &[
+    // The spawner thread.
+    ("clone3", 2),
+    ("futex", 4),
+    ("close", 1),
+    // The child.
+    ("rt_sigaction", 4),
+    ("setsid", 0),
+    ("chdir", 1),
+    ("dup3", 3),
+    ("close_range", 3),
+    ("prlimit64", 4),
+    ("write", 3),
+    ("exit_group", 1),
+    ("rt_sigprocmask", 4),
+    ("execve", 3),
+];
+
+/// The spawner thread's filter: `base` (the profile's exact outer policy) with the calls of
+/// [`SECRET_CALLS`] exempted when they carry `secret`, and `trap` turned into a user
+/// notification.
+pub fn program(base: &Policy, secret: u64) -> Result<Vec<Insn>, Error> {
+    let mut policy = Box::new(base.clone());
+    for (name, arg) in SECRET_CALLS {
+        let Some(nr) = NATIVE.syscall_number(name) else {
+            continue;
+        };
+        if base.constant_decision(nr) == Some(Action::Allow) {
+            continue;
+        }
+        let rule = format!("{name}(a{arg}.64 == {secret:#x})");
+        grammar::parse_exemptions(&mut policy, Source::Allow, &rule)?;
+    }
+    let mut prog =
+        bpf::compile_vec(&policy).map_err(|k: ErrorKind| Error::whole(Source::Allow, k))?;
+    bpf::retarget(&mut prog, RET_TRAP, RET_USER_NOTIF);
+    Ok(prog)
+}
+
+/// Job states in [`Spawner::state`].
+const IDLE: u32 = 0;
+const POSTED: u32 = 1;
+const DONE: u32 = 2;
+
+/// How often a caller polls for the spawner's answer before sleeping on the futex. By the time
+/// a caller asks (the child has exec'd), the answer is there; spinning longer would only keep
+/// the spawner thread off a CPU the caller holds.
+const SPINS: u32 = 100;
+
+/// One clone request handed to the spawner thread.
+struct Job {
+    args: *const CloneArgs,
+    ctx: *mut c_void,
+    /// The caller's copy of the report pipe's write end, closed once the child has its own.
+    close: RawFd,
+    result: isize,
+}
+
+/// A profile's spawner thread.
+pub(crate) struct Spawner {
+    secret: u64,
+    /// Callers take turns: one job at a time.
+    turn: Mutex<()>,
+    state: AtomicU32,
+    job: UnsafeCell<Job>,
+    /// The thread's start: 0 while it sets up, then the listener descriptor + 1, or -errno.
+    ready: AtomicI32,
+}
+
+// SAFETY: `job` is written by the caller holding `turn` before it posts, and by the spawner
+// thread only between POSTED and DONE; the state transitions (release/acquire) order them.
+unsafe impl Sync for Spawner {}
+// SAFETY: as above; the raw pointers in `job` are only dereferenced during a job.
+unsafe impl Send for Spawner {}
+
+fn futex(word: &impl Sized, op: i32, val: u32, secret: u64) {
+    // SAFETY: futex on a word that lives as long as the spawner (leaked); the secret goes in
+    // the fifth argument, which FUTEX_WAIT and FUTEX_WAKE ignore.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word as *const _ as *const u32,
+            op | libc::FUTEX_PRIVATE_FLAG,
+            val,
+            0usize,
+            secret,
+            0usize,
+        )
+    };
+}
+
+impl Spawner {
+    /// The spawner for a profile whose exact outer policy is `base`, started on first use
+    /// (again after a fork: the thread exists only in the process that started it).
+    pub(crate) fn for_profile(name: &str, base: &Policy) -> std::io::Result<&'static Spawner> {
+        type Cache = Mutex<HashMap<(String, u32), &'static Spawner>>;
+        static CACHE: OnceLock<Cache> = OnceLock::new();
+        let key = (name.to_string(), std::process::id());
+        let mut cache = CACHE
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = cache.get(&key) {
+            return Ok(s);
+        }
+        let s = Spawner::start(name, base)?;
+        cache.insert(key, s);
+        Ok(s)
+    }
+
+    fn start(name: &str, base: &Policy) -> std::io::Result<&'static Spawner> {
+        let secret = random_secret()?;
+        let prog = program(base, secret)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        let sp: &'static Spawner = Box::leak(Box::new(Spawner {
+            secret,
+            turn: Mutex::new(()),
+            state: AtomicU32::new(IDLE),
+            job: UnsafeCell::new(Job {
+                args: std::ptr::null(),
+                ctx: std::ptr::null_mut(),
+                close: -1,
+                result: 0,
+            }),
+            ready: AtomicI32::new(0),
+        }));
+        std::thread::Builder::new()
+            .name(format!("sandbox-spawn-{name}"))
+            .spawn(move || serve(sp, prog))?;
+        let listener = loop {
+            match sp.ready.load(Ordering::Acquire) {
+                0 => futex(&sp.ready, libc::FUTEX_WAIT, 0, 0),
+                r if r < 0 => return Err(std::io::Error::from_raw_os_error(-r)),
+                fd => break fd - 1,
+            }
+        };
+        // SAFETY: the thread created this descriptor in the host's table and gave it to us.
+        let listener = unsafe { OwnedFd::from_raw_fd(listener) };
+        super::notify::supervise(name, listener)?;
+        tracing::debug!(profile = name, "spawner thread ready");
+        Ok(sp)
+    }
+
+    /// The secret this spawner's children pass.
+    pub(crate) fn secret(&self) -> u64 {
+        self.secret
+    }
+
+    /// Has the spawner thread clone a child with `args` that runs the child side of
+    /// `spawn.rs` on `ctx`, then close `close` (the caller hands it over); the answer comes
+    /// with [`Ticket::wait`].
+    ///
+    /// # Safety
+    /// As [`clone_for_spawner`]: `args` and `ctx` stay valid until the child has exec'd and
+    /// the ticket was waited for.
+    pub(crate) unsafe fn post(
+        &self,
+        args: &CloneArgs,
+        ctx: *mut c_void,
+        close: RawFd,
+    ) -> Ticket<'_> {
+        let turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: we hold the turn and the thread is idle: nobody else touches the job.
+        unsafe {
+            *self.job.get() = Job {
+                args,
+                ctx,
+                close,
+                result: -(libc::EIO as isize),
+            };
+        }
+        self.state.store(POSTED, Ordering::Release);
+        futex(&self.state, libc::FUTEX_WAKE, 1, 0);
+        Ticket {
+            sp: self,
+            _turn: turn,
+        }
+    }
+}
+
+/// A posted clone; [`Ticket::wait`] gives its result and frees the spawner for the next one.
+pub(crate) struct Ticket<'a> {
+    sp: &'a Spawner,
+    _turn: MutexGuard<'a, ()>,
+}
+
+impl Ticket<'_> {
+    /// The child's pid, or `-errno` when the clone failed.
+    pub(crate) fn wait(self) -> isize {
+        let sp = self.sp;
+        let mut spins = 0;
+        while sp.state.load(Ordering::Acquire) != DONE {
+            if spins < SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                futex(&sp.state, libc::FUTEX_WAIT, POSTED, 0);
+            }
+        }
+        // SAFETY: DONE: the thread has written the result and does not touch the job again.
+        let result = unsafe { (*sp.job.get()).result };
+        sp.state.store(IDLE, Ordering::Release);
+        result
+    }
+}
+
+/// The spawner thread: install the filter on itself, then clone children on request. After
+/// the filter is installed it makes only `futex` and `clone3` calls carrying the secret, and
+/// never allocates, blocks a signal handler or exits.
+fn serve(sp: &'static Spawner, prog: Vec<Insn>) {
+    // SAFETY: signal mask, no_new_privs and seccomp of this thread only, on locals and `prog`.
+    let rc = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, std::ptr::null_mut());
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            -std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EPERM)
+        } else {
+            let fprog = libc::sock_fprog {
+                len: prog.len() as u16,
+                filter: prog.as_ptr() as *mut libc::sock_filter,
+            };
+            let rc = libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                &fprog as *const libc::sock_fprog,
+            );
+            if rc < 0 {
+                -std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EINVAL)
+            } else {
+                rc as i32 + 1
+            }
+        }
+    };
+    // Freeing the program could call munmap, which the filter may refuse.
+    std::mem::forget(prog);
+    sp.ready.store(rc, Ordering::Release);
+    futex(&sp.ready, libc::FUTEX_WAKE, 1, sp.secret);
+    if rc < 0 {
+        return;
+    }
+    loop {
+        let s = sp.state.load(Ordering::Acquire);
+        if s != POSTED {
+            futex(&sp.state, libc::FUTEX_WAIT, s, sp.secret);
+            continue;
+        }
+        // SAFETY: POSTED: the caller wrote the job and waits for DONE; args and ctx are alive,
+        // and `close` was handed over to this thread.
+        unsafe {
+            let job = &mut *sp.job.get();
+            job.result = clone_for_spawner(job.args, job.ctx, sp.secret);
+            libc::syscall(libc::SYS_close, job.close, sp.secret);
+        }
+        sp.state.store(DONE, Ordering::Release);
+        futex(&sp.state, libc::FUTEX_WAKE, 1, sp.secret);
+    }
+}
+
+/// 64 random bits, never zero (zero is what unused arguments usually hold).
+fn random_secret() -> std::io::Result<u64> {
+    let mut buf = [0u8; 8];
+    loop {
+        // SAFETY: getrandom writes at most buf.len() bytes into buf.
+        let n = unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n == buf.len() as isize {
+            let v = u64::from_ne_bytes(buf);
+            if v != 0 {
+                return Ok(v);
+            }
+        } else if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+}
