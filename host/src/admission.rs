@@ -312,10 +312,7 @@ pub fn classify_cached(program: &Path) -> Verdict {
             m.uid(),
         )
     };
-    let Ok(file) = File::open(program) else {
-        return classify(program);
-    };
-    let (Ok(meta), true) = (file.metadata(), program.is_absolute()) else {
+    let (Ok(meta), true) = (fs::metadata(program), program.is_absolute()) else {
         return classify(program);
     };
     let key = identity(&meta);
@@ -326,6 +323,9 @@ pub fn classify_cached(program: &Path) -> Verdict {
         }
     }
     let verdict = classify(program);
+    let Ok(file) = File::open(program) else {
+        return verdict;
+    };
     let mut magic = [0u8; 4];
     let elf = file.read_exact_at(&mut magic, 0).is_ok() && magic == *b"\x7fELF";
     // Cache only if the file did not change while it was classified.

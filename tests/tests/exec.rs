@@ -828,3 +828,59 @@ fn requests_after_one_whose_leftovers_were_killed_run_normally() {
         }
     }
 }
+
+// ---- the spawner thread ----
+
+#[test]
+fn programs_inherit_the_spawners_filter_without_its_exemptions() {
+    // One filter (the spawner thread's), no_new_privs.
+    let res = run(&req(&[
+        "/bin/grep",
+        "-E",
+        "^(Seccomp|NoNewPrivs)",
+        "/proc/self/status",
+    ]));
+    assert_eq!(
+        res.stdout, "NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n",
+        "{res:?}"
+    );
+    // The spawner exempts setsid and clone3 only when they carry its secret: without it the
+    // program meets the profile (setsid: stopped; clone3: ENOSYS, so a guess costs nothing
+    // but needs 2^64 tries).
+    let script = "import ctypes, os\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  r = libc.syscall(435, 0, 0, ctypes.c_uint64(0x1234567890abcdef))\n\
+                  print(r, ctypes.get_errno() == 38, flush=True)\n\
+                  libc.syscall(112, ctypes.c_uint64(0x1234567890abcdef))\n\
+                  print('survived')\n";
+    let res = run(&req(&[PYTHON, "-c", script]));
+    assert_eq!(res.stdout, "-1 True\n", "{res:?}");
+    assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
+    assert_eq!(res.violation.expect("a violation").syscall, "setsid");
+}
+
+#[test]
+fn attaching_the_filter_in_each_child_gives_the_same_results() {
+    // The other way to start a child (RunOptions::spawner = false): the child installs the
+    // filter itself and hands its listener over before exec.
+    let opts = RunOptions {
+        spawner: false,
+        ..RunOptions::default()
+    };
+    let res = exec::exec_with(&req(&["/bin/echo", "attached"]), &opts).unwrap();
+    assert_eq!(
+        (res.exit_code, res.stdout.as_str()),
+        (Some(0), "attached\n")
+    );
+    assert_eq!(res.sandboxed.filter, Sandboxed::Exact);
+    let r = req(&[PYTHON, "-c", "import socket; socket.socket()"]);
+    let res = exec::exec_with(&r, &opts).unwrap();
+    assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
+    assert_eq!(res.violation.expect("a violation").syscall, "socket");
+    let res = exec::exec_with(
+        &req(&["/bin/grep", "^Seccomp_filters", "/proc/self/status"]),
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(res.stdout, "Seccomp_filters:\t1\n");
+}

@@ -339,26 +339,47 @@ fn c_string(field: &str, text: &[u8]) -> Result<CString, ExecError> {
 
 /// The child's stdio and the host's ends of the pipes.
 struct Pipes {
-    child: [OwnedFd; 3],
+    /// The child's ends (stdin is `None` when it reads the shared `/dev/null`).
+    child: [Option<OwnedFd>; 3],
     stdin: Option<OwnedFd>,
     stdout: OwnedFd,
     stderr: OwnedFd,
 }
 
+impl Pipes {
+    /// What becomes the child's descriptors 0, 1 and 2.
+    fn child_fds(&self) -> std::io::Result<[RawFd; 3]> {
+        let null = dev_null()?;
+        let fd = |i: usize| self.child[i].as_ref().map_or(null, AsRawFd::as_raw_fd);
+        Ok([fd(0), fd(1), fd(2)])
+    }
+}
+
+/// `/dev/null`, opened once (close-on-exec, above the standard streams): the stdin of every
+/// request without stdin text.
+fn dev_null() -> std::io::Result<RawFd> {
+    static NULL: OnceLock<OwnedFd> = OnceLock::new();
+    if let Some(fd) = NULL.get() {
+        return Ok(fd.as_raw_fd());
+    }
+    let fd = spawn::above_stdio(OwnedFd::from(std::fs::File::open("/dev/null")?))?;
+    Ok(NULL.get_or_init(|| fd).as_raw_fd())
+}
+
 fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
     let (stdin, child_in) = if with_stdin {
         let (r, w) = spawn::pipe()?;
-        (Some(w), r)
+        (Some(w), Some(spawn::above_stdio(r)?))
     } else {
-        (None, OwnedFd::from(std::fs::File::open("/dev/null")?))
+        (None, None)
     };
     let (stdout, out_w) = spawn::pipe()?;
     let (stderr, err_w) = spawn::pipe()?;
     Ok(Pipes {
         child: [
-            spawn::above_stdio(child_in)?,
-            spawn::above_stdio(out_w)?,
-            spawn::above_stdio(err_w)?,
+            child_in,
+            Some(spawn::above_stdio(out_w)?),
+            Some(spawn::above_stdio(err_w)?),
         ],
         stdin,
         stdout,
@@ -406,11 +427,6 @@ fn run(
         .transpose()?;
     // The filter exempts the first execve for this very buffer, which the child passes.
     let plan = sandbox.plan(&v.program, path.as_ptr() as u64, true)?;
-    let limits = v.rlimits.plan().map_err(ExecError::Setup)?;
-    let io = pipes(v.stdin.is_some()).map_err(ExecError::Setup)?;
-
-    let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
-    *mechanism = Some(group.mechanism());
     // The profile's spawner thread holds the filter already: its children inherit it.
     #[cfg(target_arch = "x86_64")]
     let spawner = match (&plan.filter, opts.spawner, sandbox.exact_outer_policy()) {
@@ -419,6 +435,11 @@ fn run(
         }
         _ => None,
     };
+    let limits = v.rlimits.plan().map_err(ExecError::Setup)?;
+    let io = pipes(v.stdin.is_some()).map_err(ExecError::Setup)?;
+
+    let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
+    *mechanism = Some(group.mechanism());
     // Violations reach the spawner's shared listener, which finds the request by its cgroup
     // or its child.
     let mut registration = Registration::new(group.cgroup_name());
@@ -427,11 +448,7 @@ fn run(
         argv: &argv,
         envp: &envp,
         cwd: cwd.as_ref(),
-        stdio: [
-            io.child[0].as_raw_fd(),
-            io.child[1].as_raw_fd(),
-            io.child[2].as_raw_fd(),
-        ],
+        stdio: io.child_fds().map_err(ExecError::Setup)?,
         cgroup: group.dir_fd(),
         limits: &limits,
         filter: plan.filter.as_deref(),
