@@ -484,7 +484,7 @@ fn run(
     let mut kill_at: Option<Instant> = None;
     let mut exited = false;
     let mut drain_until: Option<Instant> = None;
-    let mut scratch = vec![0u8; 64 * 1024];
+    let mut scratch = [0u8; 16 * 1024];
     let mut violation_nr = None;
 
     loop {

@@ -13,15 +13,16 @@
 //! while the host takes a copy with `pidfd_getfd`; the listener is close-on-exec, so the
 //! program never holds it.
 //!
-//! The child reports on a close-on-exec pipe: a failure (stage and errno) before exiting with
-//! 127, or nothing, in which case end-of-file means `execve` succeeded. The kernel switches to
-//! the new program's memory before it closes close-on-exec descriptors, so once the host reads
-//! end-of-file the child no longer uses the host's memory and its stack can be freed.
+//! The child reports through memory the host shares with it until exec: a failure (stage and
+//! errno) is written there before it exits with 127. It is cloned with `CLONE_CHILD_CLEARTID`
+//! on a word of that memory, so the kernel zeroes the word and wakes the host when the child
+//! execs or exits (the release of the shared memory that `posix_spawn`'s vfork waits for): then
+//! the child no longer uses the host's memory and its stack can be reused. No pipe is needed.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::raw::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 use crate::policy::Insn;
 
@@ -121,9 +122,12 @@ const ABORT: u32 = 2;
 /// within the time it takes to wake up, and sleeping as well would add a second wake-up.
 const SPINS: u32 = 4096;
 
-/// A message from the child: `[tag, a, b]`, written in one `write` (atomic on a pipe).
-const MSG_LISTENER: i32 = 1;
-const MSG_FAILED: i32 = 2;
+/// `Ctx::phase`: the child runs (before exec).
+const RUNNING: u32 = 1;
+/// `Ctx::phase`: the child has a listener for the host (`Ctx::listener`).
+const HANDOVER: u32 = 2;
+/// `Ctx::phase` once the kernel cleared it: the child has exec'd or exited.
+const RELEASED: u32 = 0;
 
 /// What the child reads, as raw pointers into memory the parent keeps alive until exec.
 #[repr(C)]
@@ -143,8 +147,12 @@ struct Ctx {
     /// Passed in an argument the kernel ignores of every call the child makes: a spawner
     /// thread's filter exempts exactly the calls that carry it (0 when unused).
     secret: u64,
-    /// Write end of the report pipe.
-    report: RawFd,
+    /// [`RUNNING`], [`HANDOVER`], or [`RELEASED`] by the kernel (`CLONE_CHILD_CLEARTID`).
+    phase: AtomicU32,
+    /// Where the child failed ([`Stage`]) and the errno, written before it exits.
+    failed: [AtomicI32; 2],
+    /// The listener's descriptor in the child, during the handover.
+    listener_fd: AtomicI32,
     /// The host's answer to the listener handover: [`WAIT`], [`GO`] or [`ABORT`].
     go: AtomicU32,
 }
@@ -270,18 +278,12 @@ macro_rules! ksys {
     }};
 }
 
-/// Writes one message to the report pipe.
-unsafe fn tell(c: &Ctx, msg: [i32; 3]) {
-    let len = std::mem::size_of_val(&msg);
-    // SAFETY: msg is a local array; a failed write only loses the message.
-    unsafe { ksys!(c; libc::SYS_write, c.report, msg.as_ptr(), len) };
-}
-
-/// Reports the failure of `stage` and ends the child.
+/// Records the failure of `stage` and ends the child.
 unsafe fn fail(c: &Ctx, stage: Stage, rc: isize) -> ! {
-    // SAFETY: raw write and exit_group.
+    c.failed[1].store((-rc) as i32, Ordering::Relaxed);
+    c.failed[0].store(stage as i32, Ordering::Release);
+    // SAFETY: raw exit_group.
     unsafe {
-        tell(c, [MSG_FAILED, stage as i32, (-rc) as i32]);
         ksys!(c; libc::SYS_exit_group, 127);
     }
     #[allow(clippy::empty_loop)]
@@ -338,7 +340,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             }
         }
         // Nothing else of the host's reaches the program: descriptors the host inherited or
-        // opened without close-on-exec are closed at exec (the report pipe stays usable).
+        // opened without close-on-exec are closed at exec.
         let rc = ksys!(c; libc::SYS_close_range, 3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
         if rc < 0 {
             fail(c, Stage::Stdio, rc);
@@ -373,7 +375,10 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             // From here on the filter applies: only write, futex, close, rt_sigprocmask,
             // exit_group and the exempted execve, which `Sandbox::plan` checked are allowed.
             if c.listener {
-                tell(c, [MSG_LISTENER, rc as i32, 0]);
+                c.listener_fd.store(rc as i32, Ordering::Relaxed);
+                c.phase.store(HANDOVER, Ordering::Release);
+                // Not private: the host waits on this word as the kernel wakes it at exec.
+                ksys!(c; libc::SYS_futex, &c.phase as *const AtomicU32, libc::FUTEX_WAKE, 1, 0);
                 let mut spins = 0;
                 let answer = loop {
                     let g = c.go.load(Ordering::Acquire);
@@ -506,7 +511,6 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let setup = SpawnError::Setup;
     let argv = ptrs(spec.argv);
     let envp = ptrs(spec.envp);
-    let (report_r, report_w) = pipe().map_err(setup)?;
     let stack = STACK
         .with(|s| s.take())
         .map_or_else(Stack::new, Ok)
@@ -541,27 +545,29 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         secret: spawner.map_or(0, |s| s.secret()),
         #[cfg(not(target_arch = "x86_64"))]
         secret: 0,
-        report: report_w.as_raw_fd(),
+        phase: AtomicU32::new(RUNNING),
+        failed: [AtomicI32::new(0), AtomicI32::new(0)],
+        listener_fd: AtomicI32::new(-1),
         go: AtomicU32::new(WAIT),
     };
 
     let mut pidfd: c_int = -1;
     #[cfg(target_arch = "x86_64")]
-    let args = clone_args(&stack, spec.cgroup, &mut pidfd);
+    let args = clone_args(&stack, spec.cgroup, &mut pidfd, &ctx.phase);
     let arg = &ctx as *const Ctx as *mut c_void;
     let started = match spawner {
-        // The spawner thread clones, then closes our copy of the report pipe's write end, so
-        // end-of-file still means the child has exec'd (or died); meanwhile we wait on it.
+        // The spawner thread clones (and releases `phase` itself if it cannot); meanwhile we
+        // wait for the child's exec.
         #[cfg(target_arch = "x86_64")]
         // SAFETY: args, ctx and stack stay valid until the child has exec'd (below).
-        Some(s) => Started::Later(unsafe { s.post(&args, arg, report_w.into_raw_fd()) }),
+        Some(s) => Started::Later(unsafe { s.post(&args, arg, &ctx.phase) }),
         _ => {
             // SAFETY: sigset operations on locals; pthread_sigmask affects only this thread.
             let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
             // SAFETY: as above.
             let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
             // SAFETY: clone runs child_main on `stack` with `ctx`, both alive until the child
-            // has exec'd or exited (the loop below waits for end-of-file on the report pipe).
+            // has exec'd or exited (the loop below waits for the kernel to release `phase`).
             // Signals are blocked around the clone so that no host handler runs on the
             // child's stack.
             let rc = unsafe {
@@ -570,12 +576,10 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
                 #[cfg(target_arch = "x86_64")]
                 let rc = clone3(&args, child_main, arg, 0);
                 #[cfg(not(target_arch = "x86_64"))]
-                let rc = start_child(arg, &stack, &mut pidfd);
+                let rc = start_child(arg, &stack, &mut pidfd, &ctx.phase);
                 libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
                 rc
             };
-            // Only the child holds the write end now.
-            drop(report_w);
             if rc < 0 {
                 return Err(SpawnError::Setup(std::io::Error::from_raw_os_error(
                     -rc as i32,
@@ -588,66 +592,46 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let mut listener = None;
     let mut failure: Option<SpawnError> = None;
     loop {
-        let mut msg = [0i32; 3];
-        // SAFETY: reads at most size_of(msg) bytes into msg.
-        let n = unsafe {
-            libc::read(
-                report_r.as_raw_fd(),
-                msg.as_mut_ptr().cast(),
-                std::mem::size_of_val(&msg),
-            )
-        };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            // Cannot happen on a pipe we own; the child is stopped below rather than trusted.
-            failure.get_or_insert(SpawnError::Setup(e));
+        let phase = ctx.phase.load(Ordering::Acquire);
+        if phase == RELEASED {
             break;
         }
-        if n == 0 {
-            break;
+        if phase == HANDOVER && ctx.go.load(Ordering::Relaxed) == WAIT {
+            // Only a child started here (not by a spawner) hands over a listener, so the
+            // pidfd is already there.
+            let fd = ctx.listener_fd.load(Ordering::Relaxed);
+            let answer = match take_fd(pidfd, fd) {
+                Ok(l) => {
+                    listener = Some(l);
+                    GO
+                }
+                Err(e) => {
+                    failure = Some(SpawnError::Setup(std::io::Error::new(
+                        e.kind(),
+                        format!("{}: {e}", Stage::Listener.what()),
+                    )));
+                    ABORT
+                }
+            };
+            ctx.go.store(answer, Ordering::Release);
+            futex_shared(&ctx.go, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
+            continue;
         }
-        match msg {
-            [MSG_LISTENER, fd, _] => {
-                // Only a child started here (not by a spawner) hands over a listener, so the
-                // pidfd is already there.
-                let (taken, answer) = match take_fd(pidfd, fd) {
-                    Ok(l) => (Some(l), GO),
-                    Err(e) => {
-                        failure.get_or_insert(SpawnError::Setup(std::io::Error::new(
-                            e.kind(),
-                            format!("{}: {e}", Stage::Listener.what()),
-                        )));
-                        (None, ABORT)
-                    }
-                };
-                listener = taken;
-                ctx.go.store(answer, Ordering::Release);
-                // SAFETY: wakes the child if it sleeps on the futex word in ctx.
-                unsafe {
-                    libc::syscall(
-                        libc::SYS_futex,
-                        &ctx.go as *const AtomicU32,
-                        libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-                        1,
-                    )
-                };
-            }
-            [MSG_FAILED, stage, errno] => {
-                let err = std::io::Error::from_raw_os_error(errno);
-                let e = match Stage::from_i32(stage) {
-                    Some(Stage::Exec) => SpawnError::Exec(err),
-                    Some(s) => SpawnError::Setup(std::io::Error::new(
-                        err.kind(),
-                        format!("{}: {err}", s.what()),
-                    )),
-                    None => SpawnError::Setup(err),
-                };
-                failure.get_or_insert(e);
-            }
-            _ => {}
+        // Not private: the kernel's wake at exec (CLONE_CHILD_CLEARTID) is a shared one.
+        futex_shared(&ctx.phase, libc::FUTEX_WAIT, phase);
+    }
+    if failure.is_none() {
+        let stage = ctx.failed[0].load(Ordering::Acquire);
+        if stage != 0 {
+            let err = std::io::Error::from_raw_os_error(ctx.failed[1].load(Ordering::Relaxed));
+            failure = Some(match Stage::from_i32(stage) {
+                Some(Stage::Exec) => SpawnError::Exec(err),
+                Some(s) => SpawnError::Setup(std::io::Error::new(
+                    err.kind(),
+                    format!("{}: {err}", s.what()),
+                )),
+                None => SpawnError::Setup(err),
+            });
         }
     }
     let pid = match started {
@@ -662,11 +646,6 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             pid => pid as i32,
         },
     };
-    if matches!(failure, Some(SpawnError::Setup(_))) && !report_done(&report_r) {
-        // SAFETY: signals our own child, which must not run on unobserved.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        wait_eof(&report_r);
-    }
     // SAFETY: CLONE_PIDFD stored a new descriptor that belongs to nobody else.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // The child has exec'd or exited: its stack (and `ctx`, argv, envp) are no longer used.
@@ -718,12 +697,18 @@ enum Started<'a> {
 }
 
 /// `clone_args` for a child sharing our memory, on `stack`, created directly in the request
-/// cgroup, its pidfd stored in `pidfd`.
+/// cgroup, its pidfd stored in `pidfd`, `phase` released by the kernel at its exec or exit.
 #[cfg(target_arch = "x86_64")]
-fn clone_args(stack: &Stack, cgroup: Option<RawFd>, pidfd: &mut c_int) -> CloneArgs {
+fn clone_args(
+    stack: &Stack,
+    cgroup: Option<RawFd>,
+    pidfd: &mut c_int,
+    phase: &AtomicU32,
+) -> CloneArgs {
     let mut args = CloneArgs {
-        flags: (libc::CLONE_VM | libc::CLONE_PIDFD) as u64,
+        flags: (libc::CLONE_VM | libc::CLONE_PIDFD | libc::CLONE_CHILD_CLEARTID) as u64,
         pidfd: pidfd as *mut c_int as u64,
+        child_tid: phase as *const AtomicU32 as u64,
         exit_signal: libc::SIGCHLD as u64,
         stack: stack.0 as u64,
         stack_size: (STACK_SIZE + GUARD) as u64,
@@ -739,15 +724,22 @@ fn clone_args(stack: &Stack, cgroup: Option<RawFd>, pidfd: &mut c_int) -> CloneA
 /// Starts `child_main(ctx)` on `stack` in a new process sharing our memory; the child joins
 /// the request cgroup itself.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn start_child(ctx: *mut c_void, stack: &Stack, pidfd: &mut c_int) -> isize {
+unsafe fn start_child(
+    ctx: *mut c_void,
+    stack: &Stack,
+    pidfd: &mut c_int,
+    phase: &AtomicU32,
+) -> isize {
     // SAFETY: as in `spawn`: ctx and stack stay valid until the child has exec'd.
     let pid = unsafe {
         libc::clone(
             child_main,
             stack.top(),
-            libc::CLONE_VM | libc::CLONE_PIDFD | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_PIDFD | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD,
             ctx,
             pidfd as *mut c_int,
+            std::ptr::null_mut::<c_void>(),
+            phase as *const AtomicU32 as *mut c_void,
         )
     };
     if pid < 0 {
@@ -759,29 +751,18 @@ unsafe fn start_child(ctx: *mut c_void, stack: &Stack, pidfd: &mut c_int) -> isi
     }
 }
 
-/// Whether the report pipe is at end-of-file already (without blocking).
-fn report_done(fd: &OwnedFd) -> bool {
-    let mut p = libc::pollfd {
-        fd: fd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
+/// `futex(word, op, val)` without timeout (a wait returns early on any change or signal).
+fn futex_shared(word: &AtomicU32, op: c_int, val: u32) {
+    // SAFETY: futex on a word that outlives the call.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word as *const AtomicU32,
+            op,
+            val,
+            std::ptr::null::<libc::timespec>(),
+        )
     };
-    // SAFETY: one pollfd on a descriptor we own; zero timeout.
-    unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLHUP != 0 }
-}
-
-/// Reads until end-of-file (the child exec'd or exited).
-fn wait_eof(fd: &OwnedFd) {
-    let mut buf = [0u8; 64];
-    loop {
-        // SAFETY: reads into a local buffer.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n == 0
-            || (n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted)
-        {
-            return;
-        }
-    }
 }
 
 /// A copy of descriptor `fd` of the process behind `pidfd`.

@@ -26,7 +26,7 @@ use crate::policy::action::{RET_TRAP, RET_USER_NOTIF};
 use crate::policy::{bpf, grammar, Action, Error, ErrorKind, Insn, Policy, Source, NATIVE};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::raw::c_void;
 use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -38,7 +38,6 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
     // The spawner thread.
     ("clone3", 2),
     ("futex", 4),
-    ("close", 1),
     // The child.
     ("rt_sigaction", 4),
     ("setsid", 0),
@@ -87,8 +86,8 @@ const SPINS: u32 = 100;
 struct Job {
     args: *const CloneArgs,
     ctx: *mut c_void,
-    /// The caller's copy of the report pipe's write end, closed once the child has its own.
-    close: RawFd,
+    /// The word the kernel releases at the child's exec; released here if the clone fails.
+    phase: *const AtomicU32,
     result: isize,
 }
 
@@ -105,6 +104,8 @@ pub(crate) struct Spawner {
 
 // SAFETY: `job` is written by the caller holding `turn` before it posts, and by the spawner
 // thread only between POSTED and DONE; the state transitions (release/acquire) order them.
+// Its pointers (clone arguments, the child's context and phase word) stay valid until the
+// caller has seen DONE.
 unsafe impl Sync for Spawner {}
 // SAFETY: as above; the raw pointers in `job` are only dereferenced during a job.
 unsafe impl Send for Spawner {}
@@ -155,7 +156,7 @@ impl Spawner {
             job: UnsafeCell::new(Job {
                 args: std::ptr::null(),
                 ctx: std::ptr::null_mut(),
-                close: -1,
+                phase: std::ptr::null(),
                 result: 0,
             }),
             ready: AtomicI32::new(0),
@@ -183,8 +184,9 @@ impl Spawner {
     }
 
     /// Has the spawner thread clone a child with `args` that runs the child side of
-    /// `spawn.rs` on `ctx`, then close `close` (the caller hands it over); the answer comes
-    /// with [`Ticket::wait`].
+    /// `spawn.rs` on `ctx`; the answer comes with [`Ticket::wait`]. If the clone fails, the
+    /// thread releases `phase` (as the kernel does at the child's exec), so that a caller
+    /// waiting for the exec wakes up.
     ///
     /// # Safety
     /// As [`clone_for_spawner`]: `args` and `ctx` stay valid until the child has exec'd and
@@ -193,7 +195,7 @@ impl Spawner {
         &self,
         args: &CloneArgs,
         ctx: *mut c_void,
-        close: RawFd,
+        phase: &AtomicU32,
     ) -> Ticket<'_> {
         let turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: we hold the turn and the thread is idle: nobody else touches the job.
@@ -201,7 +203,7 @@ impl Spawner {
             *self.job.get() = Job {
                 args,
                 ctx,
-                close,
+                phase,
                 result: -(libc::EIO as isize),
             };
         }
@@ -291,7 +293,18 @@ fn serve(sp: &'static Spawner, prog: Vec<Insn>) {
         unsafe {
             let job = &mut *sp.job.get();
             job.result = clone_for_spawner(job.args, job.ctx, sp.secret);
-            libc::syscall(libc::SYS_close, job.close, sp.secret);
+            if job.result < 0 {
+                (*job.phase).store(0, Ordering::Release);
+                // Not private, like the kernel's wake at exec.
+                libc::syscall(
+                    libc::SYS_futex,
+                    job.phase,
+                    libc::FUTEX_WAKE,
+                    1,
+                    0usize,
+                    sp.secret,
+                );
+            }
         }
         sp.state.store(DONE, Ordering::Release);
         futex(&sp.state, libc::FUTEX_WAKE, 1, sp.secret);
