@@ -216,6 +216,13 @@ fn main() {
         // request's stdin to a child that may close it.
         // SAFETY: resetting a signal's disposition to its default has no preconditions.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    } else {
+        // The commands that run programs hold what a program must not learn (the address of
+        // the exempted execve, a spawner's secret) and could be attacked through
+        // /proc/<pid>/mem where Yama allows same-uid access: a non-dumpable process's /proc
+        // files are root's, so only a privileged program can open them (docs/security.md).
+        // SAFETY: prctl with integer arguments; affects only this process.
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     }
     std::process::exit(match cli.command {
         Cmd::Run {

@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
 
@@ -647,4 +647,65 @@ fn every_unconfinable_kind_is_blocked_by_default_and_runs_with_warn() {
         assert_eq!(err(&o), "", "{name}: allow says nothing");
         assert!(marker.exists(), "{name}: allow runs it");
     }
+}
+
+/// Runs `args` as uid/gid 65534 with a home it cannot write (the preload goes to a temp dir).
+fn as_nobody(args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .args(args)
+        .env("HOME", "/nonexistent")
+        .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("XDG_CACHE_HOME")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("setpriv (util-linux)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_program_cannot_open_the_memory_of_the_sandbox_that_runs_it() {
+    // Where Yama allows it (not loaded on this machine kind), a process can open the memory of
+    // a same-uid parent: the address of the exempted execve and a spawner's secret are there,
+    // and so is everything else of the host. `run` and `exec` make themselves non-dumpable.
+    const SCRIPT: &str = "import os\n\
+                          try:\n    open('/proc/%d/mem' % os.getppid(), 'rb'); print('opened')\n\
+                          except OSError as e:\n    print('refused', e.errno)";
+    let control = as_nobody(
+        &["/bin/sh", "-c", "/usr/bin/python3 -c \"$0\"; :", SCRIPT],
+        "",
+    );
+    assert_eq!(
+        out(&control),
+        "opened\n",
+        "unsandboxed, a same-uid child opens its parent's memory: {}",
+        err(&control)
+    );
+    let o = as_nobody(
+        &[
+            SANDBOX,
+            "run",
+            "--profile",
+            "minimal",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            SCRIPT,
+        ],
+        "",
+    );
+    assert_eq!(out(&o), "refused 13\n", "{}", err(&o));
+    let request = serde_json::json!({"argv": ["/usr/bin/python3", "-c", SCRIPT]}).to_string();
+    let o = as_nobody(&[SANDBOX, "exec", "--json"], &request);
+    let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(result["stdout"], "refused 13\n", "{result}");
 }
