@@ -186,9 +186,11 @@ fn find(pid: i32) -> Option<Arc<Slot>> {
     let reg = registry().lock().unwrap_or_else(|e| e.into_inner());
     if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) {
         if let Some(path) = text.lines().find_map(|l| l.strip_prefix("0::")) {
-            let name = path.rsplit('/').next().unwrap_or("");
-            if let Some(s) = reg.get(&Member::Cgroup(name.to_string())) {
-                return Some(Arc::clone(s));
+            // The request cgroup, or one a (privileged) program made inside it.
+            for name in path.split('/').filter(|n| !n.is_empty()) {
+                if let Some(s) = reg.get(&Member::Cgroup(name.to_string())) {
+                    return Some(Arc::clone(s));
+                }
             }
         }
     }

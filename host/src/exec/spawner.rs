@@ -212,19 +212,30 @@ impl Spawner {
         Ticket {
             sp: self,
             _turn: turn,
+            result: None,
         }
     }
 }
 
 /// A posted clone; [`Ticket::wait`] gives its result and frees the spawner for the next one.
+/// Dropped without waiting, it still waits: the spawner thread may be reading the caller's
+/// clone arguments.
 pub(crate) struct Ticket<'a> {
     sp: &'a Spawner,
     _turn: MutexGuard<'a, ()>,
+    result: Option<isize>,
 }
 
 impl Ticket<'_> {
     /// The child's pid, or `-errno` when the clone failed.
-    pub(crate) fn wait(self) -> isize {
+    pub(crate) fn wait(mut self) -> isize {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> isize {
+        if let Some(r) = self.result {
+            return r;
+        }
         let sp = self.sp;
         let mut spins = 0;
         while sp.state.load(Ordering::Acquire) != DONE {
@@ -238,7 +249,14 @@ impl Ticket<'_> {
         // SAFETY: DONE: the thread has written the result and does not touch the job again.
         let result = unsafe { (*sp.job.get()).result };
         sp.state.store(IDLE, Ordering::Release);
+        self.result = Some(result);
         result
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        self.finish();
     }
 }
 
