@@ -159,6 +159,10 @@ struct Ctx {
 
 /// Raw system calls: they return `-errno` and touch no libc state.
 mod raw {
+    /// `syscall(nr, a...)`, returning the kernel's value (`-errno` on failure).
+    ///
+    /// # Safety
+    /// The arguments must be valid for `nr` (pointers to live memory of the right type).
     #[cfg(target_arch = "x86_64")]
     pub(super) unsafe fn syscall(nr: libc::c_long, a: [usize; 6]) -> isize {
         let ret: isize;
@@ -176,6 +180,10 @@ mod raw {
         ret
     }
 
+    /// `syscall(nr, a...)`, returning the kernel's value (`-errno` on failure).
+    ///
+    /// # Safety
+    /// The arguments must be valid for `nr` (pointers to live memory of the right type).
     #[cfg(target_arch = "aarch64")]
     pub(super) unsafe fn syscall(nr: libc::c_long, a: [usize; 6]) -> isize {
         let ret: isize;
@@ -217,6 +225,10 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// its result; returns the child's pid (or `-errno`) in the parent. glibc has no wrapper that
 /// takes `clone_args`, and the child cannot return from the syscall into Rust code: its stack
 /// is a fresh one.
+///
+/// # Safety
+/// `args` must describe a stack nobody else uses until the child execs or exits, and `f` must
+/// never return into the caller's frames (it runs on that stack with the caller's memory).
 #[cfg(target_arch = "x86_64")]
 unsafe fn clone3(
     args: &CloneArgs,
@@ -723,6 +735,9 @@ fn clone_args(
 
 /// Starts `child_main(ctx)` on `stack` in a new process sharing our memory; the child joins
 /// the request cgroup itself.
+///
+/// # Safety
+/// `ctx` and `stack` must stay valid and unused by others until `phase` is released.
 #[cfg(not(target_arch = "x86_64"))]
 unsafe fn start_child(
     ctx: *mut c_void,
