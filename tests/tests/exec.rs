@@ -884,3 +884,25 @@ fn attaching_the_filter_in_each_child_gives_the_same_results() {
     .unwrap();
     assert_eq!(res.stdout, "Seccomp_filters:\t1\n");
 }
+
+#[test]
+fn the_host_can_change_its_credentials_while_spawners_run() {
+    // glibc's setuid family changes the credentials of every thread of the process, the
+    // spawner threads (which run under a profile's filter) included, and aborts the process if
+    // one thread fails.
+    if !isolated(
+        "the_host_can_change_its_credentials_while_spawners_run",
+        &[],
+    ) {
+        return;
+    }
+    warm_up(&["minimal", "shell"]);
+    // SAFETY: credential calls with valid arguments; the test process is root and stays root.
+    unsafe {
+        assert_eq!(libc::setgroups(0, std::ptr::null()), 0);
+        assert_eq!(libc::setresgid(0, 0, 0), 0);
+        assert_eq!(libc::setresuid(0, 0, 0), 0);
+    }
+    let res = run(&req(&["/bin/echo", "still"]));
+    assert_eq!((res.exit_code, res.stdout.as_str()), (Some(0), "still\n"));
+}

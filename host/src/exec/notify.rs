@@ -247,8 +247,7 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
                 pending.retain(|(c, since)| {
                     let pid = c.pid as i32;
                     if std::path::Path::new(&format!("/proc/self/task/{pid}")).exists() {
-                        tracing::error!(profile = %profile, nr = c.data.nr, "a host thread made a call the spawner's filter refuses");
-                        answer_eperm(fd, c);
+                        answer_host_thread(&profile, fd, c);
                         return false;
                     }
                     match find(pid) {
@@ -277,12 +276,47 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
     Ok(())
 }
 
-fn answer_eperm(fd: RawFd, c: &libc::seccomp_notif) {
-    let resp = libc::seccomp_notif_resp {
-        id: c.id,
-        val: 0,
-        error: -libc::EPERM,
-        flags: 0,
+/// Credential changes glibc makes in *every* thread of the process (its `setxid` broadcast)
+/// when the host calls `setuid`, `setgroups`, ...: the spawner thread takes part too, and
+/// glibc aborts the process if one thread fails where another succeeded.
+const CREDENTIAL_CALLS: &[&str] = &[
+    "setuid",
+    "setgid",
+    "setreuid",
+    "setregid",
+    "setresuid",
+    "setresgid",
+    "setfsuid",
+    "setfsgid",
+    "setgroups",
+];
+
+/// Answers a call of the host's own (spawner) thread: a credential change glibc asks of every
+/// thread is carried out (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the kernel runs the call as if
+/// allowed, for that thread only); anything else is a bug and fails with EPERM.
+fn answer_host_thread(profile: &str, fd: RawFd, c: &libc::seccomp_notif) {
+    let credential = crate::policy::NATIVE
+        .syscall_name(c.data.nr as u32)
+        .is_some_and(|n| CREDENTIAL_CALLS.contains(&n));
+    let resp = if credential {
+        libc::seccomp_notif_resp {
+            id: c.id,
+            val: 0,
+            error: 0,
+            flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+        }
+    } else {
+        tracing::error!(
+            profile,
+            nr = c.data.nr,
+            "a host thread made a call the spawner's filter refuses"
+        );
+        libc::seccomp_notif_resp {
+            id: c.id,
+            val: 0,
+            error: -libc::EPERM,
+            flags: 0,
+        }
     };
     // SAFETY: NOTIF_SEND reads the response we pass.
     unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
