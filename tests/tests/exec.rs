@@ -906,3 +906,54 @@ fn the_host_can_change_its_credentials_while_spawners_run() {
     let res = run(&req(&["/bin/echo", "still"]));
     assert_eq!((res.exit_code, res.stdout.as_str()), (Some(0), "still\n"));
 }
+
+#[test]
+fn concurrent_violations_are_each_reported_to_their_own_request() {
+    // One listener serves every request of a profile: each refused call must reach the
+    // request whose process made it, and no other.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= 48 {
+                    break;
+                }
+                let script = match i % 3 {
+                    0 => "import socket; print('a', flush=True); socket.socket()",
+                    1 => "import os; print('b', flush=True); os.setsid()",
+                    _ => "print('c')",
+                };
+                let res = run(&req(&[PYTHON, "-c", script]));
+                let want = ["socket", "setsid", ""][i % 3];
+                let got = res.violation.as_ref().map_or("", |v| v.syscall.as_str());
+                assert_eq!(got, want, "request {i}: {res:?}");
+                assert_eq!(res.stdout, format!("{}\n", ["a", "b", "c"][i % 3]));
+            });
+        }
+    });
+}
+
+#[test]
+fn violations_are_named_without_a_cgroup_too() {
+    // Subreaper mode: the listener finds the request through the process's parents.
+    let opts = RunOptions {
+        containment: Containment::Subreaper,
+        ..RunOptions::default()
+    };
+    let res = exec::exec_with(
+        &req(&[PYTHON, "-c", "import socket; socket.socket()"]),
+        &opts,
+    )
+    .unwrap();
+    assert_eq!(res.violation.expect("a violation").syscall, "socket");
+    let mut r = req(&[
+        "/bin/sh",
+        "-c",
+        &format!("{PYTHON} -c 'import socket; socket.socket()'; echo after $?"),
+    ]);
+    r.profile = "shell".into();
+    let res = exec::exec_with(&r, &opts).unwrap();
+    assert_eq!(res.stdout, "after 159\n", "{res:?}");
+    assert_eq!(res.violation.expect("a violation").syscall, "socket");
+}
