@@ -130,7 +130,7 @@ pub struct Sandbox {
 
 /// The calls a child makes between installing a notifying filter and exec (handing over the
 /// listener); without them the filter keeps `trap` and violations go unnamed.
-pub const HANDOVER_CALLS: &[&str] = &["write", "futex", "close", "rt_sigprocmask", "exit_group"];
+pub const HANDOVER_CALLS: &[&str] = &["futex", "close", "rt_sigprocmask", "exit_group"];
 
 /// Whether `policy` allows every one of [`HANDOVER_CALLS`] whatever the arguments.
 fn handover_allowed(policy: &sandbox_policy::Policy) -> bool {

@@ -384,7 +384,7 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             if rc < 0 {
                 fail(c, Stage::Filter, rc);
             }
-            // From here on the filter applies: only write, futex, close, rt_sigprocmask,
+            // From here on the filter applies: only futex, close, rt_sigprocmask,
             // exit_group and the exempted execve, which `Sandbox::plan` checked are allowed.
             if c.listener {
                 c.listener_fd.store(rc as i32, Ordering::Relaxed);

@@ -45,7 +45,6 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
     ("dup3", 3),
     ("close_range", 3),
     ("prlimit64", 4),
-    ("write", 3),
     ("exit_group", 1),
     ("rt_sigprocmask", 4),
     ("execve", 3),
