@@ -155,7 +155,7 @@ pub struct Plan {
     pub planned: Sandboxed,
     /// Warnings the caller must show (one line each).
     pub warnings: Vec<String>,
-    /// The filter to install between clone and exec, if any.
+    /// The filter for the child to install between clone and exec, when one was asked for.
     pub filter: Option<Vec<Insn>>,
     /// The filter notifies a listener instead of trapping: install it with one.
     pub notify: bool,
@@ -410,12 +410,15 @@ impl Sandbox {
     }
 
     /// Decides how `program` is confined when the caller starts it itself, without the
-    /// preload (the exec runtime): the outer filter, with the first `execve` exempted for the
-    /// path string at `path_addr`. With `notify`, the profile's `trap` returns become
-    /// `SECCOMP_RET_USER_NOTIF`: the caller must install the filter with a listener and name
-    /// violations from its notifications. Fails when the profile needs the preload's inner
-    /// filter to be exact (a custom profile lacking loader calls; no built-in one does).
-    pub fn plan(&self, program: &Path, path_addr: u64, notify: bool) -> Result<Plan, SandboxError> {
+    /// preload (the exec runtime). With `attach = Some(path_addr)` it also compiles the outer
+    /// filter for the child to install, with the first `execve` exempted for the path string at
+    /// `path_addr` and the profile's `trap` returns turned into `SECCOMP_RET_USER_NOTIF` when
+    /// the handover calls are allowed (`Plan::notify`: install it with a listener and name
+    /// violations from its notifications). With `None` the caller's child inherits the filter
+    /// from elsewhere (a spawner thread) and nothing is compiled. Fails when the profile needs
+    /// the preload's inner filter to be exact (a custom profile lacking loader calls; no
+    /// built-in one does).
+    pub fn plan(&self, program: &Path, attach: Option<u64>) -> Result<Plan, SandboxError> {
         let mut plan = Plan {
             planned: Sandboxed::None,
             warnings: Vec::new(),
@@ -430,28 +433,31 @@ impl Sandbox {
                 self.options.profile.name.clone(),
             ));
         }
-        let template = self
-            .outer
-            .as_ref()
-            .expect("a filtering profile has an outer policy");
-        let mut prog = template
-            .program(path_addr)
-            .map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))?;
-        if notify && handover_allowed(template.policy()) {
-            plan.notify = sandbox_policy::bpf::retarget(
-                &mut prog,
-                sandbox_policy::action::RET_TRAP,
-                sandbox_policy::action::RET_USER_NOTIF,
-            ) > 0;
+        plan.planned = Sandboxed::Exact;
+        if let Some(path_addr) = attach {
+            let template = self
+                .outer
+                .as_ref()
+                .expect("a filtering profile has an outer policy");
+            let mut prog = template
+                .program(path_addr)
+                .map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))?;
+            if handover_allowed(template.policy()) {
+                plan.notify = sandbox_policy::bpf::retarget(
+                    &mut prog,
+                    sandbox_policy::action::RET_TRAP,
+                    sandbox_policy::action::RET_USER_NOTIF,
+                ) > 0;
+            }
+            plan.filter = Some(prog);
         }
         tracing::info!(
             profile = %self.options.profile.name,
             program = %program.display(),
+            attach = attach.is_some(),
             notify = plan.notify,
             "sandbox planned"
         );
-        plan.planned = Sandboxed::Exact;
-        plan.filter = Some(prog);
         Ok(plan)
     }
 

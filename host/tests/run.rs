@@ -386,34 +386,27 @@ fn a_setuid_root_program_run_by_an_unprivileged_user_stays_filtered() {
         euid, 0,
         "the test runs as root so it can make a setuid-root file"
     );
-    let as_nobody = |args: &[&str]| {
-        Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .args(args)
-            .env("HOME", "/nonexistent")
-            .env_remove("XDG_RUNTIME_DIR")
-            .env_remove("XDG_CACHE_HOME")
-            .output()
-            .expect("setpriv (util-linux)")
-    };
     let p = prog.to_str().unwrap();
-    let o = as_nobody(&[p]);
+    let o = as_nobody(&[p], "");
     assert_eq!(
         out(&o),
         "euid=0 uname=ok\n",
         "unsandboxed, the setuid bit works: {}",
         err(&o)
     );
-    let o = as_nobody(&[
-        SANDBOX,
-        "run",
-        "--deny",
-        "uname",
-        "--on-violation",
-        "errno",
-        "--",
-        p,
-    ]);
+    let o = as_nobody(
+        &[
+            SANDBOX,
+            "run",
+            "--deny",
+            "uname",
+            "--on-violation",
+            "errno",
+            "--",
+            p,
+        ],
+        "",
+    );
     assert_eq!(
         out(&o),
         "euid=65534 uname=Operation not permitted\n",

@@ -831,9 +831,23 @@ fn requests_after_one_whose_leftovers_were_killed_run_normally() {
 
 // ---- the spawner thread ----
 
+/// `Seccomp:` of each thread of this process whose name starts with `prefix`.
+fn thread_seccomp(prefix: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.starts_with(prefix) {
+            let status = std::fs::read_to_string(t.path().join("status")).unwrap();
+            let line = status.lines().find(|l| l.starts_with("Seccomp:")).unwrap();
+            found.push(line.to_string());
+        }
+    }
+    found
+}
+
 #[test]
-fn programs_inherit_the_spawners_filter_without_its_exemptions() {
-    // One filter (the spawner thread's), no_new_privs.
+fn the_spawner_thread_alone_is_filtered_and_programs_lack_its_exemptions() {
+    // One filter and no_new_privs in the program.
     let res = run(&req(&[
         "/bin/grep",
         "-E",
@@ -844,6 +858,10 @@ fn programs_inherit_the_spawners_filter_without_its_exemptions() {
         res.stdout, "NoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n",
         "{res:?}"
     );
+    // In the host, the minimal profile's spawner thread is in filter mode; this thread is not.
+    assert_eq!(thread_seccomp("sandbox-spawn-m"), ["Seccomp:\t2"]);
+    let me = std::fs::read_to_string("/proc/thread-self/status").unwrap();
+    assert!(me.lines().any(|l| l == "Seccomp:\t0"), "{me}");
     // The spawner exempts setsid and clone3 only when they carry its secret: without it the
     // program meets the profile (setsid: stopped; clone3: ENOSYS, so a guess costs nothing
     // but needs 2^64 tries).

@@ -128,18 +128,19 @@ fn remove_stale(dir: &Path) {
 /// request, joining an existing one a few.
 const POOL_MAX: usize = 32;
 
-/// An idle request cgroup (its directory is opened again when it is reused, so the pool
-/// holds no descriptors).
+/// Where a request cgroup is. The pool keeps only this (the directory is opened again when
+/// the cgroup is reused, so the pool holds no descriptors).
 #[derive(Debug)]
-struct Idle {
+struct Place {
     name: String,
     dir: PathBuf,
+    /// The path as `/proc/PID/cgroup` shows it.
     rel: String,
 }
 
-static POOL_ONCE: OnceLock<Mutex<Vec<Idle>>> = OnceLock::new();
+static POOL_ONCE: OnceLock<Mutex<Vec<Place>>> = OnceLock::new();
 
-fn pool() -> &'static Mutex<Vec<Idle>> {
+fn pool() -> &'static Mutex<Vec<Place>> {
     POOL_ONCE.get_or_init(|| {
         // SAFETY: registers a plain function to run at normal process exit.
         unsafe { libc::atexit(drain_pool) };
@@ -173,21 +174,11 @@ fn active() -> &'static Mutex<HashSet<String>> {
 fn take_idle() -> Option<Cg> {
     loop {
         let idle = pool().lock().unwrap_or_else(|e| e.into_inner()).pop()?;
-        match fs::File::open(&idle.dir) {
-            Ok(fd) => {
-                active()
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(idle.name.clone());
-                return Some(Cg {
-                    name: idle.name,
-                    dir: idle.dir,
-                    rel: idle.rel,
-                    fd,
-                });
-            }
+        let dir = idle.dir.clone();
+        match Cg::open(idle) {
+            Ok(cg) => return Some(cg),
             Err(_) => {
-                let _ = fs::remove_dir(&idle.dir);
+                let _ = fs::remove_dir(&dir);
             }
         }
     }
@@ -207,6 +198,16 @@ fn become_subreaper() {
 }
 
 impl Cg {
+    /// Opens the cgroup at `place` and marks it in use.
+    fn open(place: Place) -> std::io::Result<Cg> {
+        let fd = fs::File::open(&place.dir)?;
+        active()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(place.name.clone());
+        Ok(Cg { place, fd })
+    }
+
     /// Whether any process is in the cgroup (`cgroup.events`, opened relative to the
     /// directory already open: cheaper than resolving the whole path).
     fn populated(&self) -> bool {
@@ -232,14 +233,19 @@ impl Cg {
     }
 }
 
-/// A request cgroup.
+/// A request cgroup in use.
 #[derive(Debug)]
 struct Cg {
-    name: String,
-    dir: PathBuf,
-    rel: String,
+    place: Place,
     /// The cgroup's directory, for `CLONE_INTO_CGROUP`.
     fd: fs::File,
+}
+
+impl std::ops::Deref for Cg {
+    type Target = Place;
+    fn deref(&self) -> &Place {
+        &self.place
+    }
 }
 
 /// One request's processes.
@@ -281,15 +287,14 @@ impl Group {
                 static N: AtomicU64 = AtomicU64::new(0);
                 let name = format!("{}{}", prefix(), N.fetch_add(1, Ordering::Relaxed));
                 let dir = b.dir.join(&name);
-                match fs::create_dir(&dir).and_then(|_| fs::File::open(&dir)) {
-                    Ok(fd) => {
-                        active()
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(name.clone());
-                        let rel = format!("{}/{}", b.rel.trim_end_matches('/'), name);
-                        Some(Cg { name, dir, rel, fd })
-                    }
+                let rel = format!("{}/{}", b.rel.trim_end_matches('/'), name);
+                let place = Place {
+                    name,
+                    dir: dir.clone(),
+                    rel,
+                };
+                match fs::create_dir(&dir).and_then(|_| Cg::open(place)) {
+                    Ok(cg) => Some(cg),
                     Err(e) if want == Containment::Cgroup => {
                         let _ = fs::remove_dir(&dir);
                         return Err(e);
@@ -468,17 +473,14 @@ impl Group {
         if self.emptied && thawed && !self.killed {
             let mut idle = pool().lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < POOL_MAX {
-                idle.push(Idle {
-                    name: cg.name,
-                    dir: cg.dir,
-                    rel: cg.rel,
-                });
+                idle.push(cg.place);
                 return;
             }
         }
-        drop(cg.fd);
-        if let Err(e) = fs::remove_dir(&cg.dir) {
-            tracing::warn!(cgroup = %cg.dir.display(), error = %e, "cannot remove the request cgroup");
+        let Cg { place, fd } = cg;
+        drop(fd);
+        if let Err(e) = fs::remove_dir(&place.dir) {
+            tracing::warn!(cgroup = %place.dir.display(), error = %e, "cannot remove the request cgroup");
         }
     }
 }

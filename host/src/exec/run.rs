@@ -425,12 +425,17 @@ fn run(
         .as_ref()
         .map(|c| c_string("cwd", c.as_os_str().as_bytes()))
         .transpose()?;
-    // The filter exempts the first execve for this very buffer, which the child passes.
-    let plan = sandbox.plan(&v.program, path.as_ptr() as u64, true)?;
-    // The profile's spawner thread holds the filter already: its children inherit it.
+    // The profile's spawner thread holds the filter already and its children inherit it;
+    // otherwise the child attaches one whose execve exemption names this very buffer.
     #[cfg(target_arch = "x86_64")]
-    let spawner = match (&plan.filter, opts.spawner, sandbox.exact_outer_policy()) {
-        (Some(_), true, Some(base)) => {
+    let spawner_base = sandbox.exact_outer_policy().filter(|_| opts.spawner);
+    #[cfg(not(target_arch = "x86_64"))]
+    let spawner_base: Option<&crate::policy::Policy> = None;
+    let attach = spawner_base.is_none().then_some(path.as_ptr() as u64);
+    let plan = sandbox.plan(&v.program, attach)?;
+    #[cfg(target_arch = "x86_64")]
+    let spawner = match spawner_base {
+        Some(base) if plan.planned == Sandboxed::Exact => {
             Some(Spawner::for_profile(&v.profile, base).map_err(ExecError::Setup)?)
         }
         _ => None,
