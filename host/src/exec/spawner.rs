@@ -353,13 +353,17 @@ mod tests {
     use crate::policy::profile::Profile;
 
     /// A program that calls `setsid` with `value` in the argument the spawner's secret uses.
-    fn setsid_with(value: u64) -> crate::exec::ExecResult {
+    fn setsid_with(value: u64, spawner: bool) -> crate::exec::ExecResult {
         let script = format!(
             "import ctypes\n\
              r = ctypes.CDLL(None).syscall(112, ctypes.c_uint64({value}))\n\
              print('ran', r)"
         );
-        exec(&Request::new(["/usr/bin/python3", "-c", &script])).unwrap()
+        let opts = crate::exec::RunOptions {
+            spawner,
+            ..Default::default()
+        };
+        crate::exec::exec_with(&Request::new(["/usr/bin/python3", "-c", &script]), &opts).unwrap()
     }
 
     #[test]
@@ -379,11 +383,15 @@ mod tests {
         // With the secret, setsid passes the filter (it then fails: the program already leads
         // its session): the program's filter is the spawner's, exemption included. A filter
         // attached in the child would stop it.
-        let res = setsid_with(secret);
+        let res = setsid_with(secret, true);
         assert_eq!(res.stdout, "ran -1\n", "{res:?}");
         assert!(res.violation.is_none());
         // One bit off, it meets the profile.
-        let res = setsid_with(secret ^ 1);
+        let res = setsid_with(secret ^ 1, true);
+        assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
+        assert_eq!(res.violation.unwrap().syscall, "setsid");
+        // Without the spawner the child attaches a filter of its own, with no such exemption.
+        let res = setsid_with(secret, false);
         assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
         assert_eq!(res.violation.unwrap().syscall, "setsid");
     }
