@@ -462,3 +462,36 @@ fn program_output_cannot_break_the_json() {
     assert_eq!(status, 0);
     assert_eq!(v["stdout"], "}\"\n{\"error\": 1}\u{0}\u{7}");
 }
+
+/// The most common agent command: `bash -c` under `shell`, started with a bare environment (no
+/// `SHLVL`, no `TERM`) and stdin from a pipe. bash then asks `getpeername` of its stdin.
+#[test]
+fn bash_c_runs_under_shell_as_agents_start_it() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox"))
+        .args(["exec", "--json"])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/tmp")
+        .env("LANG", "C.UTF-8")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"argv":["/bin/bash","-c","echo agent-ok | cat"],"profile":"shell"}"#)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stdout"], "agent-ok\n", "{v}");
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_eq!(v["violation"], Value::Null, "{v}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

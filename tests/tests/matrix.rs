@@ -82,6 +82,7 @@ cells!(mv);
 cells!(rm);
 cells!(sed_i);
 cells!(sh_pipeline);
+cells!(bash_c);
 
 /// The tests above cover every command and profile of the matrix, and nothing else.
 #[test]

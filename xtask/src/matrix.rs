@@ -273,6 +273,13 @@ pub const COMMANDS: &[Cmd] = &[
         argv: &["sh", "-c", "sort data/fruits.txt | uniq -c | sort -rn"],
         kind: Kind::Spawn,
     },
+    // As agents run commands: bash -c with no SHLVL and no TERM (bash then asks getpeername of
+    // its stdin).
+    Cmd {
+        id: "bash_c",
+        argv: &["bash", "-c", "wc -l data/fruits.txt | cat"],
+        kind: Kind::Spawn,
+    },
 ];
 
 /// The command with this id.
@@ -584,7 +591,6 @@ fn run_once(cmd: &Cmd, env: &[(&'static str, String)], so: Option<&Path>) -> Res
         .env("HOME", &fx.0)
         .env("LANG", "C")
         .env("LC_ALL", "C")
-        .env("TERM", "dumb")
         .env("GIT_PAGER", "cat")
         .env("PAGER", "cat")
         .envs(GIT_ENV.iter().copied())
