@@ -477,6 +477,37 @@ fn setsid_tree_is_killed(containment: Containment) {
     );
 }
 
+/// A cancelled request ends at once with its whole tree (setsid descendants included), long
+/// before its timeout; a control request with the same handle uncancelled runs to completion.
+#[test]
+fn cancel_kills_the_tree() {
+    let mark = unique("cancel");
+    let mut r = req(&["/bin/sh", "-c", "setsid sleep 300 & sleep 300"]);
+    r.profile = "shell".into();
+    r.timeout_s = 60.0;
+    r.env.insert("EXEC_TEST_MARK".into(), mark.clone());
+    let cancel = exec::Cancel::new().unwrap();
+    let opts = RunOptions {
+        cancel: Some(cancel.clone()),
+        ..RunOptions::default()
+    };
+    let ok = exec::exec_with(&req(&["/bin/echo", "control"]), &opts).unwrap();
+    assert!(!ok.cancelled && ok.stdout == "control\n", "{ok:?}");
+    let t = Instant::now();
+    let worker = std::thread::spawn(move || exec::exec_with(&r, &opts).unwrap());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!marked(&mark).is_empty(), "the request's processes started");
+    cancel.cancel();
+    let res = worker.join().unwrap();
+    assert!(res.cancelled && !res.timed_out, "{res:?}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert_eq!(
+        marked(&mark),
+        vec![],
+        "processes of the request are still alive"
+    );
+}
+
 #[test]
 fn timeout_kills_setsid_descendants_cgroup() {
     setsid_tree_is_killed(Containment::Auto);

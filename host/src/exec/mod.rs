@@ -23,4 +23,4 @@ pub use contain::{Containment, Mechanism};
 pub use limits::Rlimits;
 pub use request::{Limits, Refusal, Request, Validated};
 pub(crate) use run::hint;
-pub use run::{exec, exec_with, ExecError, ExecResult, RunOptions, SandboxInfo, Violation};
+pub use run::{exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, Violation};

@@ -15,7 +15,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -36,6 +36,51 @@ pub struct RunOptions {
     /// Clone filtered programs from the profile's spawner thread, which holds the filter
     /// already (x86_64; see `docs/exec.md`). Off: attach the filter in each child.
     pub spawner: bool,
+    /// Ends the request early when cancelled from another thread (a server shutting down):
+    /// its whole process tree is killed and the result says `cancelled`.
+    pub cancel: Option<Cancel>,
+}
+
+/// A cancellation handle for one or more running requests; clones share the state.
+///
+/// Backed by an eventfd, so a request's poll loop wakes the moment it is cancelled.
+#[derive(Clone, Debug)]
+pub struct Cancel(Arc<OwnedFd>);
+
+impl Cancel {
+    /// A handle that is not cancelled yet.
+    pub fn new() -> std::io::Result<Cancel> {
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: fd was just created and belongs to nobody else.
+        Ok(Cancel(Arc::new(unsafe { OwnedFd::from_raw_fd(fd) })))
+    }
+
+    /// Cancels every request running with this handle (and any started with it later).
+    pub fn cancel(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a local to our eventfd; the counter stays non-zero
+        // because nobody reads it.
+        unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+
+    /// Whether [`Cancel::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        let mut p = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: polls one valid pollfd without waiting.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
 }
 
 impl Default for RunOptions {
@@ -45,6 +90,7 @@ impl Default for RunOptions {
             containment: Containment::Auto,
             libsandbox_path: None,
             spawner: cfg!(target_arch = "x86_64"),
+            cancel: None,
         }
     }
 }
@@ -68,6 +114,9 @@ pub struct ExecResult {
     pub duration_s: f64,
     /// The wall-clock limit ended the program.
     pub timed_out: bool,
+    /// The request was cancelled (its caller went away or the server shut down) and its
+    /// processes were killed.
+    pub cancelled: bool,
     /// The filter stopped the program: which call, and what would allow it.
     pub violation: Option<Violation>,
     /// Whether a filter applied, and which profile.
@@ -174,6 +223,8 @@ fn audit(
         Ok(r) => {
             let outcome = if r.violation.is_some() {
                 "violation"
+            } else if r.cancelled {
+                "cancelled"
             } else if r.timed_out {
                 "timed-out"
             } else if r.signal.is_some() {
@@ -491,8 +542,15 @@ fn run(
     let mut drain_until: Option<Instant> = None;
     let mut scratch = [0u8; 16 * 1024];
     let mut violation_nr = None;
+    let mut cancelled = false;
+    let cancel = opts.cancel.as_ref();
 
     loop {
+        if !exited && !cancelled && cancel.is_some_and(Cancel::is_cancelled) {
+            cancelled = true;
+            kill_at = None;
+            group.kill_all();
+        }
         if !exited && has_exited(pid) {
             exited = true;
             input = None;
@@ -549,6 +607,9 @@ fn run(
         }
         if !exited {
             watch(pidfd.as_raw_fd(), libc::POLLIN);
+            if let Some(c) = cancel.filter(|_| !cancelled) {
+                watch(c.raw(), libc::POLLIN);
+            }
         }
         if let Some(n) = &notifier {
             watch(n.raw(), libc::POLLIN);
@@ -646,6 +707,7 @@ fn run(
         stderr_truncated,
         duration_s: start.elapsed().as_secs_f64(),
         timed_out,
+        cancelled,
         violation,
         sandboxed: SandboxInfo {
             filter: plan.planned,
