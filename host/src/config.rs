@@ -1,4 +1,4 @@
-//! The `tools.exec` JSON of GoClaw-style agent configs (seed 000), read strictly: unknown keys
+//! The `tools.exec` JSON of GoClaw-style agent configs, read strictly: unknown keys
 //! are an error that names them, and allowed/blocked commands match resolved paths.
 
 use crate::sandbox::{Options, StaticBinaryAction};
