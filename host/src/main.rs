@@ -67,7 +67,7 @@ enum Cmd {
     Env {
         #[command(flatten)]
         policy: PolicyArgs,
-        /// Print a JSON object instead of KEY=VALUE lines.
+        /// Print a JSON object instead of shell `export KEY='value'` lines.
         #[arg(long)]
         json: bool,
     },
@@ -277,8 +277,16 @@ fn cmd_env(policy: &PolicyArgs, json: bool) -> i32 {
             .collect();
         println!("{}", serde_json::Value::Object(map));
     } else {
+        // One `export KEY='value'` line per variable, quoted for a POSIX shell: values carry
+        // spaces, parentheses and `|` (argument rules). `eval "$(sandbox env)"` then sets and
+        // exports them exactly; `export` because an unexported variable never reaches a program.
+        if let Some((k, _)) = vars.iter().find(|(_, v)| v.contains('\n')) {
+            return fail(format_args!(
+                "{k} would contain a newline; plain output is one variable per line (use --json)"
+            ));
+        }
         for (k, v) in vars {
-            println!("{k}={v}");
+            println!("export {k}='{}'", v.replace('\'', "'\\''"));
         }
     }
     0

@@ -159,7 +159,7 @@ fn confine_stops_a_static_program_opening_a_socket() {
     let o = f.run(Some(CONFINE), &["./static-cat", "--socket", &port]);
     assert!(killed_by_sigsys(&o), "{:?} {}", o.status, text(&o.stderr));
     assert!(
-        text(&o.stderr).contains("killed by the filter"),
+        text(&o.stderr).contains("stopped by the filter: syscall socket"),
         "{}",
         text(&o.stderr)
     );
@@ -228,4 +228,160 @@ fn confine_reports_how_the_static_program_was_confined() {
         "{}",
         text(&o.stderr)
     );
+}
+
+const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
+
+/// `bash -c SCRIPT` as agents start it: only PATH, HOME and LANG, no terminal, stdin /dev/null.
+/// `SANDBOX` in the script is the sandbox binary; `extra` adds variables.
+fn bare_bash(script: &str, extra: &[(&str, &str)]) -> Output {
+    Command::new("/bin/bash")
+        .args(["-c", script])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/root")
+        .env("LANG", "C.UTF-8")
+        .env("SANDBOX", SANDBOX)
+        .envs(extra.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The variables `sandbox env --json` prints for `args`, with `extra` in its environment.
+fn env_json(args: &[&str], extra: &[(&str, &str)]) -> serde_json::Map<String, serde_json::Value> {
+    let o = Command::new(SANDBOX)
+        .arg("env")
+        .args(args)
+        .arg("--json")
+        .envs(extra.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A script that evaluates `sandbox env ARGS` and prints the environment a program would get.
+/// The preload removes `SECCOMP_*` from the environment of every program it enters, so `env` runs
+/// with `LD_PRELOAD` emptied (glibc loads nothing then) and `LD_PRELOAD` is printed by bash
+/// itself, after checking it is exported.
+fn eval_then_env(args: &str) -> String {
+    format!(
+        "eval \"$(\"$SANDBOX\" env {args})\" || exit 9; LD_PRELOAD= /usr/bin/env; \
+         printf 'LD_PRELOAD=%s\\n' \"$LD_PRELOAD\"; \
+         [[ $(declare -p LD_PRELOAD) == 'declare -x '* ]] || echo NOT-EXPORTED"
+    )
+}
+
+/// Asserts that `env` output holds every variable of `expected` with exactly its value.
+fn assert_env_has(env_output: &str, expected: &serde_json::Map<String, serde_json::Value>) {
+    assert_eq!(expected.len(), 4, "{expected:?}");
+    for (k, v) in expected {
+        let line = format!("{k}={}", v.as_str().unwrap());
+        assert!(
+            env_output.lines().any(|l| l == line),
+            "missing `{line}` in:\n{env_output}"
+        );
+    }
+}
+
+#[test]
+fn env_output_evaluated_by_a_shell_gives_the_exact_values() {
+    for profile in ["network", "minimal", "shell"] {
+        let o = bare_bash(&eval_then_env(&format!("--profile {profile}")), &[]);
+        assert!(o.status.success(), "{profile}: {}", text(&o.stderr));
+        assert_eq!(text(&o.stderr), "", "{profile}");
+        let expected = env_json(&["--profile", profile], &[]);
+        assert_env_has(&text(&o.stdout), &expected);
+        assert!(!text(&o.stdout).contains("NOT-EXPORTED"), "{profile}");
+    }
+    // One variable per line, each `export KEY='...'`.
+    let o = Command::new(SANDBOX)
+        .args(["env", "--profile", "minimal"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert_eq!(out.lines().count(), 4, "{out}");
+    assert!(
+        out.lines()
+            .all(|l| l.starts_with("export ") && l.ends_with('\'')),
+        "{out}"
+    );
+}
+
+#[test]
+fn env_output_quotes_hostile_characters_in_the_library_path() {
+    // The library's directory comes from XDG_CACHE_HOME, which may hold quotes and `$(...)`:
+    // evaluating the output must give the path back exactly and run nothing.
+    for name in [
+        "x$(touch${IFS}pwned)",
+        "a'b\"$(touch${IFS}pwned)`touch${IFS}pwned`'\\''",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("pwned");
+        let cache = dir.path().join(name);
+        std::fs::create_dir(&cache).unwrap();
+        let cache = cache.to_str().unwrap();
+        let dir_s = dir.path().to_str().unwrap();
+        let extra = [("XDG_CACHE_HOME", cache)];
+        let expected = env_json(&["--profile", "minimal"], &extra);
+        let lib = expected["LD_PRELOAD"].as_str().unwrap();
+        assert!(lib.starts_with(cache), "{expected:?}");
+        if !name.contains('\'') {
+            // Control: evaluated without quoting, the name runs the planted command.
+            let o = bare_bash(
+                &format!("cd '{dir_s}' || exit 9; eval \"LD_PRELOAD=$LIB\""),
+                &[("LIB", lib)],
+            );
+            assert!(o.status.success(), "{o:?}");
+            assert!(marker.exists(), "control: unquoted, the command should run");
+            std::fs::remove_file(&marker).unwrap();
+        }
+        let o = bare_bash(
+            &format!("cd '{dir_s}' || exit 9; {}", eval_then_env("")),
+            &extra,
+        );
+        assert!(o.status.success(), "{name}: {}", text(&o.stderr));
+        assert_env_has(&text(&o.stdout), &expected);
+        assert!(!text(&o.stdout).contains("NOT-EXPORTED"), "{name}");
+        assert!(
+            !marker.exists(),
+            "{name}: evaluating the output ran a command"
+        );
+    }
+}
+
+#[test]
+fn a_program_started_with_evaluated_env_output_is_filtered() {
+    let fork = "/usr/bin/python3 -c 'import os; os.waitpid(os.fork(), 0) if os.fork() else None'";
+    // Control: without the variables, python forks and exits 0.
+    let control = bare_bash(fork, &[]);
+    assert!(control.status.success(), "{}", text(&control.stderr));
+    let o = bare_bash(
+        &format!("eval \"$(\"$SANDBOX\" env --profile minimal)\"; exec {fork}"),
+        &[],
+    );
+    assert_eq!(o.status.signal(), Some(libc::SIGSYS), "{o:?}");
+}
+
+#[test]
+fn env_refuses_hostile_lists_and_changes_nothing() {
+    for allow in ["read\nwrite", "openat(a2 ==\n1)", "read:'x'", ""] {
+        let o = Command::new(SANDBOX)
+            .args(["env", "--allow", allow])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if allow.is_empty() {
+            // An empty allow list is valid: it allows nothing, and is printed quoted.
+            assert!(o.status.success(), "{}", text(&o.stderr));
+            assert!(text(&o.stdout).contains("export SECCOMP_SYSCALL_ALLOW=''\n"));
+            continue;
+        }
+        assert_eq!(o.status.code(), Some(125), "{allow:?}: {o:?}");
+        assert_eq!(text(&o.stdout), "", "{allow:?}");
+        assert_eq!(text(&o.stderr).lines().count(), 1, "{allow:?}: {o:?}");
+    }
 }
