@@ -241,10 +241,15 @@ fn main() {
 }
 
 fn cmd_run(policy: &PolicyArgs, timeout: Option<u64>, verbose: bool, argv: &[String]) -> i32 {
-    let (opts, config) = match options(policy) {
+    let (mut opts, config) = match options(policy) {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
+    // A profile's `kill` still ends the program with SIGSYS, but through the supervisor, which
+    // names the call; only an explicit `--on-violation kill` kills without a word.
+    if opts.on_violation.is_none() && opts.profile.default_action == Action::Kill {
+        opts.on_violation = Some(Action::Trap);
+    }
     let timeout = timeout
         .or(config.as_ref().and_then(|c| c.timeout))
         .map(Duration::from_secs);

@@ -1,10 +1,17 @@
 //! `sandbox run`: one program under the sandbox with inherited stdio, reporting what happened
 //! and exiting with the program's status (128+N for a signal; 125, 126, 127 like `env`).
+//!
+//! A thin front end over the exec engine (`exec::run_validated`), the spawn path that `exec
+//! --json` and `serve` use too: the same child setup, the same filter, the same tree kill.
+//! What differs is only what a terminal user expects: the program is looked up in `PATH`, the
+//! environment is passed through (minus the sandbox's own variables), the streams are the
+//! host's own, and there is no timeout unless one is asked for.
 
 use crate::config::ExecConfig;
-use crate::sandbox::{Sandbox, SandboxError, Sandboxed};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::Command;
+use crate::exec::limits::Rlimits;
+use crate::exec::request::{Streams, Validated, DEFAULT_MAX_OUTPUT_BYTES};
+use crate::exec::{run_validated, ExecError, ExecResult, RunOptions};
+use crate::sandbox::{Sandbox, Sandboxed};
 use std::time::Duration;
 
 /// The sandbox itself failed or refused.
@@ -21,7 +28,7 @@ pub const EXIT_TIMEOUT: i32 = 124;
 pub struct RunSettings {
     /// Allowed/blocked commands and `enabled` from a config file.
     pub config: Option<ExecConfig>,
-    /// Kill the program's process group after this long.
+    /// Kill the program and every descendant after this long.
     pub timeout: Option<Duration>,
     /// Say on stderr how the run was confined.
     pub verbose: bool,
@@ -30,6 +37,40 @@ pub struct RunSettings {
 /// Prints one `sandbox: ...` line on stderr.
 fn say(msg: impl std::fmt::Display) {
     eprintln!("sandbox: {msg}");
+}
+
+/// The host's environment without the variables the sandbox owns.
+fn passed_environment() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !crate::SANDBOX_VARS.contains(&k.as_str()))
+        .collect()
+}
+
+/// The limits of a terminal run: no core dumps (a program the filter stops dies of SIGSYS),
+/// CPU time bounded by the timeout when there is one; the rest stays as the caller has it
+/// (address-space limits kill runtimes that reserve memory, such as V8 and the JVM).
+fn limits(timeout: Option<Duration>) -> Rlimits {
+    let keep = |res| {
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct we pass.
+        if unsafe { libc::getrlimit(res, &mut cur) } == 0 {
+            cur.rlim_cur
+        } else {
+            libc::RLIM_INFINITY
+        }
+    };
+    Rlimits {
+        cpu_seconds: timeout.map_or(keep(libc::RLIMIT_CPU), |t| {
+            t.as_secs_f64().ceil().max(1.0) as u64
+        }),
+        memory_bytes: keep(libc::RLIMIT_AS),
+        fsize_bytes: keep(libc::RLIMIT_FSIZE),
+        nofile: keep(libc::RLIMIT_NOFILE),
+    }
 }
 
 /// Runs `program args` under `sandbox`; returns the exit status for the `sandbox` command.
@@ -47,108 +88,86 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
             return EXIT_SANDBOX;
         }
     }
-    let mut cmd = Command::new(&resolved);
-    cmd.arg0(program).args(args);
-    if settings.timeout.is_some() {
-        cmd.process_group(0);
-    }
-    let mut applied = match sandbox.apply(&mut cmd, &resolved) {
-        Ok(a) => a,
-        Err(e @ SandboxError::Blocked(_)) => {
-            say(e);
-            return EXIT_SANDBOX;
-        }
-        Err(e) => {
-            say(e);
-            return EXIT_SANDBOX;
-        }
+    let options = sandbox.options();
+    let job = Validated {
+        program: resolved.clone(),
+        argv: std::iter::once(program.to_string())
+            .chain(args.iter().cloned())
+            .collect(),
+        cwd: None,
+        env: passed_environment(),
+        timeout: settings.timeout,
+        streams: Streams::Inherit,
+        max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES as usize,
+        profile: options.profile.name.clone(),
+        static_binary: options.static_binary,
+        require_sandbox: options.require_sandbox,
+        stdin: None,
+        rlimits: limits(settings.timeout),
     };
-    for w in &applied.warnings {
-        eprintln!("{w}");
-    }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            say(format_args!("{}: {e}", resolved.display()));
-            return match e.raw_os_error() {
+    // The spawner path, as for exec requests: its thread holds the filter's listener, so
+    // violations are named without taking the listener from the child (which a non-dumpable
+    // host cannot do without privileges).
+    let opts = RunOptions::default();
+    let result = match run_validated(&job, sandbox, &opts) {
+        Ok(r) => r,
+        Err(ExecError::Spawn { source, .. }) => {
+            say(format_args!("{}: {source}", resolved.display()));
+            return match source.raw_os_error() {
                 Some(libc::ENOENT) => EXIT_NOT_FOUND,
                 _ => EXIT_CANNOT_EXECUTE,
             };
         }
-    };
-    applied.spawned();
-    let pid = child.id() as i32;
-    let timed_out = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let done = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-    let watchdog = settings.timeout.map(|limit| {
-        let (timed_out, done) = (timed_out.clone(), done.clone());
-        std::thread::spawn(move || {
-            let (lock, cv) = &*done;
-            let guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-            let (guard, res) = cv
-                .wait_timeout_while(guard, limit, |d| !*d)
-                .unwrap_or_else(|e| e.into_inner());
-            if res.timed_out() && !*guard {
-                timed_out.store(true, std::sync::atomic::Ordering::SeqCst);
-                // SAFETY: signals the child's own process group (created with process_group(0)).
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-            }
-        })
-    });
-    let status = child.wait();
-    {
-        let (lock, cv) = &*done;
-        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        cv.notify_all();
-    }
-    if let Some(w) = watchdog {
-        let _ = w.join();
-    }
-    let outcome = applied.finish();
-    let status = match status {
-        Ok(s) => s,
         Err(e) => {
-            say(format_args!("waiting for {}: {e}", resolved.display()));
+            say(e);
             return EXIT_SANDBOX;
         }
     };
-    let profile = &sandbox.options().profile.name;
+    report(&result, &resolved, settings)
+}
+
+/// Says on stderr what the user must know, and turns the result into an exit status.
+fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> i32 {
+    for w in &r.warnings {
+        eprintln!("{w}");
+    }
     if settings.verbose {
-        let how = match outcome.sandboxed {
+        let how = match r.sandboxed.filter {
             Sandboxed::Exact => "exact",
             Sandboxed::OuterOnly => "outer-only",
             Sandboxed::None => "none",
         };
-        say(format_args!("profile {profile}, sandboxed: {how}"));
-    }
-    if let Some(err) = &outcome.report.error {
-        // The preload already printed its own line; the status says the sandbox refused.
-        tracing::warn!(%err, "preload refused to run the program");
-        return EXIT_SANDBOX;
-    }
-    if timed_out.load(std::sync::atomic::Ordering::SeqCst) {
         say(format_args!(
-            "{} timed out after {:?} and was killed",
-            resolved.display(),
+            "profile {}, sandboxed: {how}",
+            r.sandboxed.profile
+        ));
+    }
+    if r.timed_out {
+        say(format_args!(
+            "{} timed out after {:?}; it and every process it started were killed",
+            program.display(),
             settings.timeout.unwrap_or_default()
         ));
         return EXIT_TIMEOUT;
     }
-    if let Some(sig) = status.signal() {
-        if sig == libc::SIGSYS {
-            match &outcome.report.violation {
-                Some((nr, name)) => say(format_args!(
-                    "{} was stopped by the filter: syscall {name} ({nr}): {}",
-                    resolved.display(),
-                    crate::exec::hint(*nr, name, profile)
-                )),
-                None => say(format_args!(
-                    "{} was killed by the filter of profile {profile} (SIGSYS); rerun with --on-violation trap to see which syscall",
-                    resolved.display()
-                )),
-            }
+    if let Some(v) = &r.violation {
+        match v.number {
+            Some(nr) => say(format_args!(
+                "{} was stopped by the filter: syscall {} ({nr}): {}",
+                program.display(),
+                v.syscall,
+                v.hint
+            )),
+            None => say(format_args!(
+                "{} was stopped by the filter: {}",
+                program.display(),
+                v.hint
+            )),
         }
-        return 128 + sig;
     }
-    status.code().unwrap_or(EXIT_SANDBOX)
+    match (r.exit_code, r.signal) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => EXIT_SANDBOX,
+    }
 }

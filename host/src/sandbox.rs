@@ -6,6 +6,7 @@ use crate::extract::{self, ExtractError};
 use crate::outer;
 use crate::platform::{self, Unavailable};
 use crate::report::{Report, ReportPipe};
+
 use sandbox_policy::profile::Profile;
 use sandbox_policy::{Action, Insn};
 use std::os::unix::ffi::OsStrExt;
@@ -126,6 +127,9 @@ pub struct Sandbox {
     outer: Option<outer::Template>,
     /// The outer filter enforces the profile exactly: the preload need not stack it again.
     outer_exact: bool,
+    /// Names this sandbox's filter among others of the process: profile name plus a digest of
+    /// its rules and action (two custom profiles share the name `custom`).
+    key: String,
 }
 
 /// The calls a child makes between installing a notifying filter and exec (handing over the
@@ -159,6 +163,11 @@ pub struct Plan {
     pub filter: Option<Vec<Insn>>,
     /// The filter notifies a listener instead of trapping: install it with one.
     pub notify: bool,
+    /// Variables that make the preload stack the profile's exact filter on top of the outer
+    /// one (which carries loader exemptions the profile lacks); the child's descriptor 3 must
+    /// be a [`ReportPipe`]'s write end, whose handshake confirms the stacking. Empty when the
+    /// outer filter is exact by itself (every built-in profile).
+    pub preload_env: Vec<(&'static str, String)>,
 }
 
 /// The sandbox applied to one command; call [`Applied::finish`] after the child has exited.
@@ -206,12 +215,27 @@ impl Sandbox {
             .map(|b| outer::Template::new(b.policy))
             .transpose()
             .map_err(|e| SandboxError::Profile(options.profile.name.clone(), e))?;
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let p = &options.profile;
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (&p.allow, &p.deny, p.default_action.to_string()).hash(&mut h);
+            options.on_violation.map(|a| a.to_string()).hash(&mut h);
+            format!("{}#{:016x}", p.name, h.finish())
+        };
         Ok(Sandbox {
             options,
             preload,
             outer,
             outer_exact,
+            key,
         })
+    }
+
+    /// A key that is the same for two sandboxes of this process exactly when their filters
+    /// are (a spawner thread per filter).
+    pub(crate) fn key(&self) -> &str {
+        &self.key
     }
 
     /// The options this sandbox was built with.
@@ -417,23 +441,39 @@ impl Sandbox {
     /// violations from its notifications). With `None` the caller's child inherits the filter
     /// from elsewhere (a spawner thread) and nothing is compiled. Fails when the profile needs
     /// the preload's inner filter to be exact (a custom profile lacking loader calls; no
-    /// built-in one does).
+    /// built-in one does) and no filter is to be attached here; with `attach`, such a profile
+    /// gets the outer filter with loader exemptions plus the preload's exact filter
+    /// ([`Plan::preload_env`]), or the outer filter alone for a program the preload cannot
+    /// enter (`outer-only`).
     pub fn plan(&self, program: &Path, attach: Option<u64>) -> Result<Plan, SandboxError> {
         let mut plan = Plan {
             planned: Sandboxed::None,
             warnings: Vec::new(),
             filter: None,
             notify: false,
+            preload_env: Vec::new(),
         };
-        if self.admit(program, &mut plan.warnings)?.is_none() {
+        let Some(admitted) = self.admit(program, &mut plan.warnings)? else {
             return Ok(plan);
-        }
-        if !self.outer_exact {
-            return Err(SandboxError::NeedsPreload(
-                self.options.profile.name.clone(),
-            ));
-        }
+        };
         plan.planned = Sandboxed::Exact;
+        if !self.outer_exact {
+            if attach.is_none() {
+                return Err(SandboxError::NeedsPreload(
+                    self.options.profile.name.clone(),
+                ));
+            }
+            if admitted.confine_only {
+                plan.planned = Sandboxed::OuterOnly;
+            } else {
+                plan.preload_env
+                    .push(("LD_PRELOAD", admitted.preload.display().to_string()));
+                plan.preload_env
+                    .extend(self.options.profile.env(self.options.on_violation));
+                plan.preload_env
+                    .push(("SECCOMP_REPORT_FD", "3".to_string()));
+            }
+        }
         if let Some(path_addr) = attach {
             let template = self
                 .outer

@@ -81,7 +81,7 @@ fn exit_status_is_128_plus_the_signal() {
 }
 
 #[test]
-fn sigsys_names_the_profile_and_points_at_trap() {
+fn sigsys_names_the_profile_and_the_call() {
     let o = sandbox(&[
         "run",
         "--",
@@ -93,9 +93,23 @@ fn sigsys_names_the_profile_and_points_at_trap() {
     let e = err(&o);
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(
-        e.contains("profile minimal") && e.contains("--on-violation trap"),
+        e.contains("profile minimal") && e.contains("syscall socket (41)"),
         "{e}"
     );
+    // Asked for explicitly, `kill` ends the program without the supervisor: still one line.
+    let o = sandbox(&[
+        "run",
+        "--on-violation",
+        "kill",
+        "--",
+        "/usr/bin/python3",
+        "-c",
+        "import socket; socket.socket()",
+    ]);
+    assert_eq!(o.status.code(), Some(128 + 31));
+    let e = err(&o);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("profile minimal"), "{e}");
 }
 
 #[test]

@@ -21,6 +21,6 @@ mod spawner;
 
 pub use contain::{Containment, Mechanism};
 pub use limits::Rlimits;
-pub use request::{Limits, Refusal, Request, Validated};
-pub(crate) use run::hint;
+pub use request::{Limits, Refusal, Request, Streams, Validated};
+pub(crate) use run::run_validated;
 pub use run::{exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, Violation};

@@ -109,6 +109,17 @@ impl Refusal {
     }
 }
 
+/// How a program's standard streams are connected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Streams {
+    /// stdin from the request's text (or `/dev/null`), stdout and stderr captured with caps
+    /// (exec requests).
+    #[default]
+    Capture,
+    /// The host's own standard streams, passed through (`sandbox run`).
+    Inherit,
+}
+
 /// A request that passed validation, with everything resolved.
 #[derive(Clone, Debug)]
 pub struct Validated {
@@ -120,8 +131,10 @@ pub struct Validated {
     pub cwd: Option<PathBuf>,
     /// The child's complete environment (safe list, then the request's additions).
     pub env: Vec<(String, String)>,
-    /// Wall-clock limit.
-    pub timeout: Duration,
+    /// Wall-clock limit (`None`: none; only front ends with a terminal user allow that).
+    pub timeout: Option<Duration>,
+    /// How the standard streams are connected.
+    pub streams: Streams,
     /// Cap per stream.
     pub max_output_bytes: usize,
     /// The built-in profile's name.
@@ -212,7 +225,8 @@ impl Request {
             argv,
             cwd,
             env: env::scrubbed(&self.env),
-            timeout: Duration::from_secs_f64(self.timeout_s),
+            timeout: Some(Duration::from_secs_f64(self.timeout_s)),
+            streams: Streams::Capture,
             max_output_bytes: self.max_output_bytes as usize,
             profile: self.profile.clone(),
             static_binary: self.static_binary,

@@ -4,12 +4,13 @@
 
 use super::contain::{Containment, Group, Mechanism};
 use super::notify::{Notifier, Registration};
-use super::request::{io_reason, Refusal, Request, Validated};
+use super::request::{io_reason, Refusal, Request, Streams, Validated};
 use super::spawn::{self, SpawnError, Spec};
 #[cfg(target_arch = "x86_64")]
 use super::spawner::Spawner;
 use crate::policy::profile::Profile;
 use crate::policy::{Action, Policy, NATIVE};
+use crate::report::ReportPipe;
 use crate::sandbox::{Options, Sandbox, SandboxError, Sandboxed};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -207,12 +208,27 @@ pub fn exec_with(req: &Request, opts: &RunOptions) -> Result<ExecResult, ExecErr
         let sandbox = sandbox_for(&v, opts)?;
         run(&v, &sandbox, opts, start, &mut mechanism)
     });
-    audit(req, &res, start, mechanism);
+    audit(&req.argv, &req.profile, &res, start, mechanism);
+    res
+}
+
+/// Runs an already validated job under `sandbox`: the spawn path every front end shares
+/// (`exec`, `serve`, `sandbox run`); emits the same audit event as [`exec_with`].
+pub(crate) fn run_validated(
+    v: &Validated,
+    sandbox: &Sandbox,
+    opts: &RunOptions,
+) -> Result<ExecResult, ExecError> {
+    let start = Instant::now();
+    let mut mechanism = None;
+    let res = run(v, sandbox, opts, start, &mut mechanism);
+    audit(&v.argv, &v.profile, &res, start, mechanism);
     res
 }
 
 fn audit(
-    req: &Request,
+    argv: &[String],
+    profile: &str,
     res: &Result<ExecResult, ExecError>,
     start: Instant,
     mechanism: Option<Mechanism>,
@@ -234,8 +250,8 @@ fn audit(
             };
             tracing::info!(
                 target: "sandbox::exec",
-                argv = ?req.argv,
-                profile = %req.profile,
+                argv = ?argv,
+                profile = %profile,
                 outcome,
                 exit_code = r.exit_code,
                 signal = r.signal,
@@ -248,8 +264,8 @@ fn audit(
         }
         Err(e) => tracing::info!(
             target: "sandbox::exec",
-            argv = ?req.argv,
-            profile = %req.profile,
+            argv = ?argv,
+            profile = %profile,
             outcome = "refused",
             field = e.field(),
             reason = %e.reason(),
@@ -393,8 +409,9 @@ struct Pipes {
     /// The child's ends (stdin is `None` when it reads the shared `/dev/null`).
     child: [Option<OwnedFd>; 3],
     stdin: Option<OwnedFd>,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    /// The host's ends of the output pipes (none when the streams are inherited).
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
 }
 
 impl Pipes {
@@ -417,6 +434,22 @@ fn dev_null() -> std::io::Result<RawFd> {
     Ok(NULL.get_or_init(|| fd).as_raw_fd())
 }
 
+/// A close-on-exec copy of `fd` numbered `min` or higher.
+fn above(fd: RawFd, min: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (>= min) or -1.
+    let n = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: n was just created and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// The host's standard streams, duplicated above them for the child (`Streams::Inherit`).
+fn inherited() -> std::io::Result<[OwnedFd; 3]> {
+    Ok([above(0, 3)?, above(1, 3)?, above(2, 3)?])
+}
+
 fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
     let (stdin, child_in) = if with_stdin {
         let (r, w) = spawn::pipe()?;
@@ -433,8 +466,8 @@ fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
             Some(spawn::above_stdio(err_w)?),
         ],
         stdin,
-        stdout,
-        stderr,
+        stdout: Some(stdout),
+        stderr: Some(stderr),
     })
 }
 
@@ -466,11 +499,6 @@ fn run(
         .iter()
         .map(|a| c_string("argv", a.as_bytes()))
         .collect::<Result<Vec<_>, _>>()?;
-    let envp = v
-        .env
-        .iter()
-        .map(|(k, val)| c_string("env", format!("{k}={val}").as_bytes()))
-        .collect::<Result<Vec<_>, _>>()?;
     let cwd = v
         .cwd
         .as_ref()
@@ -487,12 +515,38 @@ fn run(
     #[cfg(target_arch = "x86_64")]
     let spawner = match spawner_base {
         Some(base) if plan.planned == Sandboxed::Exact => {
-            Some(Spawner::for_profile(&v.profile, base).map_err(ExecError::Setup)?)
+            Some(Spawner::for_profile(sandbox.key(), base).map_err(ExecError::Setup)?)
         }
         _ => None,
     };
+    // The preload's variables replace any of the same name the job carries.
+    let envp = v
+        .env
+        .iter()
+        .filter(|(k, _)| !plan.preload_env.iter().any(|(p, _)| p == k))
+        .map(|(k, val)| (k.as_str(), val.as_str()))
+        .chain(plan.preload_env.iter().map(|(k, val)| (*k, val.as_str())))
+        .map(|(k, val)| c_string("env", format!("{k}={val}").as_bytes()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let report = if plan.preload_env.is_empty() {
+        None
+    } else {
+        let pipe = ReportPipe::new().map_err(ExecError::Setup)?;
+        // Above 3, so that the child's dup to 3 never meets its own source.
+        let above = above(pipe.child_fd(), 4).map_err(ExecError::Setup)?;
+        Some((pipe, above))
+    };
     let limits = v.rlimits.plan().map_err(ExecError::Setup)?;
-    let io = pipes(v.stdin.is_some()).map_err(ExecError::Setup)?;
+    let io = match v.streams {
+        Streams::Capture => pipes(v.stdin.is_some()),
+        Streams::Inherit => inherited().map(|[i, o, e]| Pipes {
+            child: [Some(i), Some(o), Some(e)],
+            stdin: None,
+            stdout: None,
+            stderr: None,
+        }),
+    }
+    .map_err(ExecError::Setup)?;
 
     let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
     *mechanism = Some(group.mechanism());
@@ -505,6 +559,7 @@ fn run(
         envp: &envp,
         cwd: cwd.as_ref(),
         stdio: io.child_fds().map_err(ExecError::Setup)?,
+        report: report.as_ref().map(|(_, fd)| fd.as_raw_fd()),
         cgroup: group.dir_fd(),
         limits: &limits,
         filter: plan.filter.as_deref(),
@@ -519,14 +574,19 @@ fn run(
         },
     })?;
     drop(io.child);
+    // The child has its own copy now (as descriptor 3): the host keeps only the read end.
+    let report = report.map(|(mut pipe, _copy)| {
+        pipe.close_writer();
+        pipe
+    });
     let pid = spawned.pid;
     group.started(pid);
     registration.add_child(pid);
 
     let pidfd = spawned.pidfd;
     let mut notifier = spawned.listener.map(Notifier::new);
-    let mut out = Stream::new(Some(io.stdout), v.max_output_bytes);
-    let mut err = Stream::new(Some(io.stderr), v.max_output_bytes);
+    let mut out = Stream::new(io.stdout, v.max_output_bytes);
+    let mut err = Stream::new(io.stderr, v.max_output_bytes);
     let mut input = io.stdin.map(|s| {
         let f = std::fs::File::from(s);
         set_nonblocking(f.as_raw_fd());
@@ -535,7 +595,7 @@ fn run(
     let data = v.stdin.as_deref().unwrap_or("").as_bytes();
     let mut written = 0usize;
 
-    let deadline = Instant::now() + v.timeout;
+    let deadline = v.timeout.and_then(|t| Instant::now().checked_add(t));
     let mut timed_out = false;
     let mut kill_at: Option<Instant> = None;
     let mut exited = false;
@@ -569,7 +629,7 @@ fn run(
             );
             break;
         }
-        if !exited && !timed_out && now >= deadline {
+        if !exited && !timed_out && deadline.is_some_and(|d| now >= d) {
             timed_out = true;
             group.signal(libc::SIGTERM);
             kill_at = Some(now + opts.grace);
@@ -580,8 +640,8 @@ fn run(
         }
 
         let mut wake = drain_until.unwrap_or(now + Duration::from_secs(3600));
-        if !exited && !timed_out {
-            wake = wake.min(deadline);
+        if let Some(d) = deadline.filter(|_| !exited && !timed_out) {
+            wake = wake.min(d);
         }
         if let Some(k) = kill_at {
             wake = wake.min(k);
@@ -675,6 +735,24 @@ fn run(
 
     let (stdout, stdout_truncated) = out.finish();
     let (stderr, stderr_truncated) = err.finish();
+    let mut warnings = plan.warnings;
+    let mut filter = plan.planned;
+    // The preload's handshake confirms the exact filter it stacks; without it only the
+    // outer filter (with its loader exemptions) applied.
+    let preload = report.map(ReportPipe::read_available);
+    if let Some(r) = &preload {
+        if !(r.ready && r.error.is_none()) && filter == Sandboxed::Exact {
+            filter = Sandboxed::OuterOnly;
+            warnings.push(format!(
+                "sandbox: the preload did not confirm its filter{}; only the outer filter applied",
+                r.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    let refused = refused.or(preload.and_then(|r| r.violation.map(|(nr, _)| nr)));
     let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
     let exit_code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     let violation = match (signal, refused) {
@@ -687,7 +765,7 @@ fn run(
                 hint: hint(nr, name, &v.profile),
             })
         }
-        (Some(libc::SIGSYS), None) if plan.planned == Sandboxed::Exact => Some(Violation {
+        (Some(libc::SIGSYS), None) if filter != Sandboxed::None => Some(Violation {
             syscall: "unknown".into(),
             number: None,
             profile: v.profile.clone(),
@@ -710,10 +788,10 @@ fn run(
         cancelled,
         violation,
         sandboxed: SandboxInfo {
-            filter: plan.planned,
+            filter,
             profile: v.profile.clone(),
         },
-        warnings: plan.warnings,
+        warnings,
     })
 }
 

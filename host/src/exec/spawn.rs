@@ -46,6 +46,9 @@ pub(crate) struct Spec<'a> {
     pub cwd: Option<&'a CString>,
     /// What becomes the child's descriptors 0, 1 and 2.
     pub stdio: [RawFd; 3],
+    /// What becomes the child's descriptor 3, kept open across exec: the preload's report
+    /// pipe, when the preload stacks the exact filter (must be above 3).
+    pub report: Option<RawFd>,
     /// The request cgroup's directory: the child starts in it.
     pub cgroup: Option<RawFd>,
     /// Resource limits.
@@ -137,6 +140,8 @@ struct Ctx {
     envp: *const *const c_char,
     cwd: *const c_char,
     stdio: [RawFd; 3],
+    /// Becomes descriptor 3 across exec (-1: none).
+    report: RawFd,
     /// The cgroup directory to join from the child (-1: none, or created in it by clone3).
     join_cgroup: RawFd,
     limits: *const Limit,
@@ -357,6 +362,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if rc < 0 {
             fail(c, Stage::Stdio, rc);
         }
+        // The one exception: the preload's report pipe, as descriptor 3 without close-on-exec.
+        if c.report >= 0 {
+            let rc = ksys!(c; libc::SYS_dup3, c.report, 3, 0);
+            if rc < 0 {
+                fail(c, Stage::Stdio, rc);
+            }
+        }
         for i in 0..c.nlimits {
             let (res, lim) = &*c.limits.add(i);
             let rc = ksys!(c; libc::SYS_prlimit64, 0, *res, lim as *const libc::rlimit, 0);
@@ -515,7 +527,7 @@ fn ptrs(v: &[CString]) -> Vec<*const c_char> {
 
 /// Starts the program described by `spec`; returns once it has exec'd (or failed to).
 pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
-    if spec.stdio.iter().any(|&fd| fd <= 2) {
+    if spec.stdio.iter().any(|&fd| fd <= 2) || spec.report.is_some_and(|fd| fd <= 3) {
         return Err(SpawnError::Setup(std::io::Error::from_raw_os_error(
             libc::EINVAL,
         )));
@@ -539,6 +551,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         envp: envp.as_ptr(),
         cwd: spec.cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
         stdio: spec.stdio,
+        report: spec.report.unwrap_or(-1),
         join_cgroup: if cfg!(target_arch = "x86_64") {
             -1
         } else {
