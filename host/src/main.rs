@@ -45,6 +45,9 @@ struct PolicyArgs {
     /// A GoClaw `tools.exec` JSON config; command-line options override it.
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Run as root without the warning `sandbox run` prints on every such run.
+    #[arg(long)]
+    allow_root: bool,
 }
 
 #[derive(Subcommand)]
@@ -241,6 +244,9 @@ fn main() {
 }
 
 fn cmd_run(policy: &PolicyArgs, timeout: Option<u64>, verbose: bool, argv: &[String]) -> i32 {
+    if platform::running_as_root() && !policy.allow_root {
+        eprintln!("sandbox: {}", platform::ROOT_WARNING);
+    }
     let (mut opts, config) = match options(policy) {
         Ok(o) => o,
         Err(e) => return fail(e),

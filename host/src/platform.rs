@@ -106,6 +106,7 @@ pub fn report() -> Vec<Check> {
         required: false,
         result: no_new_privs(),
     });
+    checks.extend(weaknesses());
     checks.push(Check {
         name: "embedded preload",
         required: true,
@@ -116,6 +117,171 @@ pub fn report() -> Vec<Check> {
         )),
     });
     checks
+}
+
+/// What weakens the sandbox on this machine, each as a check that is never required: a `warn`
+/// line says what it means and what to change.
+pub fn weaknesses() -> Vec<Check> {
+    [
+        ("user", user()),
+        ("yama", yama()),
+        ("landlock", landlock()),
+        ("user namespaces", user_namespaces()),
+        ("cgroup v2", cgroup_delegation()),
+    ]
+    .into_iter()
+    .map(|(name, result)| Check {
+        name,
+        required: false,
+        result,
+    })
+    .collect()
+}
+
+/// Whether this process runs with the effective uid of root.
+pub fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The one-line warning `sandbox run` prints as root (without `--allow-root`).
+pub const ROOT_WARNING: &str = "warning: running as root: the program keeps root's permissions, so it can read and change every file and process the profile's filter lets it reach; run as an unprivileged user, or pass --allow-root to silence";
+
+fn user() -> Result<String, String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        return Err("running as root: sandboxed programs keep root's permissions and can read and write every file the filter lets them open; run agents as an unprivileged user".into());
+    }
+    Ok(format!("uid {uid}, not root"))
+}
+
+fn yama() -> Result<String, String> {
+    const WHY: &str = "a program can read and write the memory of any dumpable process of the same user through /proc/PID/mem (opening files is allowed)";
+    match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+        Err(_) => Err(format!(
+            "Yama is not loaded: {WHY}; enable Yama (lsm= boot parameter) and set kernel.yama.ptrace_scope=1"
+        )),
+        Ok(v) => match v.trim() {
+            "0" => Err(format!(
+                "kernel.yama.ptrace_scope is 0: {WHY}; set kernel.yama.ptrace_scope=1 (sysctl)"
+            )),
+            "1" => Ok("ptrace_scope 1: only a process's ancestors can trace it or open its memory".into()),
+            "2" => Ok("ptrace_scope 2: only administrators can trace processes or open their memory".into()),
+            "3" => Ok("ptrace_scope 3: no process can be traced or have its memory opened".into()),
+            other => Ok(format!("ptrace_scope {other}")),
+        },
+    }
+}
+
+/// The Landlock ABI version the kernel offers, or the errno of the probe.
+pub fn landlock_abi() -> Result<i64, i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a NULL attribute, size 0 and the VERSION flag the call only returns the ABI
+    // version; it reads and writes no memory and creates no descriptor.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if rc < 0 {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOSYS))
+    } else {
+        Ok(rc)
+    }
+}
+
+fn landlock() -> Result<String, String> {
+    // securityfs is not always mounted; the list is shown when it can be read.
+    let lsms = std::fs::read_to_string("/sys/kernel/security/lsm")
+        .map(|l| format!(" (active security modules: {})", l.trim()))
+        .unwrap_or_default();
+    match landlock_abi() {
+        Ok(abi) => Ok(format!("ABI {abi}{lsms}")),
+        Err(libc::EOPNOTSUPP) => Err(format!(
+            "Landlock is built in but not enabled{lsms}: file access is limited by the syscall filter alone; add landlock to the lsm= boot parameter"
+        )),
+        Err(e) => Err(format!(
+            "the kernel has no Landlock ({}): file access is limited by the syscall filter alone; use Linux 5.13 or later with CONFIG_SECURITY_LANDLOCK",
+            std::io::Error::from_raw_os_error(e)
+        )),
+    }
+}
+
+/// Reads a sysctl under /proc/sys as a trimmed string; `None` when it does not exist.
+fn sysctl(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|v| v.trim().to_string())
+}
+
+fn user_namespaces() -> Result<String, String> {
+    const WHY: &str = "unprivileged user namespaces are off, so namespace isolation is unavailable to unprivileged users";
+    if sysctl("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        return Err(format!(
+            "{WHY}: kernel.unprivileged_userns_clone is 0; set it to 1 (sysctl)"
+        ));
+    }
+    let max = sysctl("/proc/sys/user/max_user_namespaces");
+    if max.as_deref() == Some("0") {
+        return Err(format!(
+            "{WHY}: user.max_user_namespaces is 0; raise it (sysctl)"
+        ));
+    }
+    if sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        return Err(format!(
+            "{WHY}: AppArmor restricts them (kernel.apparmor_restrict_unprivileged_userns is 1); set it to 0 or give the sandbox an AppArmor profile with the userns permission"
+        ));
+    }
+    Ok(match max {
+        Some(m) => format!("unprivileged user namespaces allowed (user.max_user_namespaces {m})"),
+        None => "unprivileged user namespaces allowed".into(),
+    })
+}
+
+/// Whether the caller can create a cgroup in its own cgroup v2 directory (a probe directory is
+/// created and removed at once).
+fn cgroup_delegation() -> Result<String, String> {
+    const WHY: &str = "exec cannot hold a request's processes in a cgroup and falls back to finding them through /proc (docs/exec.md)";
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mount = mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let f: Vec<&str> = pre.split(' ').collect();
+        (post.split(' ').next()? == "cgroup2" && f.get(3) == Some(&"/"))
+            .then(|| f.get(4).map(std::path::PathBuf::from))
+            .flatten()
+    });
+    let Some(mount) = mount else {
+        return Err(format!(
+            "no cgroup v2 hierarchy is mounted: {WHY}; boot with the unified hierarchy"
+        ));
+    };
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(rel) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
+        return Err(format!("this process has no cgroup v2 path: {WHY}"));
+    };
+    let rel = rel.trim_start_matches('/');
+    let dir = if rel.is_empty() {
+        mount
+    } else {
+        mount.join(rel)
+    };
+    let probe = dir.join(format!(".sandbox-check-{}", std::process::id()));
+    match std::fs::create_dir(&probe) {
+        Ok(()) => {
+            let _ = std::fs::remove_dir(&probe);
+            Ok(format!("can create cgroups under {}", dir.display()))
+        }
+        Err(e) => Err(format!(
+            "cannot create a cgroup under {} ({e}): {WHY}; delegate a cgroup v2 subtree to this user (systemd: Delegate=yes)",
+            dir.display()
+        )),
+    }
 }
 
 fn action_check_name(action: &str) -> &'static str {

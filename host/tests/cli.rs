@@ -385,3 +385,199 @@ fn env_refuses_hostile_lists_and_changes_nothing() {
         assert_eq!(text(&o.stderr).lines().count(), 1, "{allow:?}: {o:?}");
     }
 }
+
+/// Runs the sandbox binary with `args` as uid/gid 65534 (HOME unwritable, so the preload goes
+/// to a fresh temporary directory), in a bare environment, stdin /dev/null.
+fn sandbox_as_nobody(args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(SANDBOX)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/nonexistent")
+        .env("LANG", "C.UTF-8")
+        .stdin(Stdio::null())
+        .output()
+        .expect("setpriv (util-linux)")
+}
+
+/// Runs the sandbox binary with `args` as the test's own user, in a bare environment.
+fn sandbox_bare(args: &[&str]) -> Output {
+    Command::new(SANDBOX)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/root")
+        .env("LANG", "C.UTF-8")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn run_as_root_warns_on_every_run_unless_allowed() {
+    assert!(is_root(), "this test needs root (the tests run as root)");
+    for _ in 0..2 {
+        let o = sandbox_bare(&["run", "--", "/bin/true"]);
+        assert!(o.status.success(), "{o:?}");
+        let e = text(&o.stderr);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(
+            e.starts_with("sandbox: warning: running as root: ")
+                && e.trim_end().ends_with("pass --allow-root to silence"),
+            "{e}"
+        );
+    }
+    let o = sandbox_bare(&["run", "--allow-root", "--", "/bin/true"]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(text(&o.stderr), "");
+    // The warning does not change what runs or the status.
+    let o = sandbox_bare(&["run", "--profile", "shell", "--", "/bin/sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{o:?}");
+}
+
+#[test]
+fn run_as_an_unprivileged_user_is_quiet() {
+    let o = sandbox_as_nobody(&["run", "--", "/bin/true"]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(text(&o.stderr), "");
+    // The flag is accepted there too, and changes nothing.
+    let o = sandbox_as_nobody(&["run", "--allow-root", "--", "/bin/true"]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(text(&o.stderr), "");
+}
+
+/// The `sandbox check` line for `name`: (level, detail).
+fn check_line(out: &str, name: &str) -> (String, String) {
+    let line = out
+        .lines()
+        .find(|l| l[6..].starts_with(&format!("{name}: ")))
+        .unwrap_or_else(|| panic!("no `{name}` line in:\n{out}"));
+    (
+        line[..6].trim().to_string(),
+        line[6 + name.len() + 2..].to_string(),
+    )
+}
+
+#[test]
+fn check_reports_root_as_a_warning_and_an_unprivileged_user_as_ok() {
+    assert!(is_root(), "this test needs root (the tests run as root)");
+    let o = sandbox_bare(&["check"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let (level, detail) = check_line(&text(&o.stdout), "user");
+    assert_eq!(level, "warn");
+    assert!(detail.starts_with("running as root: "), "{detail}");
+    let o = sandbox_as_nobody(&["check"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let (level, detail) = check_line(&text(&o.stdout), "user");
+    assert_eq!(
+        (level.as_str(), detail.as_str()),
+        ("ok", "uid 65534, not root")
+    );
+}
+
+#[test]
+fn check_reports_yama_as_the_kernel_has_it() {
+    let o = sandbox_bare(&["check"]);
+    let (level, detail) = check_line(&text(&o.stdout), "yama");
+    match std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope") {
+        Err(_) => {
+            assert_eq!(level, "warn");
+            assert!(detail.starts_with("Yama is not loaded: "), "{detail}");
+            assert!(detail.contains("/proc/PID/mem"), "{detail}");
+        }
+        Ok(v) if v.trim() == "0" => {
+            assert_eq!(level, "warn");
+            assert!(detail.contains("ptrace_scope is 0"), "{detail}");
+        }
+        Ok(v) => {
+            assert_eq!(level, "ok");
+            assert!(detail.starts_with(&format!("ptrace_scope {}", v.trim())));
+        }
+    }
+}
+
+#[test]
+fn check_reports_the_landlock_abi() {
+    // SAFETY: the version query reads and writes no memory.
+    let abi = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            1u32,
+        )
+    };
+    let o = sandbox_bare(&["check"]);
+    let (level, detail) = check_line(&text(&o.stdout), "landlock");
+    if abi > 0 {
+        assert_eq!(level, "ok");
+        assert!(detail.starts_with(&format!("ABI {abi}")), "{detail}");
+    } else {
+        assert_eq!(level, "warn");
+        assert!(detail.contains("syscall filter alone"), "{detail}");
+    }
+}
+
+#[test]
+fn check_reports_user_namespaces_and_cgroup_delegation() {
+    let o = sandbox_bare(&["check"]);
+    let stdout = text(&o.stdout);
+    let (level, detail) = check_line(&stdout, "user namespaces");
+    let off = |p: &str, v: &str| std::fs::read_to_string(p).is_ok_and(|s| s.trim() == v);
+    let blocked = off("/proc/sys/kernel/unprivileged_userns_clone", "0")
+        || off("/proc/sys/user/max_user_namespaces", "0")
+        || off(
+            "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+            "1",
+        );
+    assert_eq!(level, if blocked { "warn" } else { "ok" }, "{detail}");
+    // Root can create a cgroup in its own cgroup here; uid 65534 cannot (no delegation).
+    let (level, detail) = check_line(&stdout, "cgroup v2");
+    assert_eq!(level, "ok", "{detail}");
+    let dir = detail
+        .strip_prefix("can create cgroups under ")
+        .unwrap_or_else(|| panic!("{detail}"))
+        .to_string();
+    let o = sandbox_as_nobody(&["check"]);
+    let (level, detail) = check_line(&text(&o.stdout), "cgroup v2");
+    assert_eq!(level, "warn", "{detail}");
+    assert!(detail.contains("Delegate=yes"), "{detail}");
+    // Nothing is left behind by the probe.
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(".sandbox-check-")
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn check_prints_one_line_per_check_each_with_a_level() {
+    for o in [sandbox_bare(&["check"]), sandbox_as_nobody(&["check"])] {
+        let stdout = text(&o.stdout);
+        assert_eq!(text(&o.stderr), "");
+        for line in stdout.lines() {
+            assert!(
+                line.starts_with("ok    ")
+                    || line.starts_with("warn  ")
+                    || line.starts_with("FAIL  "),
+                "{line}"
+            );
+        }
+        for name in ["user", "yama", "landlock", "user namespaces", "cgroup v2"] {
+            check_line(&stdout, name);
+        }
+    }
+}
