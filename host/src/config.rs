@@ -49,9 +49,15 @@ pub struct SandboxConfig {
     /// Log violations instead of stopping the program (`SECCOMP_DEFAULT_ACTION=log`).
     #[serde(default)]
     pub log_violations: bool,
-    /// Use this library instead of the embedded one.
+    /// Use this library instead of the embedded one. It must be a regular file owned by root or
+    /// the caller in directories only they can change, holding the embedded library unless
+    /// `libsandbox_sha256` names another one (`extract::explicit`).
     #[serde(default)]
     pub libsandbox_path: String,
+    /// The SHA-256 (64 hex digits) of a `libsandboxPath` that is not the embedded library: the
+    /// operator's opt-in to a foreign library, which must then have exactly this hash.
+    #[serde(default)]
+    pub libsandbox_sha256: String,
     /// What to do with programs a preload cannot enter.
     #[serde(default)]
     pub static_binary_action: StaticBinaryAction,
@@ -69,6 +75,7 @@ impl Default for SandboxConfig {
             custom_deny: String::new(),
             log_violations: false,
             libsandbox_path: String::new(),
+            libsandbox_sha256: String::new(),
             static_binary_action: StaticBinaryAction::Block,
             require_sandbox: false,
         }
@@ -154,8 +161,28 @@ impl ExecConfig {
         o.on_violation = s.log_violations.then_some(Action::Log);
         o.static_binary = s.static_binary_action;
         o.require_sandbox = s.require_sandbox;
+        if !s.libsandbox_sha256.is_empty() && s.libsandbox_path.is_empty() {
+            return Err(ConfigError::Format(
+                origin.into(),
+                "libsandboxSha256 is set but libsandboxPath is not: the hash names the library to use instead of the embedded one".into(),
+            ));
+        }
+        if !s.libsandbox_sha256.is_empty()
+            && (s.libsandbox_sha256.len() != 64
+                || !s.libsandbox_sha256.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(ConfigError::Format(
+                origin.into(),
+                format!(
+                    "libsandboxSha256 `{}` is not 64 hexadecimal digits",
+                    s.libsandbox_sha256
+                ),
+            ));
+        }
         o.libsandbox_path =
             (!s.libsandbox_path.is_empty()).then(|| PathBuf::from(&s.libsandbox_path));
+        o.libsandbox_sha256 =
+            (!s.libsandbox_sha256.is_empty()).then(|| s.libsandbox_sha256.clone());
         Ok(o)
     }
 

@@ -2,9 +2,12 @@
 //!
 //! The library goes into a private directory (owned by us, not writable by group or others,
 //! not a symlink) under a content-addressed name, `libsandbox-<sha256 prefix>.so`, with mode
-//! 0644. It is written to a temporary file in the same directory, synced and renamed into
-//! place, so concurrent processes never see a partial file. An existing file is reused only
-//! after it has been checked byte for byte. Paths that glibc would split (spaces, colons) and
+//! 0444: nobody has write permission, so a program running as the same user cannot rewrite it
+//! by opening it (it would have to change the mode first, which the read-only profiles forbid
+//! and Landlock will forbid for all). It is written to a temporary file in the same directory,
+//! synced and renamed into place, so concurrent processes never see a partial file. An
+//! existing file is reused only after its owner, type, mode, size and every byte have been
+//! checked; anything else is replaced the same way. Paths that glibc would split (spaces, colons) and
 //! directories on `noexec` mounts are refused, because glibc ignores a preload it cannot map
 //! and runs the program without it.
 
@@ -19,8 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 /// The mode of an extracted library: readable by everyone (a program running as another user
-/// must be able to open it), writable only by us. The execute bit is not needed.
-pub const LIBRARY_MODE: u32 = 0o644;
+/// must be able to open it) and writable by nobody, so that a sandboxed program of the same
+/// user cannot open it for writing. The execute bit is not needed.
+pub const LIBRARY_MODE: u32 = 0o444;
+
+/// The largest operator-given library read for hashing (the embedded one is about 85 KB).
+pub const MAX_EXPLICIT_BYTES: u64 = 64 << 20;
 
 /// The mode of a directory created for the library.
 pub const DIR_MODE: u32 = 0o700;
@@ -231,7 +238,7 @@ pub fn extract_into(dir: &Path) -> Result<PathBuf, ExtractError> {
     }
 }
 
-/// Writes the embedded library to `dest` (for `sandbox extract --to`): mode 0644, written to
+/// Writes the embedded library to `dest` (for `sandbox extract --to`): mode 0444, written to
 /// a temporary file next to it and renamed into place. Call [`explicit`] on the result to
 /// check that it is usable as `libsandboxPath`.
 pub fn extract_to(dest: &Path) -> Result<(), ExtractError> {
@@ -264,24 +271,163 @@ pub fn extract_to(dest: &Path) -> Result<(), ExtractError> {
     write_atomically(parent, dest)
 }
 
-/// Checks an operator-given library path (`libsandboxPath`) and returns it (made absolute,
-/// symlinks kept): an existing regular file, an ELF shared object for this machine, at a path
-/// without spaces or colons, not on a `noexec` mount.
-pub fn explicit(path: &Path) -> Result<PathBuf, ExtractError> {
-    let path = std::path::absolute(path).map_err(io_err("resolving", path))?;
-    let bad = |reason: String| ExtractError::BadLibrary {
-        path: path.clone(),
+/// Checks an operator-given library path (`libsandboxPath`) and returns its canonical path
+/// (the one to put in `LD_PRELOAD`).
+///
+/// The file must be a regular file (not a symlink) owned by root or the caller and not
+/// writable by group or others; every directory from it up to `/` must be owned by root or the
+/// caller and not writable by others (a sticky directory such as `/tmp` is accepted, since the
+/// entry below it is ours or root's and others cannot replace it). Its SHA-256 must equal the
+/// embedded library's, or `expected_sha256` (64 hex digits) when the operator opted into
+/// another library (`libsandboxSha256`). It must be an ELF shared object for this machine, at a
+/// path without spaces or colons, not on a `noexec` mount.
+pub fn explicit(path: &Path, expected_sha256: Option<&str>) -> Result<PathBuf, ExtractError> {
+    let given = std::path::absolute(path).map_err(io_err("resolving", path))?;
+    let bad = |path: &Path, reason: String| ExtractError::BadLibrary {
+        path: path.to_path_buf(),
         reason,
     };
-    let meta = fs::metadata(&path).map_err(io_err("inspecting", &path))?;
-    if !meta.is_file() {
-        return Err(bad("not a regular file".into()));
+    let expected = match expected_sha256 {
+        Some(h) => Some(parse_sha256(h).ok_or_else(|| {
+            bad(
+                &given,
+                format!("libsandboxSha256 `{h}` is not 64 hexadecimal digits"),
+            )
+        })?),
+        None => None,
+    };
+    let meta = fs::symlink_metadata(&given).map_err(io_err("inspecting", &given))?;
+    if meta.file_type().is_symlink() {
+        return Err(bad(
+            &given,
+            "it is a symlink; give the path of the file itself".into(),
+        ));
     }
+    if !meta.is_file() {
+        return Err(bad(&given, "not a regular file".into()));
+    }
+    let (Some(parent), Some(name)) = (given.parent(), given.file_name()) else {
+        return Err(bad(&given, "not a file path".into()));
+    };
+    let path = fs::canonicalize(parent)
+        .map_err(io_err("resolving", parent))?
+        .join(name);
     check_path_chars(&path)?;
+    check_trusted_chain(&path).map_err(|r| bad(&path, r))?;
     check_exec_mount(&path)?;
-    let bytes = fs::read(&path).map_err(io_err("reading", &path))?;
-    check_shared_object(&bytes).map_err(bad)?;
+    let file = File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(io_err("opening", &path))?;
+    // The same checks on what was opened, so a swap after the path checks is caught.
+    let meta = file.metadata().map_err(io_err("inspecting", &path))?;
+    check_trusted_file(&meta).map_err(|r| bad(&path, r))?;
+    if meta.len() > MAX_EXPLICIT_BYTES {
+        return Err(bad(
+            &path,
+            format!("{} bytes, more than a preload can be", meta.len()),
+        ));
+    }
+    let mut bytes = Vec::new();
+    (&file)
+        .take(MAX_EXPLICIT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err("reading", &path))?;
+    let digest: [u8; 32] = Sha256::digest(&bytes).into();
+    match expected {
+        None if digest != sha256_bytes() => {
+            return Err(bad(
+                &path,
+                format!(
+                    "its SHA-256 {} is not the embedded library's {SHA256_HEX}; to use another library, give its hash as libsandboxSha256",
+                    hex(&digest)
+                ),
+            ))
+        }
+        Some(want) if digest != want => {
+            return Err(bad(
+                &path,
+                format!(
+                    "its SHA-256 {} differs from libsandboxSha256 {}",
+                    hex(&digest),
+                    hex(&want)
+                ),
+            ))
+        }
+        _ => {}
+    }
+    check_shared_object(&bytes).map_err(|r| bad(&path, r))?;
     Ok(path)
+}
+
+/// Parses 64 hex digits (either case) into a SHA-256.
+fn parse_sha256(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `uid` may own what an operator-given library depends on: root or the caller.
+fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == euid()
+}
+
+/// The owner and mode checks of an operator-given library file.
+fn check_trusted_file(meta: &fs::Metadata) -> Result<(), String> {
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if !trusted_owner(meta.uid()) {
+        return Err(format!(
+            "it is owned by uid {}, not by root or the caller (uid {})",
+            meta.uid(),
+            euid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "its mode {:04o} lets group or others change it; chmod go-w it",
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the file at the canonical `path` and every directory above it: owned by root or the
+/// caller, and not writable by others (unless sticky: then others cannot replace our entry).
+fn check_trusted_chain(path: &Path) -> Result<(), String> {
+    let meta = fs::symlink_metadata(path).map_err(|e| format!("inspecting it: {e}"))?;
+    check_trusted_file(&meta)?;
+    for dir in path.ancestors().skip(1) {
+        let m =
+            fs::symlink_metadata(dir).map_err(|e| format!("inspecting {}: {e}", dir.display()))?;
+        if !trusted_owner(m.uid()) {
+            return Err(format!(
+                "directory {} is owned by uid {}, not by root or the caller (uid {}), who could replace the library",
+                dir.display(),
+                m.uid(),
+                euid()
+            ));
+        }
+        if m.mode() & 0o022 != 0 && m.mode() & libc::S_ISVTX == 0 {
+            return Err(format!(
+                "directory {} (mode {:04o}) lets group or others replace the library; chmod go-w it",
+                dir.display(),
+                m.mode() & 0o7777
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks that `bytes` are an ELF shared object (ET_DYN, no PT_INTERP) of the host's class
@@ -418,7 +564,7 @@ impl std::fmt::Display for Mismatch {
     }
 }
 
-/// Checks that `path` is a regular file (not a symlink) owned by us, mode 0644, holding
+/// Checks that `path` is a regular file (not a symlink) owned by us, mode 0444, holding
 /// exactly the embedded bytes. `lstat` rejects symlinks and special files before anything is
 /// opened; the file is then opened with `O_NOFOLLOW` and every check is repeated on the open
 /// descriptor, so a concurrent rename cannot make a wrong file pass.
@@ -466,6 +612,8 @@ fn check_meta(meta: &fs::Metadata) -> Result<(), Mismatch> {
     if !meta.is_file() {
         return Err(Mismatch::Wrong("not a regular file".into()));
     }
+    // Exactly 0444: no write bit for anyone (a writable copy could be rewritten by a program
+    // of the same user after it was checked), no set-id or sticky bits.
     if meta.mode() & 0o7777 != LIBRARY_MODE {
         return Err(Mismatch::Wrong(format!(
             "mode {:04o}, not {LIBRARY_MODE:04o}",
@@ -491,7 +639,7 @@ fn sha256_bytes() -> [u8; 32] {
     out
 }
 
-/// Writes the embedded bytes to a temporary file in `dir`, mode 0644, syncs it and renames it
+/// Writes the embedded bytes to a temporary file in `dir`, mode 0444, syncs it and renames it
 /// to `target` (replacing whatever entry is there: a symlink is replaced, never followed).
 fn write_atomically(dir: &Path, target: &Path) -> Result<(), ExtractError> {
     let mut tmp = tempfile::Builder::new()

@@ -58,6 +58,9 @@ pub struct Options {
     pub require_sandbox: bool,
     /// Use this library instead of extracting the embedded one (`libsandboxPath`).
     pub libsandbox_path: Option<PathBuf>,
+    /// The SHA-256 (hex) `libsandbox_path` must have when it is not the embedded library
+    /// (`libsandboxSha256`); without it, only the embedded library is accepted.
+    pub libsandbox_sha256: Option<String>,
 }
 
 impl Options {
@@ -69,6 +72,7 @@ impl Options {
             static_binary: StaticBinaryAction::Block,
             require_sandbox: false,
             libsandbox_path: None,
+            libsandbox_sha256: None,
         }
     }
 }
@@ -201,7 +205,7 @@ impl Sandbox {
             Err(why) if options.require_sandbox => return Err(SandboxError::Unavailable(why)),
             Err(why) => Err(why),
             Ok(()) => Ok(match &options.libsandbox_path {
-                Some(p) => extract::explicit(p)?,
+                Some(p) => extract::explicit(p, options.libsandbox_sha256.as_deref())?,
                 None => extract::extracted()?,
             }),
         };

@@ -581,3 +581,78 @@ fn check_prints_one_line_per_check_each_with_a_level() {
         }
     }
 }
+
+/// Runs `sandbox run --allow-root --config CONFIG -- /bin/true` in a bare environment.
+fn run_with_config(config: &serde_json::Value, dir: &std::path::Path) -> Output {
+    let path = dir.join("config.json");
+    std::fs::write(&path, config.to_string()).unwrap();
+    sandbox_bare(&[
+        "run",
+        "--allow-root",
+        "--config",
+        path.to_str().unwrap(),
+        "--",
+        "/bin/true",
+    ])
+}
+
+#[test]
+fn config_libsandbox_path_is_verified() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libsandbox.so");
+    std::fs::write(&lib, sandbox_host::embedded::LIBSANDBOX).unwrap();
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = |extra: serde_json::Value| {
+        let mut sandbox = serde_json::json!({"libsandboxPath": lib});
+        sandbox
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::json!({"tools": {"exec": {"sandbox": sandbox}}})
+    };
+    // Control: a copy of the embedded library is accepted, quietly.
+    let o = run_with_config(&config(serde_json::json!({})), dir.path());
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(text(&o.stderr), "");
+    // World-writable: refused with one line naming the file and the fix.
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let o = run_with_config(&config(serde_json::json!({})), dir.path());
+    assert_eq!(o.status.code(), Some(125), "{o:?}");
+    let e = text(&o.stderr);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(
+        e.contains("libsandbox.so") && e.contains("chmod go-w"),
+        "{e}"
+    );
+    std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // Another library without its hash: refused; with a wrong hash: refused.
+    let other = dir.path().join("other.so");
+    std::fs::copy("/lib/x86_64-linux-gnu/libm.so.6", &other).unwrap();
+    let o = run_with_config(
+        &serde_json::json!({"tools": {"exec": {"sandbox": {"libsandboxPath": other}}}}),
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(125), "{o:?}");
+    assert!(text(&o.stderr).contains("libsandboxSha256"), "{o:?}");
+    let o = run_with_config(
+        &config(serde_json::json!({"libsandboxSha256": "0".repeat(64)})),
+        dir.path(),
+    );
+    assert_eq!(o.status.code(), Some(125), "{o:?}");
+    assert!(
+        text(&o.stderr).contains("differs from libsandboxSha256"),
+        "{o:?}"
+    );
+    // Malformed hashes, and a hash without a path, are config errors.
+    for bad in ["xyz", "", "0"] {
+        let mut c = config(serde_json::json!({"libsandboxSha256": bad}));
+        if bad.is_empty() {
+            c = serde_json::json!({"tools": {"exec": {"sandbox": {"libsandboxSha256": "0".repeat(64)}}}});
+        }
+        let o = run_with_config(&c, dir.path());
+        assert_eq!(o.status.code(), Some(125), "{bad:?}: {o:?}");
+        assert_eq!(text(&o.stderr).lines().count(), 1, "{o:?}");
+        assert!(text(&o.stderr).contains("libsandboxSha256"), "{o:?}");
+    }
+}

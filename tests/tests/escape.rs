@@ -448,6 +448,7 @@ fn sandbox(profile: &str) -> &'static Sandbox {
             static_binary: StaticBinaryAction::Confine,
             require_sandbox: true,
             libsandbox_path: None,
+            libsandbox_sha256: None,
         };
         Box::leak(Box::new(Sandbox::new(options).unwrap()))
     })

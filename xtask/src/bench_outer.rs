@@ -125,6 +125,7 @@ pub fn run(rounds: usize, per_round: usize) -> Result<String> {
         static_binary: StaticBinaryAction::Block,
         require_sandbox: true,
         libsandbox_path: None,
+        libsandbox_sha256: None,
     };
     let sandbox = Sandbox::new(options)?;
     let so = sandbox
