@@ -18,6 +18,7 @@ pub mod config;
 pub mod report;
 pub mod run;
 pub mod sandbox;
+pub mod serve;
 
 pub use sandbox::{
     Applied, Options, Outcome, Sandbox, SandboxError, Sandboxed, StaticBinaryAction,

@@ -98,6 +98,15 @@ enum Cmd {
         #[arg(long, required = true)]
         json: bool,
     },
+    /// Serve exec requests as JSON lines (stdin or a unix socket) until EOF or SIGTERM.
+    Serve {
+        /// Requests run at once, 1 to 1024 (default: the number of CPUs).
+        #[arg(long, value_name = "N", allow_hyphen_values = true)]
+        max_concurrent: Option<String>,
+        /// Listen on this unix socket (created 0600, own uid only) instead of stdin.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::ffi::OsString>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -213,7 +222,10 @@ fn main() {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    if !matches!(cli.command, Cmd::Run { .. } | Cmd::Exec { .. }) {
+    if !matches!(
+        cli.command,
+        Cmd::Run { .. } | Cmd::Exec { .. } | Cmd::Serve { .. }
+    ) {
         // Commands that only print end quietly when their reader goes away (`| head`), like
         // other command-line tools. `run` and `exec` keep ignoring SIGPIPE: exec writes a
         // request's stdin to a child that may close it.
@@ -240,6 +252,10 @@ fn main() {
         Cmd::Profiles { what } => cmd_profiles(what),
         Cmd::Inspect { program } => cmd_inspect(&program),
         Cmd::Exec { json: _ } => cmd_exec(),
+        Cmd::Serve {
+            max_concurrent,
+            socket,
+        } => cmd_serve(max_concurrent.as_deref(), socket),
     })
 }
 
@@ -418,4 +434,20 @@ fn cmd_exec() -> i32 {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{out}");
     code
+}
+
+fn cmd_serve(max_concurrent: Option<&str>, socket: Option<std::ffi::OsString>) -> i32 {
+    use sandbox_host::serve;
+    let mut opts = serve::ServeOptions::new();
+    if let Some(n) = max_concurrent {
+        match serve::parse_max_concurrent(n) {
+            Ok(n) => opts.max_concurrent = n,
+            Err(e) => return fail(e),
+        }
+    }
+    opts.socket = socket.map(PathBuf::from);
+    match serve::serve(&opts) {
+        Ok(()) => 0,
+        Err(e) => fail(e),
+    }
 }

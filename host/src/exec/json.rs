@@ -61,6 +61,41 @@ pub fn error_json(field: &str, reason: &str) -> String {
     serde_json::json!({ "error": { "field": field, "reason": reason } }).to_string()
 }
 
+/// Longest `id` accepted by [`parse_with_id`], in bytes.
+pub const MAX_ID_BYTES: usize = 256;
+
+/// Parses a request line of `sandbox serve`: a request with one more field, `id`, a non-empty
+/// string that the result line carries back. Returns the id whenever it could be read (also
+/// when the rest of the request is refused), so that an error line can name its request.
+pub fn parse_with_id(input: &[u8]) -> (Option<String>, Result<Request, Refusal>) {
+    let parsed = (input.len() <= MAX_REQUEST_BYTES).then(|| serde_json::from_slice(input));
+    let mut obj = match parsed {
+        Some(Ok(Strict(Value::Object(obj)))) => obj,
+        // Too large, malformed, not an object: the same refusal as `exec --json` gives.
+        _ => return (None, parse(input)),
+    };
+    let id = match obj.remove("id") {
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= MAX_ID_BYTES => s,
+        None => {
+            let r = Refusal::new("id", "missing (a string naming the request in its result)");
+            return (None, Err(r));
+        }
+        Some(_) => {
+            let r = Refusal::new(
+                "id",
+                format!("must be a non-empty string of at most {MAX_ID_BYTES} bytes"),
+            );
+            return (None, Err(r));
+        }
+    };
+    // The object was read strictly (no duplicate key at any depth), so writing it back and
+    // parsing it as an exec request refuses and accepts exactly what the line holds.
+    let res = serde_json::to_vec(&Value::Object(obj))
+        .map_err(|e| Refusal::new("request", format!("malformed JSON: {e}")))
+        .and_then(|bytes| parse(&bytes));
+    (Some(id), res)
+}
+
 /// Parses a request, naming the field of the first problem.
 pub fn parse(input: &[u8]) -> Result<Request, Refusal> {
     if input.len() > MAX_REQUEST_BYTES {
