@@ -508,6 +508,56 @@ fn cancel_kills_the_tree() {
     );
 }
 
+/// The cgroup v2 directory this test process is in, when cgroup v2 is mounted.
+fn own_cgroup_dir() -> Option<std::path::PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        (post.split(' ').next()? == "cgroup2").then(|| pre.split(' ').nth(4).map(String::from))?
+    })?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+    Some(std::path::Path::new(&mount).join(rel.trim_start_matches('/')))
+}
+
+/// As root a request can move itself out of its request cgroup (the cgroup kill then misses
+/// it): the timeout still ends it, through its pidfd. Control: the move itself works.
+#[test]
+fn timeout_holds_for_a_program_that_left_its_cgroup() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root (moving between cgroups)");
+        return;
+    }
+    let Some(dir) = own_cgroup_dir() else {
+        eprintln!("skipped: no cgroup v2");
+        return;
+    };
+    let procs = dir.join("cgroup.procs");
+    let mark = unique("escape-cgroup");
+    let script = format!(
+        "echo $$ > {} && grep -q '^0::' /proc/self/cgroup && echo moved; exec sleep 300",
+        procs.display()
+    );
+    let mut r = req(&["/bin/sh", "-c", &script]);
+    r.profile = "shell".into();
+    r.timeout_s = 1.0;
+    r.env.insert("EXEC_TEST_MARK".into(), mark.clone());
+    let opts = RunOptions {
+        grace: Duration::from_millis(200),
+        ..RunOptions::default()
+    };
+    let t = Instant::now();
+    let res = exec::exec_with(&r, &opts).unwrap();
+    assert_eq!(
+        res.stdout, "moved\n",
+        "the program left its cgroup: {res:?}"
+    );
+    assert!(res.timed_out, "{res:?}");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert_eq!(marked(&mark), vec![], "the program is still alive");
+}
+
 #[test]
 fn timeout_kills_setsid_descendants_cgroup() {
     setsid_tree_is_killed(Containment::Auto);

@@ -297,7 +297,6 @@ fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecErr
         static_binary: v.static_binary,
         require_sandbox: v.require_sandbox,
         libsandbox_path: opts.libsandbox_path.clone(),
-        libsandbox_sha256: None,
     };
     let s = Arc::new(Sandbox::new(options)?);
     cache
@@ -379,6 +378,21 @@ fn set_nonblocking(fd: RawFd) {
         let flags = libc::fcntl(fd, libc::F_GETFL);
         libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
     }
+}
+
+/// SIGKILL to the program itself through its pidfd: the timeout and cancellation hold even
+/// for a program that left its cgroup or process group (root can move itself out).
+fn kill_main(pidfd: &OwnedFd) {
+    // SAFETY: pidfd_send_signal on a pidfd we own, no siginfo.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
 }
 
 /// Whether `pid` (our child) has exited, without reaping it: its pid stays reserved until the
@@ -611,6 +625,7 @@ fn run(
             cancelled = true;
             kill_at = None;
             group.kill_all();
+            kill_main(&pidfd);
         }
         if !exited && has_exited(pid) {
             exited = true;
@@ -638,6 +653,7 @@ fn run(
         if !exited && kill_at.is_some_and(|k| now >= k) {
             kill_at = None;
             group.kill_all();
+            kill_main(&pidfd);
         }
 
         let mut wake = drain_until.unwrap_or(now + Duration::from_secs(3600));
