@@ -299,6 +299,14 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
         return Ok(());
     }
+    // `--serve`: only the serve section, printed, not written.
+    if args.contains(&"--serve") {
+        print!(
+            "{}",
+            crate::bench_serve::run(if quick { 100 } else { 1000 })?
+        );
+        return Ok(());
+    }
     let so = xtask::matrix::preload()?;
     let (rounds, per) = if quick { (3, 50) } else { (7, 300) };
     let mut doc = String::from("# Benchmarks\n\nWritten by `cargo xtask bench`; every ratio is against a baseline measured in the same run.\n\n");
@@ -308,6 +316,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &crate::bench_outer::run(rounds, per)?;
     doc += &xtask::bench_syscalls::run()?;
     doc += &crate::bench_exec::run(if quick { 100 } else { 1000 })?;
+    doc += &crate::bench_serve::run(if quick { 100 } else { 1000 })?;
     print!("{doc}");
     if !quick {
         crate::write_doc(Path::new("docs/benchmarks.md"), &doc)?;

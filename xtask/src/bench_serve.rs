@@ -1,0 +1,260 @@
+//! `cargo xtask bench`, serve section: requests per second of one long-lived `sandbox serve`
+//! process (stdin mode, requests pipelined) running `/bin/true` under `minimal`, against plain
+//! `std::process::Command`, in interleaved rounds as in the exec section; and the server's
+//! peak memory after 1,000 and after 10,000 requests.
+
+use anyhow::{bail, Context, Result};
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Rounds the requests are split into (the runners take turns, round by round).
+const ROUNDS: usize = 20;
+
+/// Runs `n` requests of each kind and returns a Markdown section with the figures.
+pub fn run(n: usize) -> Result<String> {
+    let bin = sandbox_binary()?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let per_round = (n / ROUNDS).max(1);
+    let mut one = Server::start(&bin, 1)?;
+    let mut many = Server::start(&bin, cpus)?;
+    // Warm-up: the servers' spawner threads, admission cache, page cache.
+    one.batch(20)?;
+    many.batch(20)?;
+    time(20, || one_plain())?;
+
+    let mut plain = Vec::with_capacity(ROUNDS);
+    let mut serve1 = Vec::with_capacity(ROUNDS);
+    let mut serve_n = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS {
+        // Rotate which runner goes first, so none always runs on a warmer machine.
+        for k in 0..3 {
+            match (round + k) % 3 {
+                0 => plain.push(time(per_round, one_plain)?),
+                1 => serve1.push(timed(|| one.batch(per_round))?),
+                _ => serve_n.push(timed(|| many.batch(per_round))?),
+            }
+        }
+    }
+    one.stop()?;
+    many.stop()?;
+
+    let rps = |d: &Duration| per_round as f64 / d.as_secs_f64();
+    let total =
+        |v: &[Duration]| (per_round * v.len()) as f64 / v.iter().sum::<Duration>().as_secs_f64();
+    let paired = |v: &[Duration]| {
+        median(
+            &v.iter()
+                .zip(&plain)
+                .map(|(s, p)| rps(s) / rps(p))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let (p, s1, sn) = (total(&plain), total(&serve1), total(&serve_n));
+    let ratio = s1 / p;
+
+    let memory = memory(&bin)?;
+
+    let mut md = String::new();
+    writeln!(md, "## serve: requests per second\n")?;
+    writeln!(
+        md,
+        "{} requests of each kind (`/bin/true`, `minimal`), {ROUNDS} interleaved rounds of {per_round}; each server is one `sandbox serve` process started once, fed on stdin with a round's requests pipelined (all written, then all results read); requests per second over all rounds.\n",
+        per_round * ROUNDS
+    )?;
+    writeln!(md, "| runner | requests/s | per request | rate per round |")?;
+    writeln!(md, "|---|---|---|---|")?;
+    writeln!(
+        md,
+        "| plain `Command::new(\"/bin/true\").status()` (same environment) | {p:.0} | {:.0} µs | {} |",
+        1e6 / p,
+        list(&plain, rps)
+    )?;
+    writeln!(
+        md,
+        "| `sandbox serve --max-concurrent 1` | {s1:.0} | {:.0} µs | {} |",
+        1e6 / s1,
+        list(&serve1, rps)
+    )?;
+    writeln!(
+        md,
+        "| `sandbox serve --max-concurrent {cpus}` (the CPUs) | {sn:.0} | {:.0} µs | {} |",
+        1e6 / sn,
+        list(&serve_n, rps)
+    )?;
+    writeln!(
+        md,
+        "\nRatio serve (concurrency 1) / plain: **{ratio:.2}** (target ≥ 0.90: {}); median of the {ROUNDS} paired round ratios: {:.2}. With concurrency {cpus}: {:.2} (median of pairs {:.2}).\n",
+        if ratio >= 0.9 { "met" } else { "missed" },
+        paired(&serve1),
+        sn / p,
+        paired(&serve_n),
+    )?;
+    writeln!(
+        md,
+        "Server memory (`/proc/<pid>/status`, concurrency 1, kB): after 1,000 requests VmHWM {} / VmRSS {}; after 10,000 VmHWM {} / VmRSS {}.\n",
+        memory[0].0, memory[0].1, memory[1].0, memory[1].1
+    )?;
+    Ok(md)
+}
+
+/// The release `sandbox` binary, built if needed.
+fn sandbox_binary() -> Result<PathBuf> {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "-p",
+            "sandbox-host",
+            "--bin",
+            "sandbox",
+        ])
+        .current_dir(crate::root())
+        .status()
+        .context("building the sandbox binary")?;
+    if !status.success() {
+        bail!("building the sandbox binary failed: {status}");
+    }
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| crate::root().join("target"));
+    Ok(dir.join("release/sandbox"))
+}
+
+/// One `sandbox serve` on pipes.
+struct Server {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+    sent: usize,
+}
+
+impl Server {
+    fn start(bin: &PathBuf, concurrency: usize) -> Result<Server> {
+        let mut child = Command::new(bin)
+            .args(["serve", "--max-concurrent", &concurrency.to_string()])
+            .env_clear()
+            .envs(safe_env().iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting sandbox serve")?;
+        Ok(Server {
+            stdin: child.stdin.take().context("stdin")?,
+            stdout: BufReader::new(child.stdout.take().context("stdout")?),
+            child,
+            line: String::new(),
+            sent: 0,
+        })
+    }
+
+    /// Writes `n` requests, then reads their `n` results (each must be an exact run).
+    fn batch(&mut self, n: usize) -> Result<()> {
+        let mut text = String::new();
+        for _ in 0..n {
+            self.sent += 1;
+            writeln!(text, r#"{{"id":"{}","argv":["/bin/true"]}}"#, self.sent)?;
+        }
+        // A round's requests (50 short lines) fit in the pipe: no writer thread needed.
+        self.stdin.write_all(text.as_bytes())?;
+        self.stdin.flush()?;
+        for _ in 0..n {
+            self.line.clear();
+            if self.stdout.read_line(&mut self.line)? == 0 {
+                bail!("sandbox serve ended early");
+            }
+            if !self.line.contains(r#""exit_code":0,"#)
+                || !self.line.contains(r#""filter":"exact""#)
+            {
+                bail!("sandbox serve: unexpected result {}", self.line.trim());
+            }
+        }
+        Ok(())
+    }
+
+    /// Peak and current resident size in kB.
+    fn memory(&self) -> Result<(u64, u64)> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        let field = |name: &str| -> Result<u64> {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .with_context(|| format!("{name} in /proc/<pid>/status"))
+        };
+        Ok((field("VmHWM:")?, field("VmRSS:")?))
+    }
+
+    fn stop(mut self) -> Result<()> {
+        drop(self.stdin);
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("sandbox serve exited with {status}");
+        }
+        Ok(())
+    }
+}
+
+/// The server's peak memory after 1,000 and after 10,000 requests.
+fn memory(bin: &PathBuf) -> Result<[(u64, u64); 2]> {
+    let mut s = Server::start(bin, 1)?;
+    for _ in 0..20 {
+        s.batch(50)?;
+    }
+    let after_1k = s.memory()?;
+    for _ in 0..180 {
+        s.batch(50)?;
+    }
+    let after_10k = s.memory()?;
+    s.stop()?;
+    Ok([after_1k, after_10k])
+}
+
+fn one_plain() -> Result<()> {
+    // The environment the exec runtime gives its children (see bench_exec).
+    let st = Command::new("/bin/true")
+        .env_clear()
+        .envs(safe_env().iter().map(|(k, v)| (k, v)))
+        .status()
+        .context("spawning /bin/true")?;
+    if !st.success() {
+        bail!("/bin/true failed: {st}");
+    }
+    Ok(())
+}
+
+fn safe_env() -> &'static [(String, String)] {
+    static ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    ENV.get_or_init(|| sandbox_host::exec::env::scrubbed(&Default::default()))
+}
+
+fn time(n: usize, f: impl Fn() -> Result<()>) -> Result<Duration> {
+    let t = Instant::now();
+    for _ in 0..n {
+        f()?;
+    }
+    Ok(t.elapsed())
+}
+
+fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {
+    let t = Instant::now();
+    f()?;
+    Ok(t.elapsed())
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
+}
+
+fn list(v: &[Duration], rps: impl Fn(&Duration) -> f64) -> String {
+    v.iter()
+        .map(|d| format!("{:.0}", rps(d)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
