@@ -297,6 +297,7 @@ fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecErr
         static_binary: v.static_binary,
         require_sandbox: v.require_sandbox,
         libsandbox_path: opts.libsandbox_path.clone(),
+        libsandbox_sha256: None,
     };
     let s = Arc::new(Sandbox::new(options)?);
     cache
