@@ -70,6 +70,8 @@ fn limits(timeout: Option<Duration>) -> Rlimits {
         memory_bytes: keep(libc::RLIMIT_AS),
         fsize_bytes: keep(libc::RLIMIT_FSIZE),
         nofile: keep(libc::RLIMIT_NOFILE),
+        processes: crate::exec::limits::DEFAULT_PROCESSES,
+        processes_required: false,
     }
 }
 

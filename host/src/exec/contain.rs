@@ -70,6 +70,8 @@ struct Base {
     dir: PathBuf,
     /// The host's cgroup path as `/proc/PID/cgroup` shows it (`/` for the root).
     rel: String,
+    /// Request cgroups have the pids controller (`pids.max`): a process limit per request.
+    pids: bool,
 }
 
 fn base() -> Option<&'static Base> {
@@ -100,8 +102,9 @@ fn detect() -> Option<Base> {
     let probe = dir.join(format!("{}probe", prefix()));
     fs::create_dir(&probe).ok()?;
     let usable = probe.join("cgroup.kill").exists() && probe.join("cgroup.freeze").exists();
+    let pids = probe.join("pids.max").exists();
     let _ = fs::remove_dir(&probe);
-    usable.then_some(Base { dir, rel })
+    usable.then_some(Base { dir, rel, pids })
 }
 
 /// Removes the empty request cgroups left by hosts that are gone (killed before their exit
@@ -335,6 +338,18 @@ impl Group {
     /// The request cgroup's directory, which the child is started in.
     pub(crate) fn dir_fd(&self) -> Option<RawFd> {
         self.cg.as_ref().map(|c| c.fd.as_raw_fd())
+    }
+
+    /// Sets the request's process limit (`pids.max` of its cgroup, so it counts every
+    /// descendant whatever its session); `false` when this machine gives request cgroups no
+    /// pids controller.
+    pub(crate) fn limit_processes(&self, max: u64) -> bool {
+        match (&self.cg, base()) {
+            (Some(cg), Some(b)) if b.pids => {
+                write_file(&cg.dir.join("pids.max"), max.to_string().as_bytes()).is_ok()
+            }
+            _ => false,
+        }
     }
 
     /// Records the direct child's pid (it leads its own session).

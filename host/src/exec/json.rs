@@ -29,7 +29,13 @@ pub const FIELDS: &[&str] = &[
     "limits",
 ];
 
-const LIMIT_FIELDS: &[&str] = &["cpu_seconds", "memory_bytes", "fsize_bytes", "nofile"];
+const LIMIT_FIELDS: &[&str] = &[
+    "cpu_seconds",
+    "memory_bytes",
+    "fsize_bytes",
+    "nofile",
+    "processes",
+];
 
 /// Runs one JSON request; returns the JSON to print (one line) and the exit status.
 pub fn run_json(input: &[u8]) -> (String, i32) {
@@ -214,6 +220,7 @@ fn limits(v: &Value) -> Result<Limits, Refusal> {
         memory_bytes: get("memory_bytes")?,
         fsize_bytes: get("fsize_bytes")?,
         nofile: get("nofile")?,
+        processes: get("processes")?,
     })
 }
 

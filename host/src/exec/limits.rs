@@ -19,6 +19,10 @@ pub const MAX_CPU_SECONDS: u64 = 86_400;
 pub const MIN_NOFILE: u64 = 16;
 /// Largest RLIMIT_NOFILE accepted.
 pub const MAX_NOFILE: u64 = 1 << 20;
+/// Default process limit per request (cgroup `pids.max`).
+pub const DEFAULT_PROCESSES: u64 = 1024;
+/// Largest process limit accepted.
+pub const MAX_PROCESSES: u64 = 1 << 16;
 
 /// The limits one request runs with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -31,6 +35,11 @@ pub struct Rlimits {
     pub fsize_bytes: u64,
     /// RLIMIT_NOFILE.
     pub nofile: u64,
+    /// Processes and threads at once, descendants included (cgroup `pids.max`).
+    pub processes: u64,
+    /// The process limit was asked for: a machine that cannot enforce it refuses the request
+    /// instead of running it without (the default limit is enforced where the machine can).
+    pub processes_required: bool,
 }
 
 impl Rlimits {
@@ -42,7 +51,15 @@ impl Rlimits {
             memory_bytes: over.memory_bytes.unwrap_or(DEFAULT_MEMORY_BYTES),
             fsize_bytes: over.fsize_bytes.unwrap_or(DEFAULT_FSIZE_BYTES),
             nofile: over.nofile.unwrap_or(DEFAULT_NOFILE),
+            processes: over.processes.unwrap_or(DEFAULT_PROCESSES),
+            processes_required: over.processes.is_some(),
         };
+        if !(1..=MAX_PROCESSES).contains(&r.processes) {
+            return Err(Refusal::new(
+                "limits.processes",
+                format!("must be between 1 and {MAX_PROCESSES}"),
+            ));
+        }
         if !(1..=MAX_CPU_SECONDS).contains(&r.cpu_seconds) {
             return Err(Refusal::new(
                 "limits.cpu_seconds",

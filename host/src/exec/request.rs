@@ -77,6 +77,11 @@ pub struct Limits {
     /// RLIMIT_NOFILE (default 256).
     #[serde(default)]
     pub nofile: Option<u64>,
+    /// Processes and threads the request may have at once, descendants included (cgroup
+    /// `pids.max`; default 1024 where the machine delegates the pids controller). Asked for
+    /// explicitly on a machine without it, the request is refused.
+    #[serde(default)]
+    pub processes: Option<u64>,
 }
 
 fn default_timeout() -> f64 {

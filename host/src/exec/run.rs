@@ -566,6 +566,14 @@ fn run(
 
     let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
     *mechanism = Some(group.mechanism());
+    if !group.limit_processes(v.rlimits.processes) && v.rlimits.processes_required {
+        return Err(ExecError::Refused(Refusal::new(
+            "limits.processes",
+            "this machine gives request cgroups no pids controller (cgroup v2 with the pids \
+             controller delegated is needed), so the limit cannot be enforced; omit it to run \
+             without one",
+        )));
+    }
     // Violations reach the spawner's shared listener, which finds the request by its cgroup
     // or its child.
     let mut registration = Registration::new(group.cgroup_name());
