@@ -10,6 +10,7 @@ pub mod admission;
 pub mod embedded;
 pub mod exec;
 pub mod extract;
+pub mod landlock;
 pub mod outer;
 pub mod platform;
 

@@ -1,0 +1,934 @@
+//! The Landlock layer: which files a confined command may read and write, which TCP ports it
+//! may connect to, and whether it may signal or reach processes outside its own domain.
+//!
+//! Seccomp decides which syscalls run, not which files or processes they touch; Landlock does
+//! the latter, unprivileged, and is inherited by every descendant. This module turns a [`Spec`]
+//! into a Landlock ruleset with the `landlock` crate and leaves applying it to the caller: the
+//! exec spawner's child passes [`Prepared::raw_fd`] to `landlock_restrict_self`, and other
+//! callers use [`Prepared::restrict_self`].
+//!
+//! Landlock only grants, so "read everything except the deny list" is built as a carve-out:
+//! every sibling of a denied path, at every level from `/` down to the denied path's parent,
+//! gets read rights; the ancestors themselves get none (a right on a directory is inherited by
+//! everything beneath it, including the denied path). See docs/paths.md for the consequences.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use ::landlock::{
+    make_bitflags, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, LandlockStatus,
+    NetPort, PathBeneath, RestrictSelf, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr,
+    RulesetStatus, Scope, ABI,
+};
+use serde::{Deserialize, Serialize};
+
+/// Environment variable that lowers the Landlock ABI used (for testing degraded kernels).
+pub const MAX_ABI_VAR: &str = "SANDBOX_LANDLOCK_MAX_ABI";
+
+/// Environment variable through which the preload route receives [`env_value`].
+pub const ENV_VAR: &str = "SANDBOX_LANDLOCK";
+
+/// How strictly the layer must be enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every asked protection must be enforced, or the program does not run.
+    Required,
+    /// Enforce what the kernel supports and report what is missing.
+    #[default]
+    Preferred,
+    /// No Landlock layer.
+    Off,
+}
+
+impl Mode {
+    /// The lowercase name used on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Required => "required",
+            Mode::Preferred => "preferred",
+            Mode::Off => "off",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = LandlockError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "required" => Ok(Mode::Required),
+            "preferred" => Ok(Mode::Preferred),
+            "off" => Ok(Mode::Off),
+            _ => Err(LandlockError::InvalidMode(s.to_owned())),
+        }
+    }
+}
+
+/// What TCP the confined program may do (Landlock ABI 4; UDP and other protocols are not
+/// covered by Landlock and stay with the seccomp profile).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Tcp {
+    /// No TCP bind and no TCP connect.
+    Deny,
+    /// Connect only to these ports; bind denied.
+    Ports(Vec<u16>),
+    /// TCP not restricted by this layer.
+    Any,
+}
+
+/// What the ruleset protects. The caller assembles it: `writable` already holds the
+/// workspace, the private TMPDIR and any extra writable paths; `deny_read` already holds
+/// [`default_deny_read`] plus user additions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Spec {
+    /// Paths that must not be read (absolute; they need not exist).
+    pub deny_read: Vec<PathBuf>,
+    /// The only paths beneath which anything may be written (absolute, existing).
+    pub writable: Vec<PathBuf>,
+    /// TCP restriction.
+    pub tcp: Tcp,
+    /// Whether signals and abstract unix sockets are confined to the sandboxed domain.
+    pub scoped: bool,
+}
+
+/// Which request field a validation error is about, so callers can name it to the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Field {
+    /// Extra writable paths.
+    WritablePaths,
+    /// Paths that must not be read.
+    DenyRead,
+    /// The working directory that is made writable.
+    Workspace,
+}
+
+impl Field {
+    /// The field's name as it appears in requests.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Field::WritablePaths => "writable_paths",
+            Field::DenyRead => "deny_read",
+            Field::Workspace => "workspace",
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Errors of the Landlock layer; each names the field or feature at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum LandlockError {
+    /// A path is not absolute.
+    #[error("{field}: {path:?} is not an absolute path; give the full path from /")]
+    NotAbsolute {
+        /// The field the path came from.
+        field: Field,
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// A path contains a NUL byte or a newline.
+    #[error("{field}: {path:?} contains a NUL byte or a newline; rename it or leave it out")]
+    BadCharacter {
+        /// The field the path came from.
+        field: Field,
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// A writable path does not exist.
+    #[error("{field}: {path} does not exist; create it first or leave it out")]
+    Missing {
+        /// The field the path came from.
+        field: Field,
+        /// The offending path.
+        path: PathBuf,
+    },
+    /// A path could not be resolved or opened.
+    #[error("{field}: cannot open {path}: {source}")]
+    Open {
+        /// The field the path came from.
+        field: Field,
+        /// The offending path.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A mode name is not one of the choices.
+    #[error("invalid Landlock mode {0:?}: expected required, preferred or off")]
+    InvalidMode(String),
+    /// [`MAX_ABI_VAR`] holds something that is not a number from 0 to 255.
+    #[error("{MAX_ABI_VAR}={0:?} is not a Landlock ABI number (0-255)")]
+    InvalidMaxAbi(String),
+    /// Mode [`Mode::Required`] and the kernel (or the ABI limit) lacks asked features.
+    #[error("{}", unavailable_message(.missing, *.kernel, *.used))]
+    Unavailable {
+        /// The missing features in words, e.g. "Landlock ABI 6 (signal scoping)".
+        missing: Vec<String>,
+        /// The kernel's Landlock ABI (0: none).
+        kernel: u8,
+        /// The ABI that would have been used (lower than `kernel` when limited).
+        used: u8,
+    },
+    /// The `landlock` crate refused to build the ruleset.
+    #[error("cannot build the Landlock ruleset: {0}")]
+    Ruleset(#[source] ::landlock::RulesetError),
+    /// The ruleset could not be applied to the calling thread.
+    #[error("cannot apply the Landlock ruleset: {0}")]
+    Restrict(String),
+}
+
+impl LandlockError {
+    /// The request field at fault, when the error is about one.
+    pub fn field(&self) -> Option<Field> {
+        match self {
+            LandlockError::NotAbsolute { field, .. }
+            | LandlockError::BadCharacter { field, .. }
+            | LandlockError::Missing { field, .. }
+            | LandlockError::Open { field, .. } => Some(*field),
+            _ => None,
+        }
+    }
+}
+
+fn unavailable_message(missing: &[String], kernel: u8, used: u8) -> String {
+    let verb = if missing.len() == 1 { "is" } else { "are" };
+    let kernel = if kernel == 0 {
+        "the kernel has no Landlock".to_owned()
+    } else if used < kernel {
+        format!("kernel has ABI {kernel}, limited to ABI {used}")
+    } else {
+        format!("kernel has ABI {kernel}")
+    };
+    format!(
+        "{} {verb} not available: {kernel}; run with Landlock mode preferred to go without",
+        missing.join(", ")
+    )
+}
+
+/// The Landlock ABI of the running kernel (`None`: no Landlock), for `sandbox check`.
+pub fn abi() -> Option<u8> {
+    static ABI_CACHE: OnceLock<Option<u8>> = OnceLock::new();
+    *ABI_CACHE.get_or_init(|| {
+        // With no flag and no_new_privs off, `apply` only probes the kernel: it makes no
+        // restriction and reports the status the crate itself works from.
+        let status = RestrictSelf::default().no_new_privs(false).apply().ok()?;
+        match status.landlock {
+            LandlockStatus::Available {
+                effective_abi,
+                kernel_abi,
+            } => {
+                let v = kernel_abi.unwrap_or(effective_abi as i32);
+                Some(u8::try_from(v).unwrap_or(u8::MAX))
+            }
+            _ => None,
+        }
+    })
+}
+
+/// The ABI limit from [`MAX_ABI_VAR`]; unset, empty or not a number gives `None` (no limit,
+/// so a typo never weakens the layer). Use [`try_max_abi_from_env`] to reject bad values.
+pub fn max_abi_from_env() -> Option<u8> {
+    try_max_abi_from_env().ok().flatten()
+}
+
+/// The ABI limit from [`MAX_ABI_VAR`], with an error for a value that is not a number.
+pub fn try_max_abi_from_env() -> Result<Option<u8>, LandlockError> {
+    match std::env::var_os(MAX_ABI_VAR) {
+        None => Ok(None),
+        Some(v) if v.is_empty() => Ok(None),
+        Some(v) => {
+            let s = v.to_string_lossy();
+            s.trim()
+                .parse::<u8>()
+                .map(Some)
+                .map_err(|_| LandlockError::InvalidMaxAbi(s.into_owned()))
+        }
+    }
+}
+
+/// The credentials and keys under `home` that a confined command must not read by default.
+pub fn default_deny_read(home: &Path) -> Vec<PathBuf> {
+    [
+        ".ssh",
+        ".gnupg",
+        ".aws",
+        ".azure",
+        ".config/gcloud",
+        ".kube",
+        ".docker",
+        ".netrc",
+        ".git-credentials",
+        ".npmrc",
+        ".pypirc",
+        ".password-store",
+        ".local/share/keyrings",
+        ".config/gh",
+    ]
+    .iter()
+    .map(|p| home.join(p))
+    .collect()
+}
+
+fn check_text(field: Field, path: &Path) -> Result<(), LandlockError> {
+    if !path.is_absolute() {
+        return Err(LandlockError::NotAbsolute {
+            field,
+            path: path.to_owned(),
+        });
+    }
+    if path
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .any(|b| *b == 0 || *b == b'\n')
+    {
+        return Err(LandlockError::BadCharacter {
+            field,
+            path: path.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks one writable path (absolute, no NUL or newline, existing); `field` says which
+/// request field it came from (the caller checks the workspace with [`Field::Workspace`]).
+pub fn validate_writable(field: Field, path: &Path) -> Result<(), LandlockError> {
+    check_text(field, path)?;
+    match fs::metadata(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(LandlockError::Missing {
+            field,
+            path: path.to_owned(),
+        }),
+        Err(source) => Err(LandlockError::Open {
+            field,
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Checks a spec without building anything: writable paths absolute, existing, free of NUL
+/// and newline; deny paths absolute and free of NUL and newline (they need not exist).
+pub fn validate(spec: &Spec) -> Result<(), LandlockError> {
+    for p in &spec.writable {
+        validate_writable(Field::WritablePaths, p)?;
+    }
+    for p in &spec.deny_read {
+        check_text(Field::DenyRead, p)?;
+    }
+    Ok(())
+}
+
+/// What the layer enforced for one prepared ruleset, for results and `sandbox run -v`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// The kernel's ABI and the one used.
+    pub abi: AbiStatus,
+    /// The mode asked for.
+    pub mode: Mode,
+    /// Protections enforced, among "fs-read-deny", "fs-write", "tcp", "scope-signal",
+    /// "scope-abstract-unix".
+    pub enforced: Vec<String>,
+    /// What was asked but is not enforced, in words (empty in [`Mode::Required`]).
+    pub missing: Vec<String>,
+    /// Deny paths that did not exist when the ruleset was built (nothing to protect).
+    pub deny_read_absent: Vec<PathBuf>,
+}
+
+/// The kernel's Landlock ABI and the one the ruleset was built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AbiStatus {
+    /// The running kernel's ABI (0: no Landlock).
+    pub kernel: u8,
+    /// The ABI used: the kernel's, or lower when limited by `max_abi`.
+    pub used: u8,
+}
+
+/// A built ruleset, ready to be applied to any number of children.
+#[derive(Debug)]
+pub struct Prepared {
+    /// `None` only in [`Mode::Preferred`] when Landlock is not available at all.
+    ruleset: Option<RulesetCreated>,
+    /// The same ruleset's fd, kept for [`Prepared::raw_fd`] (the crate does not expose it).
+    fd: Option<OwnedFd>,
+    status: Status,
+    stamps: Vec<Stamp>,
+}
+
+impl Prepared {
+    /// The ruleset fd (close-on-exec) for `landlock_restrict_self(fd, 0)` in a child after
+    /// `PR_SET_NO_NEW_PRIVS`. It is -1 only when Landlock is unavailable in
+    /// [`Mode::Preferred`] (then `status().enforced` is empty): skip the call.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
+    }
+
+    /// What this ruleset enforces.
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    /// Applies the ruleset to the calling thread (and everything it later runs), after
+    /// setting `PR_SET_NO_NEW_PRIVS`. The prepared ruleset stays usable: this works on a
+    /// duplicate of the fd. Landlock restricts only the calling thread: call it in a
+    /// single-threaded child (e.g. `pre_exec`) or before starting threads.
+    pub fn restrict_self(&self) -> Result<Status, LandlockError> {
+        let Some(ruleset) = &self.ruleset else {
+            return Ok(self.status.clone());
+        };
+        let copy = ruleset
+            .try_clone()
+            .map_err(|e| LandlockError::Restrict(e.to_string()))?;
+        let result = copy
+            .restrict_self()
+            .map_err(|e| LandlockError::Restrict(e.to_string()))?;
+        if result.ruleset != RulesetStatus::FullyEnforced {
+            return Err(LandlockError::Restrict(format!(
+                "the kernel enforced the ruleset only as {:?}",
+                result.ruleset
+            )));
+        }
+        Ok(self.status.clone())
+    }
+
+    /// Whether the paths the ruleset was built from are unchanged: same directories with the
+    /// same entries along the carve-out, same writable inodes, absent deny paths still absent.
+    fn is_current(&self) -> bool {
+        self.stamps.iter().all(Stamp::is_current)
+    }
+}
+
+/// One fact the ruleset depends on, rechecked before a cached ruleset is reused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    path: PathBuf,
+    kind: StampKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum StampKind {
+    /// A carved ancestor: its entries must not have changed (mtime).
+    Dir(Option<(u64, u64, i64, i64)>),
+    /// A writable path: the same inode (its contents change all the time).
+    Inode(Option<(u64, u64)>),
+}
+
+impl Stamp {
+    fn dir(path: &Path) -> Stamp {
+        let m = fs::metadata(path).ok();
+        Stamp {
+            path: path.to_owned(),
+            kind: StampKind::Dir(m.map(|m| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))),
+        }
+    }
+
+    fn inode(path: &Path) -> Stamp {
+        let m = fs::metadata(path).ok();
+        Stamp {
+            path: path.to_owned(),
+            kind: StampKind::Inode(m.map(|m| (m.dev(), m.ino()))),
+        }
+    }
+
+    fn is_current(&self) -> bool {
+        let now = match self.kind {
+            StampKind::Dir(_) => Stamp::dir(&self.path),
+            StampKind::Inode(_) => Stamp::inode(&self.path),
+        };
+        now == *self
+    }
+}
+
+/// A path with its `O_PATH` fd, opened once while planning so the rule binds the inode that
+/// was checked (not whatever the path names a moment later).
+struct Entry {
+    path: PathBuf,
+    fd: OwnedFd,
+    is_dir: bool,
+}
+
+/// The rules of a spec, before they become a ruleset or text.
+struct Plan {
+    read: Vec<Entry>,
+    write: Vec<(Entry, bool)>,
+    dev: Vec<Entry>,
+    absent: Vec<PathBuf>,
+    stamps: Vec<Stamp>,
+}
+
+/// Devices every program may read, write and ioctl (file rules).
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/random",
+    "/dev/urandom",
+    "/dev/tty",
+    "/dev/ptmx",
+];
+
+/// Pseudo-terminals: a beneath rule with file rights only.
+const PTS: &str = "/dev/pts";
+
+fn open_path(path: &Path, follow: bool) -> io::Result<(OwnedFd, fs::Metadata)> {
+    let mut flags = libc::O_PATH;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)?;
+    let meta = file.metadata()?;
+    Ok((file.into(), meta))
+}
+
+/// The nearest existing directory above `path` (its parent, or further up).
+fn nearest_dir(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .skip(1)
+        .find(|a| fs::metadata(a).is_ok_and(|m| m.is_dir()))
+        .map(Path::to_path_buf)
+}
+
+fn has_newline(path: &Path) -> bool {
+    path.as_os_str().as_bytes().contains(&b'\n')
+}
+
+fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
+    validate(spec)?;
+    let mut stamps = Vec::new();
+    // Directories whose entries the ruleset depends on: the carved ancestors and, for each
+    // deny path, the nearest existing directory above it (a deny path that appears, or is
+    // replaced, changes that directory's mtime). One stat each on reuse.
+    let mut watched = BTreeSet::new();
+
+    // Deny paths resolve to the inode that holds the secret: a symlinked `.ssh` is carved at
+    // its target. Paths that do not exist have nothing to protect.
+    let mut absent = Vec::new();
+    let mut denied = BTreeSet::new();
+    for p in &spec.deny_read {
+        match fs::canonicalize(p) {
+            Ok(c) => {
+                watched.extend(nearest_dir(p));
+                denied.insert(c);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                watched.extend(nearest_dir(p));
+                absent.push(p.clone());
+            }
+            Err(source) => {
+                return Err(LandlockError::Open {
+                    field: Field::DenyRead,
+                    path: p.clone(),
+                    source,
+                })
+            }
+        }
+    }
+    // A path beneath another denied path is covered by it; carving inside it would grant
+    // its siblings, which are secrets too.
+    let outer: BTreeSet<PathBuf> = denied
+        .iter()
+        .filter(|d| !d.ancestors().skip(1).any(|a| denied.contains(a)))
+        .cloned()
+        .collect();
+    let ancestors: BTreeSet<PathBuf> = outer
+        .iter()
+        .flat_map(|d| d.ancestors().skip(1).map(Path::to_path_buf))
+        .collect();
+
+    let mut read = Vec::new();
+    if outer.is_empty() {
+        let (fd, _) = open_path(Path::new("/"), true).map_err(|source| LandlockError::Open {
+            field: Field::DenyRead,
+            path: "/".into(),
+            source,
+        })?;
+        read.push(Entry {
+            path: "/".into(),
+            fd,
+            is_dir: true,
+        });
+    }
+    watched.extend(ancestors.iter().cloned());
+    stamps.extend(watched.iter().map(|d| Stamp::dir(d)));
+    for dir in &ancestors {
+        // A directory that cannot be listed gets no grants: its entries stay unreadable.
+        let Ok(entries) = fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if outer.contains(&path) || ancestors.contains(&path) || has_newline(&path) {
+                continue;
+            }
+            // A symlink beside a secret may point into it; its target is granted (or not)
+            // where it really lives.
+            if entry.file_type().map_or(true, |t| t.is_symlink()) {
+                continue;
+            }
+            let Ok((fd, meta)) = open_path(&path, false) else {
+                continue;
+            };
+            if meta.file_type().is_symlink() {
+                continue;
+            }
+            read.push(Entry {
+                path,
+                fd,
+                is_dir: meta.is_dir(),
+            });
+        }
+    }
+
+    let mut write = Vec::new();
+    for p in &spec.writable {
+        let canon = fs::canonicalize(p).map_err(|source| {
+            if source.kind() == io::ErrorKind::NotFound {
+                LandlockError::Missing {
+                    field: Field::WritablePaths,
+                    path: p.clone(),
+                }
+            } else {
+                LandlockError::Open {
+                    field: Field::WritablePaths,
+                    path: p.clone(),
+                    source,
+                }
+            }
+        })?;
+        if has_newline(&canon) {
+            return Err(LandlockError::BadCharacter {
+                field: Field::WritablePaths,
+                path: canon,
+            });
+        }
+        let (fd, meta) = open_path(&canon, true).map_err(|source| LandlockError::Open {
+            field: Field::WritablePaths,
+            path: p.clone(),
+            source,
+        })?;
+        stamps.push(Stamp::inode(p));
+        // Read rights beneath a writable tree would re-open a denied path inside it (or be
+        // inherited by a writable path inside a denied one): there, reads come from the
+        // carve-out alone and the deny list wins.
+        let overlaps = denied
+            .iter()
+            .any(|d| d.starts_with(&canon) || canon.starts_with(d));
+        write.push((
+            Entry {
+                path: canon,
+                fd,
+                is_dir: meta.is_dir(),
+            },
+            !overlaps,
+        ));
+    }
+
+    let mut dev = Vec::new();
+    for p in DEVICES.iter().chain(std::iter::once(&PTS)) {
+        if let Ok((fd, meta)) = open_path(Path::new(p), true) {
+            dev.push(Entry {
+                path: PathBuf::from(p),
+                fd,
+                is_dir: meta.is_dir(),
+            });
+        }
+    }
+
+    Ok(Plan {
+        read,
+        write,
+        dev,
+        absent,
+        stamps,
+    })
+}
+
+/// A protection and the ABI it needs.
+struct Need {
+    abi: u8,
+    enforced: Option<&'static str>,
+    words: &'static str,
+}
+
+fn needs(spec: &Spec) -> Vec<Need> {
+    let mut v = Vec::new();
+    if !spec.deny_read.is_empty() {
+        v.push(Need {
+            abi: 1,
+            enforced: Some("fs-read-deny"),
+            words: "file read restriction",
+        });
+    }
+    v.push(Need {
+        abi: 1,
+        enforced: Some("fs-write"),
+        words: "file write restriction",
+    });
+    v.push(Need {
+        abi: 3,
+        enforced: None,
+        words: "truncate restriction",
+    });
+    v.push(Need {
+        abi: 5,
+        enforced: None,
+        words: "device ioctl restriction",
+    });
+    if spec.tcp != Tcp::Any {
+        v.push(Need {
+            abi: 4,
+            enforced: Some("tcp"),
+            words: "TCP restriction",
+        });
+    }
+    if spec.scoped {
+        v.push(Need {
+            abi: 6,
+            enforced: Some("scope-signal"),
+            words: "signal scoping",
+        });
+        v.push(Need {
+            abi: 6,
+            enforced: Some("scope-abstract-unix"),
+            words: "abstract unix socket scoping",
+        });
+    }
+    v
+}
+
+const READ: BitFlags<AccessFs> = make_bitflags!(AccessFs::{ReadFile | ReadDir | Execute});
+const DEV: BitFlags<AccessFs> =
+    make_bitflags!(AccessFs::{ReadFile | WriteFile | Truncate | IoctlDev});
+
+/// Restricts `rights` to those a rule on this entry may carry (files take no directory rights).
+fn rights_for(entry: &Entry, rights: BitFlags<AccessFs>, abi: ABI) -> BitFlags<AccessFs> {
+    let all = AccessFs::from_all(abi);
+    if entry.is_dir {
+        rights & all
+    } else {
+        rights & AccessFs::from_file(abi)
+    }
+}
+
+/// Builds the ruleset for `spec` in the calling process (this opens the paths).
+///
+/// `max_abi` lowers the ABI used, to test degraded kernels ([`max_abi_from_env`]). `Off`
+/// gives `Ok(None)`. `Required` fails with [`LandlockError::Unavailable`] naming every asked
+/// protection the ABI cannot enforce; `Preferred` enforces what it can and lists the rest in
+/// [`Status::missing`].
+pub fn prepare(
+    spec: &Spec,
+    mode: Mode,
+    max_abi: Option<u8>,
+) -> Result<Option<Prepared>, LandlockError> {
+    if mode == Mode::Off {
+        return Ok(None);
+    }
+    let plan = plan(spec)?;
+    let kernel = abi().unwrap_or(0);
+    let used = max_abi.map_or(kernel, |m| m.min(kernel));
+
+    let mut enforced = Vec::new();
+    let mut missing = Vec::new();
+    for need in needs(spec) {
+        if used >= need.abi {
+            enforced.extend(need.enforced.map(str::to_owned));
+        } else {
+            missing.push(format!("Landlock ABI {} ({})", need.abi, need.words));
+        }
+    }
+    if mode == Mode::Required && !missing.is_empty() {
+        return Err(LandlockError::Unavailable {
+            missing,
+            kernel,
+            used,
+        });
+    }
+    let status = Status {
+        abi: AbiStatus { kernel, used },
+        mode,
+        enforced,
+        missing,
+        deny_read_absent: plan.absent.clone(),
+    };
+    if used == 0 {
+        return Ok(Some(Prepared {
+            ruleset: None,
+            fd: None,
+            status,
+            stamps: plan.stamps,
+        }));
+    }
+
+    let ruleset =
+        build(spec, mode, used, plan.read, plan.write, plan.dev).map_err(LandlockError::Ruleset)?;
+    let fd = ruleset_fd(&ruleset)?;
+    Ok(Some(Prepared {
+        ruleset: Some(ruleset),
+        fd,
+        status,
+        stamps: plan.stamps,
+    }))
+}
+
+/// A second fd on the same ruleset for [`Prepared::raw_fd`]: the crate keeps its own fd
+/// private and hands one out only by converting a `RulesetCreated` (here, a clone).
+fn ruleset_fd(ruleset: &RulesetCreated) -> Result<Option<OwnedFd>, LandlockError> {
+    let copy = ruleset
+        .try_clone()
+        .map_err(|e| LandlockError::Restrict(e.to_string()))?;
+    Ok(copy.into())
+}
+
+fn build(
+    spec: &Spec,
+    mode: Mode,
+    used: u8,
+    read: Vec<Entry>,
+    write: Vec<(Entry, bool)>,
+    dev: Vec<Entry>,
+) -> Result<RulesetCreated, ::landlock::RulesetError> {
+    let abi = ABI::from(i32::from(used));
+    // Only features of the ABI in use are requested, so the crate's compatibility handling
+    // only has to catch a kernel that claims more than it enforces: Required makes that an
+    // error instead of a silent downgrade.
+    let level = match mode {
+        Mode::Required => CompatLevel::HardRequirement,
+        _ => CompatLevel::BestEffort,
+    };
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(level)
+        .handle_access(AccessFs::from_all(abi))?;
+    if used >= 4 && spec.tcp != Tcp::Any {
+        ruleset = ruleset.handle_access(make_bitflags!(AccessNet::{BindTcp | ConnectTcp}))?;
+    }
+    if used >= 6 && spec.scoped {
+        ruleset = ruleset.scope(make_bitflags!(Scope::{Signal | AbstractUnixSocket}))?;
+    }
+    let mut created = ruleset.create()?;
+    for e in &read {
+        created = created.add_rule(PathBeneath::new(&e.fd, rights_for(e, READ, abi)))?;
+    }
+    let write_only = AccessFs::from_all(abi) & !READ;
+    for (e, with_read) in &write {
+        let rights = if *with_read {
+            AccessFs::from_all(abi)
+        } else {
+            write_only
+        };
+        created = created.add_rule(PathBeneath::new(&e.fd, rights_for(e, rights, abi)))?;
+    }
+    for e in &dev {
+        created = created.add_rule(PathBeneath::new(&e.fd, rights_for(e, DEV, abi)))?;
+    }
+    if used >= 4 {
+        if let Tcp::Ports(ports) = &spec.tcp {
+            for port in ports {
+                created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
+            }
+        }
+    }
+    Ok(created)
+}
+
+/// How many distinct prepared rulesets [`prepare_cached`] keeps.
+const CACHE_SIZE: usize = 8;
+
+type CacheKey = (Spec, Mode, Option<u8>);
+
+static CACHE: Mutex<Vec<(CacheKey, Arc<Prepared>)>> = Mutex::new(Vec::new());
+
+/// [`prepare`] with a small cache (the most recent distinct specs), so repeated requests do
+/// not rebuild the carve-out. A cached ruleset is reused only while what it was built from is
+/// unchanged (see docs/paths.md); otherwise it is rebuilt.
+pub fn prepare_cached(
+    spec: &Spec,
+    mode: Mode,
+    max_abi: Option<u8>,
+) -> Result<Option<Arc<Prepared>>, LandlockError> {
+    if mode == Mode::Off {
+        return Ok(None);
+    }
+    {
+        let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = cache
+            .iter()
+            .position(|((s, m, a), _)| s == spec && *m == mode && *a == max_abi)
+        {
+            let (key, prepared) = cache.remove(i);
+            if prepared.is_current() {
+                cache.insert(0, (key, Arc::clone(&prepared)));
+                return Ok(Some(prepared));
+            }
+        }
+    }
+    // Built outside the lock: other specs need not wait for this one.
+    let Some(prepared) = prepare(spec, mode, max_abi)? else {
+        return Ok(None);
+    };
+    let prepared = Arc::new(prepared);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    cache.retain(|((s, m, a), _)| !(s == spec && *m == mode && *a == max_abi));
+    cache.insert(0, ((spec.clone(), mode, max_abi), Arc::clone(&prepared)));
+    cache.truncate(CACHE_SIZE);
+    Ok(Some(prepared))
+}
+
+/// The same rules as text, for the preload route (`SANDBOX_LANDLOCK`; format in
+/// docs/paths.md). Paths that cannot be opened are left out (not granted).
+pub fn env_value(spec: &Spec) -> Result<String, LandlockError> {
+    let plan = plan(spec)?;
+    let mut out = String::from("landlock 1\n");
+    if spec.scoped {
+        out.push_str("scope signal\nscope abstract\n");
+    }
+    match &spec.tcp {
+        Tcp::Any => {}
+        Tcp::Ports(ports) if !ports.is_empty() => {
+            let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+            out.push_str(&format!("tcp ports {}\n", list.join(",")));
+        }
+        _ => out.push_str("tcp deny\n"),
+    }
+    let mut line = |kind: &str, path: &Path| {
+        out.push_str(kind);
+        out.push(' ');
+        out.push_str(&path.to_string_lossy());
+        out.push('\n');
+    };
+    for e in &plan.read {
+        line("ro", &e.path);
+    }
+    for (e, with_read) in &plan.write {
+        line(if *with_read { "rw" } else { "wo" }, &e.path);
+    }
+    for e in &plan.dev {
+        line("dev", &e.path);
+    }
+    out.pop();
+    Ok(out)
+}
