@@ -23,7 +23,7 @@ pub fn run(n: usize) -> Result<String> {
     // Warm-up: the servers' spawner threads, admission cache, page cache.
     one.batch(20)?;
     many.batch(20)?;
-    time(20, || one_plain())?;
+    time(20, one_plain)?;
 
     let mut plain = Vec::with_capacity(ROUNDS);
     let mut serve1 = Vec::with_capacity(ROUNDS);
