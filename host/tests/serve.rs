@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
@@ -593,10 +593,9 @@ fn descriptors_and_threads_stay_flat_over_200_requests() {
 
 // ---- socket mode ----
 
-/// A `sandbox serve --socket` started by `cmd` (maybe under setpriv); removed on drop.
+/// A `sandbox serve --socket` started by `cmd` (maybe under setpriv); killed on drop.
 struct SocketServer {
     child: Child,
-    path: PathBuf,
 }
 
 impl SocketServer {
@@ -608,10 +607,7 @@ impl SocketServer {
             .spawn()
             .unwrap();
         eventually("the server listens", || UnixStream::connect(path).is_ok());
-        SocketServer {
-            child,
-            path: path.to_path_buf(),
-        }
+        SocketServer { child }
     }
 
     fn stop(mut self) -> (i32, String) {
