@@ -50,6 +50,50 @@ struct PolicyArgs {
     allow_root: bool,
 }
 
+/// The Landlock layer: what the program may write and read (docs/paths.md).
+#[derive(clap::Args, Clone, Default)]
+struct PathArgs {
+    /// The directory the program may write beneath (default: the working directory for
+    /// profiles that allow file changes; nothing for minimal and network).
+    #[arg(long)]
+    workspace: Option<String>,
+    /// Another path the program may write (repeatable).
+    #[arg(long = "allow-write", value_name = "PATH")]
+    allow_write: Vec<String>,
+    /// A path the program must not read, besides the default credential list (repeatable).
+    #[arg(long = "deny-read", value_name = "PATH")]
+    deny_read: Vec<String>,
+    /// With a profile that has network: the only TCP ports it may connect to (`80,443`).
+    #[arg(long, value_delimiter = ',', value_name = "PORTS")]
+    connect_ports: Option<Vec<u16>>,
+    /// Landlock: required (refuse without it), preferred (default; say what is missing) or off.
+    #[arg(long, value_name = "MODE")]
+    landlock: Option<sandbox_host::landlock::Mode>,
+}
+
+impl PathArgs {
+    /// The rules, with errors naming the flag.
+    fn rules(&self) -> Result<sandbox_host::exec::PathRules, String> {
+        sandbox_host::exec::PathRules::new(
+            self.landlock.unwrap_or_default(),
+            self.workspace.as_deref(),
+            &self.allow_write,
+            &self.deny_read,
+            self.connect_ports.as_deref(),
+        )
+        .map_err(|r| {
+            let flag = match r.field.split('[').next().unwrap_or_default() {
+                "workspace" => "--workspace",
+                "writable_paths" => "--allow-write",
+                "deny_read" => "--deny-read",
+                "connect_ports" => "--connect-ports",
+                _ => "--landlock",
+            };
+            format!("{flag}: {}", r.reason)
+        })
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run a program under the sandbox.
@@ -62,6 +106,8 @@ enum Cmd {
         /// Say on stderr how the run was confined.
         #[arg(long, short)]
         verbose: bool,
+        #[command(flatten)]
+        paths: PathArgs,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         argv: Vec<String>,
@@ -244,8 +290,9 @@ fn main() {
             policy,
             timeout,
             verbose,
+            paths,
             argv,
-        } => cmd_run(&policy, timeout, verbose, &argv),
+        } => cmd_run(&policy, &paths, timeout, verbose, &argv),
         Cmd::Env { policy, json } => cmd_env(&policy, json),
         Cmd::Extract { to } => cmd_extract(to),
         Cmd::Check => cmd_check(),
@@ -259,7 +306,13 @@ fn main() {
     })
 }
 
-fn cmd_run(policy: &PolicyArgs, timeout: Option<u64>, verbose: bool, argv: &[String]) -> i32 {
+fn cmd_run(
+    policy: &PolicyArgs,
+    paths: &PathArgs,
+    timeout: Option<u64>,
+    verbose: bool,
+    argv: &[String],
+) -> i32 {
     if platform::running_as_root() && !policy.allow_root {
         eprintln!("sandbox: {}", platform::ROOT_WARNING);
     }
@@ -279,10 +332,15 @@ fn cmd_run(policy: &PolicyArgs, timeout: Option<u64>, verbose: bool, argv: &[Str
         Ok(s) => s,
         Err(e) => return fail(e),
     };
+    let paths = match paths.rules() {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
     let settings = RunSettings {
         config,
         timeout,
         verbose,
+        paths,
     };
     run::run(&sandbox, &argv[0], &argv[1..], &settings)
 }

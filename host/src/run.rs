@@ -9,7 +9,7 @@
 
 use crate::config::ExecConfig;
 use crate::exec::limits::Rlimits;
-use crate::exec::request::{Streams, Validated, DEFAULT_MAX_OUTPUT_BYTES};
+use crate::exec::request::{PathRules, Streams, Validated, DEFAULT_MAX_OUTPUT_BYTES};
 use crate::exec::{run_validated, ExecError, ExecResult, RunOptions};
 use crate::sandbox::{Sandbox, Sandboxed};
 use std::time::Duration;
@@ -32,6 +32,8 @@ pub struct RunSettings {
     pub timeout: Option<Duration>,
     /// Say on stderr how the run was confined.
     pub verbose: bool,
+    /// The Landlock layer's rules (workspace, writable and denied paths, ports, mode).
+    pub paths: PathRules,
 }
 
 /// Prints one `sandbox: ...` line on stderr.
@@ -106,6 +108,7 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         require_sandbox: options.require_sandbox,
         stdin: None,
         rlimits: limits(settings.timeout),
+        paths: settings.paths.clone(),
     };
     // The spawner path, as for exec requests: its thread holds the filter's listener, so
     // violations are named without taking the listener from the child (which a non-dumpable
@@ -143,6 +146,38 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             "profile {}, sandboxed: {how}",
             r.sandboxed.profile
         ));
+        match &r.landlock {
+            Some(l) => say(format_args!(
+                "landlock ABI {} (kernel {}), mode {}: enforced {}{}{}",
+                l.abi.used,
+                l.abi.kernel,
+                l.mode,
+                if l.enforced.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    l.enforced.join(", ")
+                },
+                if l.missing.is_empty() {
+                    String::new()
+                } else {
+                    format!("; missing: {}", l.missing.join("; "))
+                },
+                if l.deny_read_absent.is_empty() {
+                    String::new()
+                } else {
+                    let absent: Vec<String> = l
+                        .deny_read_absent
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect();
+                    format!(
+                        "; denied paths absent (nothing to protect): {}",
+                        absent.join(", ")
+                    )
+                }
+            )),
+            None => say("landlock: off"),
+        }
     }
     if r.timed_out {
         say(format_args!(

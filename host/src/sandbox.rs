@@ -236,6 +236,11 @@ impl Sandbox {
         })
     }
 
+    /// The profile's filter policy as the outer filter enforces it (`None`: no filter).
+    pub(crate) fn profile_policy(&self) -> Option<&sandbox_policy::Policy> {
+        self.outer.as_ref().map(|t| t.policy())
+    }
+
     /// A key that is the same for two sandboxes of this process exactly when their filters
     /// are (a spawner thread per filter).
     pub(crate) fn key(&self) -> &str {

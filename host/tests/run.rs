@@ -18,8 +18,11 @@ fn sandbox(args: &[&str]) -> Output {
             .collect(),
         _ => args.to_vec(),
     };
+    // The system temporary directory is the working directory, so the Landlock layer's
+    // default workspace holds the temporary directories these tests write in.
     Command::new(SANDBOX)
         .args(args)
+        .current_dir(std::env::temp_dir())
         .env_remove("SANDBOX_LOG")
         .output()
         .unwrap()
@@ -226,6 +229,7 @@ fn sandbox_without_seccomp(args: &[&str]) -> Output {
     std::fs::write(&so, sandbox_host::embedded::LIBSANDBOX).unwrap();
     Command::new(SANDBOX)
         .args(args)
+        .current_dir(std::env::temp_dir())
         .env("LD_PRELOAD", &so)
         .env("SECCOMP_SYSCALL_DENY", "seccomp")
         .env("SECCOMP_DEFAULT_ACTION", "errno:EINVAL")
@@ -257,7 +261,15 @@ fn require_sandbox_refuses_when_unavailable() {
 fn without_require_sandbox_it_warns_and_runs_unsandboxed() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
-    let o = sandbox_without_seccomp(&["run", "--", "/usr/bin/touch", marker.to_str().unwrap()]);
+    // Without the Landlock layer too (which would keep minimal read-only on its own).
+    let o = sandbox_without_seccomp(&[
+        "run",
+        "--landlock",
+        "off",
+        "--",
+        "/usr/bin/touch",
+        marker.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert!(
         err(&o).contains("unavailable") && err(&o).contains("unsandboxed"),

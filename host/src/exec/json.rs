@@ -27,6 +27,11 @@ pub const FIELDS: &[&str] = &[
     "require_sandbox",
     "stdin",
     "limits",
+    "landlock",
+    "workspace",
+    "writable_paths",
+    "deny_read",
+    "connect_ports",
 ];
 
 const LIMIT_FIELDS: &[&str] = &[
@@ -190,6 +195,23 @@ pub fn parse(input: &[u8]) -> Result<Request, Refusal> {
     if let Some(l) = obj.get("limits") {
         req.limits = limits(l)?;
     }
+    if let Some(m) = optional::<crate::landlock::Mode>(
+        &obj,
+        "landlock",
+        "must be \"required\", \"preferred\" or \"off\"",
+    )? {
+        req.landlock = m;
+    }
+    req.workspace = optional::<String>(&obj, "workspace", "must be a string (an absolute path)")?;
+    let paths = "must be a list of strings (absolute paths)";
+    req.writable_paths =
+        optional::<Vec<String>>(&obj, "writable_paths", paths)?.unwrap_or_default();
+    req.deny_read = optional::<Vec<String>>(&obj, "deny_read", paths)?.unwrap_or_default();
+    req.connect_ports = optional::<Vec<u16>>(
+        &obj,
+        "connect_ports",
+        "must be a list of port numbers (1 to 65535)",
+    )?;
     Ok(req)
 }
 

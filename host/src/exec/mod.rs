@@ -13,6 +13,7 @@ pub mod env;
 pub mod json;
 pub mod limits;
 mod notify;
+mod paths;
 pub mod request;
 mod run;
 mod spawn;
@@ -21,6 +22,6 @@ mod spawner;
 
 pub use contain::{Containment, Mechanism};
 pub use limits::Rlimits;
-pub use request::{Limits, Refusal, Request, Streams, Validated};
+pub use request::{Limits, PathRules, Refusal, Request, Streams, Validated};
 pub(crate) use run::run_validated;
 pub use run::{exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, Violation};

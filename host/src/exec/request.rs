@@ -3,6 +3,7 @@
 
 use super::env;
 use super::limits::Rlimits;
+use crate::landlock::{self, Field, Mode as LandlockMode};
 use crate::sandbox::StaticBinaryAction;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -59,6 +60,39 @@ pub struct Request {
     /// Overrides of the resource limits.
     #[serde(default)]
     pub limits: Limits,
+    /// The Landlock layer: `required`, `preferred` (default: runs on an older kernel and says
+    /// what is missing) or `off`.
+    #[serde(default)]
+    pub landlock: LandlockMode,
+    /// The directory the program may write beneath (absolute, existing). Default: the working
+    /// directory for profiles that allow file changes, nothing for read-only ones.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// More directories or files the program may write (absolute, existing).
+    #[serde(default)]
+    pub writable_paths: Vec<String>,
+    /// Paths the program must not read, added to the default list of credentials under
+    /// `$HOME` (absolute; they need not exist).
+    #[serde(default)]
+    pub deny_read: Vec<String>,
+    /// With a profile that has network: the only TCP ports it may connect to.
+    #[serde(default)]
+    pub connect_ports: Option<Vec<u16>>,
+}
+
+/// What the Landlock layer is asked to do, resolved against the profile when the job runs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PathRules {
+    /// required, preferred or off.
+    pub mode: LandlockMode,
+    /// The workspace, when one was named.
+    pub workspace: Option<PathBuf>,
+    /// Extra writable paths.
+    pub writable: Vec<PathBuf>,
+    /// Extra paths denied for reading.
+    pub deny_read: Vec<PathBuf>,
+    /// TCP ports the program may connect to (network profiles only).
+    pub connect_ports: Option<Vec<u16>>,
 }
 
 /// Resource-limit overrides; each absent field keeps its default.
@@ -152,6 +186,8 @@ pub struct Validated {
     pub stdin: Option<String>,
     /// The resource limits to set in the child.
     pub rlimits: Rlimits,
+    /// The Landlock layer's rules.
+    pub paths: PathRules,
 }
 
 impl Request {
@@ -172,6 +208,11 @@ impl Request {
             require_sandbox: false,
             stdin: None,
             limits: Limits::default(),
+            landlock: LandlockMode::default(),
+            workspace: None,
+            writable_paths: Vec::new(),
+            deny_read: Vec::new(),
+            connect_ports: None,
         }
     }
 
@@ -225,6 +266,7 @@ impl Request {
             }
         }
         let rlimits = Rlimits::resolve(self.timeout_s, &self.limits)?;
+        let paths = self.path_rules()?;
         Ok(Validated {
             program: PathBuf::from(&argv[0]),
             argv,
@@ -238,6 +280,80 @@ impl Request {
             require_sandbox: self.require_sandbox,
             stdin: self.stdin.clone(),
             rlimits,
+            paths,
+        })
+    }
+
+    fn path_rules(&self) -> Result<PathRules, Refusal> {
+        PathRules::new(
+            self.landlock,
+            self.workspace.as_deref(),
+            &self.writable_paths,
+            &self.deny_read,
+            self.connect_ports.as_deref(),
+        )
+    }
+}
+
+impl PathRules {
+    /// Checks the Landlock layer's fields (named as in requests: `workspace`,
+    /// `writable_paths[i]`, `deny_read[i]`, `connect_ports`) and resolves them.
+    pub fn new(
+        mode: LandlockMode,
+        workspace: Option<&str>,
+        writable_paths: &[String],
+        deny_read: &[String],
+        connect_ports: Option<&[u16]>,
+    ) -> Result<PathRules, Refusal> {
+        let refusal = |e: landlock::LandlockError| {
+            let field = e.field().map_or("landlock", Field::as_str);
+            Refusal::new(field, e.to_string())
+        };
+        let workspace = match workspace {
+            None => None,
+            Some(w) => {
+                let p = PathBuf::from(w);
+                landlock::validate_writable(Field::Workspace, &p).map_err(refusal)?;
+                if !p.is_dir() {
+                    return Err(Refusal::new(
+                        "workspace",
+                        format!("`{w}` is not a directory"),
+                    ));
+                }
+                Some(p)
+            }
+        };
+        let mut writable = Vec::new();
+        for (i, w) in writable_paths.iter().enumerate() {
+            let p = PathBuf::from(w);
+            landlock::validate_writable(Field::WritablePaths, &p)
+                .map_err(|e| Refusal::new(format!("writable_paths[{i}]"), e.to_string()))?;
+            writable.push(p);
+        }
+        let mut denied = Vec::new();
+        for (i, d) in deny_read.iter().enumerate() {
+            if d.contains('\0') || d.contains('\n') || !Path::new(d).is_absolute() {
+                return Err(Refusal::new(
+                    format!("deny_read[{i}]"),
+                    format!("must be an absolute path without NUL or newline, got `{d}`"),
+                ));
+            }
+            denied.push(PathBuf::from(d));
+        }
+        if let Some(ports) = connect_ports {
+            if ports.is_empty() || ports.contains(&0) {
+                return Err(Refusal::new(
+                    "connect_ports",
+                    "must list at least one port, each between 1 and 65535",
+                ));
+            }
+        }
+        Ok(PathRules {
+            mode,
+            workspace,
+            writable,
+            deny_read: denied,
+            connect_ports: connect_ports.map(<[u16]>::to_vec),
         })
     }
 }

@@ -124,6 +124,8 @@ pub struct ExecResult {
     pub sandboxed: SandboxInfo,
     /// Warnings about the run (for example: ran unconfined).
     pub warnings: Vec<String>,
+    /// What the Landlock layer enforced (`null` when it was off).
+    pub landlock: Option<crate::landlock::Status>,
 }
 
 /// A syscall the filter refused, stopping the program.
@@ -535,13 +537,22 @@ fn run(
         }
         _ => None,
     };
-    // The preload's variables replace any of the same name the job carries.
+    let here = match &v.cwd {
+        Some(c) => c.clone(),
+        None => std::env::current_dir().map_err(ExecError::Setup)?,
+    };
+    let layer = super::paths::layer(&v.paths, sandbox, &here)?;
+    let tmpdir = layer
+        .as_ref()
+        .map(|l| ("TMPDIR", l.tmp.path().display().to_string()));
+    // The preload's variables and TMPDIR replace any of the same name the job carries.
+    let own: Vec<(&str, String)> = plan.preload_env.iter().cloned().chain(tmpdir).collect();
     let envp = v
         .env
         .iter()
-        .filter(|(k, _)| !plan.preload_env.iter().any(|(p, _)| p == k))
+        .filter(|(k, _)| !own.iter().any(|(p, _)| p == k))
         .map(|(k, val)| (k.as_str(), val.as_str()))
-        .chain(plan.preload_env.iter().map(|(k, val)| (*k, val.as_str())))
+        .chain(own.iter().map(|(k, val)| (*k, val.as_str())))
         .map(|(k, val)| c_string("env", format!("{k}={val}").as_bytes()))
         .collect::<Result<Vec<_>, _>>()?;
     let report = if plan.preload_env.is_empty() {
@@ -586,6 +597,10 @@ fn run(
         report: report.as_ref().map(|(_, fd)| fd.as_raw_fd()),
         cgroup: group.dir_fd(),
         limits: &limits,
+        landlock: layer
+            .as_ref()
+            .map(|l| l.prepared.raw_fd())
+            .filter(|fd| *fd >= 0),
         filter: plan.filter.as_deref(),
         listener: plan.notify,
         #[cfg(target_arch = "x86_64")]
@@ -779,6 +794,17 @@ fn run(
         }
     }
     let refused = refused.or(preload.and_then(|r| r.violation.map(|(nr, _)| nr)));
+    // Degraded only because the caller allowed it (`preferred`): said on every run.
+    if let Some(missing) = layer
+        .as_ref()
+        .map(|l| &l.prepared.status().missing)
+        .filter(|m| !m.is_empty())
+    {
+        warnings.push(format!(
+            "sandbox: warning: Landlock protections missing on this kernel: {}; pass landlock \"required\" to refuse instead",
+            missing.join("; ")
+        ));
+    }
     let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
     let exit_code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     let violation = match (signal, refused) {
@@ -818,6 +844,7 @@ fn run(
             profile: v.profile.clone(),
         },
         warnings,
+        landlock: layer.map(|l| l.prepared.status().clone()),
     })
 }
 

@@ -53,6 +53,8 @@ pub(crate) struct Spec<'a> {
     pub cgroup: Option<RawFd>,
     /// Resource limits.
     pub limits: &'a [Limit],
+    /// A Landlock ruleset to restrict the child with (after no_new_privs, before the filter).
+    pub landlock: Option<RawFd>,
     /// The outer filter, installed last.
     pub filter: Option<&'a [Insn]>,
     /// The filter sends violations to a listener the host must hold.
@@ -85,6 +87,7 @@ enum Stage {
     Stdio,
     Limits,
     NoNewPrivs,
+    Landlock,
     Filter,
     Listener,
     Exec,
@@ -94,7 +97,8 @@ impl Stage {
     fn from_i32(n: i32) -> Option<Stage> {
         use Stage::*;
         [
-            Signals, Session, Cgroup, Cwd, Stdio, Limits, NoNewPrivs, Filter, Listener, Exec,
+            Signals, Session, Cgroup, Cwd, Stdio, Limits, NoNewPrivs, Landlock, Filter, Listener,
+            Exec,
         ]
         .into_iter()
         .find(|s| *s as i32 == n)
@@ -109,6 +113,7 @@ impl Stage {
             Stage::Stdio => "setting up standard streams",
             Stage::Limits => "setting resource limits",
             Stage::NoNewPrivs => "setting no_new_privs",
+            Stage::Landlock => "restricting with Landlock",
             Stage::Filter => "installing the seccomp filter",
             Stage::Listener => "handing over the seccomp listener",
             Stage::Exec => "exec",
@@ -146,6 +151,8 @@ struct Ctx {
     join_cgroup: RawFd,
     limits: *const Limit,
     nlimits: usize,
+    /// The Landlock ruleset (-1: none).
+    landlock: RawFd,
     fprog: libc::sock_fprog,
     has_filter: bool,
     listener: bool,
@@ -349,6 +356,21 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 fail(c, Stage::Cwd, rc);
             }
         }
+        // Landlock before the descriptors move: its ruleset is one of the host's (>= 3), which
+        // the dup to descriptor 3 below could replace. A spawner's child has no_new_privs
+        // from the spawner thread already.
+        if c.has_filter || (c.landlock >= 0 && c.secret == 0) {
+            let rc = sys!(libc::SYS_prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            if rc < 0 {
+                fail(c, Stage::NoNewPrivs, rc);
+            }
+        }
+        if c.landlock >= 0 {
+            let rc = ksys!(c; libc::SYS_landlock_restrict_self, c.landlock, 0);
+            if rc < 0 {
+                fail(c, Stage::Landlock, rc);
+            }
+        }
         // The sources are all >= 3 (the parent made sure), so no dup clobbers another's source.
         for (target, src) in c.stdio.iter().enumerate() {
             let rc = ksys!(c; libc::SYS_dup3, *src, target, 0);
@@ -377,10 +399,6 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             }
         }
         if c.has_filter {
-            let rc = sys!(libc::SYS_prctl, libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-            if rc < 0 {
-                fail(c, Stage::NoNewPrivs, rc);
-            }
             // A single-threaded child: no TSYNC (which NEW_LISTENER would not allow anyway).
             let flags = if c.listener {
                 libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
@@ -559,6 +577,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         },
         limits: spec.limits.as_ptr(),
         nlimits: spec.limits.len(),
+        landlock: spec.landlock.unwrap_or(-1),
         fprog: libc::sock_fprog {
             len: filter.len() as u16,
             // Insn has the layout of sock_filter (repr(C), same fields and order).

@@ -45,6 +45,7 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
     ("dup3", 3),
     ("close_range", 3),
     ("prlimit64", 4),
+    ("landlock_restrict_self", 2),
     ("exit_group", 1),
     ("rt_sigprocmask", 4),
     ("execve", 3),
@@ -377,9 +378,14 @@ mod tests {
             crate::outer::base_policy(&Profile::builtin("minimal").unwrap(), Some(Action::Trap))
                 .unwrap()
                 .unwrap();
-        let secret = Spawner::for_profile("minimal", &base.policy)
+        // The key exec's own sandbox for minimal has (same options as exec gives it).
+        let mut options = crate::sandbox::Options::new(Profile::builtin("minimal").unwrap());
+        options.on_violation = Some(Action::Trap);
+        let key = crate::sandbox::Sandbox::new(options)
             .unwrap()
-            .secret();
+            .key()
+            .to_string();
+        let secret = Spawner::for_profile(&key, &base.policy).unwrap().secret();
         // With the secret, setsid passes the filter (it then fails: the program already leads
         // its session): the program's filter is the spawner's, exemption included. A filter
         // attached in the child would stop it.

@@ -1,0 +1,162 @@
+//! The Landlock layer of one job: the request's path rules resolved against its profile
+//! (what it may write, which ports it may reach), the default credential deny list, and a
+//! private temporary directory; the ruleset itself is built (and cached) by
+//! [`crate::landlock`].
+//!
+//! Defaults follow the profile's filter, so custom profiles get them too: a profile whose
+//! filter lets `openat(O_WRONLY|O_CREAT)` through gets the working directory as its workspace,
+//! one that refuses it (minimal, network) nothing writable at all; a profile whose filter
+//! refuses TCP sockets also gets Landlock's TCP bind/connect denial as a second lock.
+
+use super::request::{PathRules, Refusal};
+use crate::landlock::{self, Field, Mode, Prepared, Spec, Tcp};
+use crate::policy::{Action, NATIVE};
+use crate::sandbox::Sandbox;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// What the profile's filter allows, for the layer's defaults.
+struct Allows {
+    writes: bool,
+    tcp: bool,
+}
+
+fn allows(sandbox: &Sandbox) -> Allows {
+    let Some(policy) = sandbox.profile_policy() else {
+        // No filter (unrestricted): everything the filter could refuse is allowed.
+        return Allows {
+            writes: true,
+            tcp: true,
+        };
+    };
+    let decide = |name: &str, args: [u64; 6]| {
+        NATIVE
+            .syscall_number(name)
+            .is_some_and(|nr| policy.decide(nr, &args) == Action::Allow)
+    };
+    let create = (libc::O_WRONLY | libc::O_CREAT) as u64;
+    let at_cwd = libc::AT_FDCWD as u32 as u64;
+    Allows {
+        writes: decide("openat", [at_cwd, 0, create, 0o644, 0, 0]),
+        tcp: decide(
+            "socket",
+            [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+        ),
+    }
+}
+
+/// The per-host directory under which each job gets its private TMPDIR. One directory for
+/// all jobs of this host, so that the cached ruleset stays valid across jobs; each job gets a
+/// fresh subdirectory, removed afterwards. Roots of hosts that are gone are removed.
+fn temp_root() -> std::io::Result<&'static Path> {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(r) = ROOT.get() {
+        return Ok(r);
+    }
+    let base = std::env::temp_dir();
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let prefix = format!("sandbox-tmp-{uid}-");
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(&prefix))
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    let dir = base.join(format!("{prefix}{}", std::process::id()));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::symlink_metadata(&dir)?;
+            if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{} exists and is not a private directory of ours",
+                        dir.display()
+                    ),
+                ));
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    Ok(ROOT.get_or_init(|| dir))
+}
+
+/// A job's layer: the prepared ruleset and its private temporary directory.
+pub(crate) struct Layer {
+    /// The ruleset (shared with other jobs of the same rules).
+    pub prepared: Arc<Prepared>,
+    /// The job's TMPDIR, removed on drop.
+    pub tmp: tempfile::TempDir,
+}
+
+/// Resolves `rules` for a job under `sandbox` run in `cwd`; `None` when the layer is off.
+pub(crate) fn layer(
+    rules: &PathRules,
+    sandbox: &Sandbox,
+    cwd: &Path,
+) -> Result<Option<Layer>, Refusal> {
+    if rules.mode == Mode::Off {
+        return Ok(None);
+    }
+    let allows = allows(sandbox);
+    let profile = &sandbox.options().profile.name;
+    let tcp = match (&rules.connect_ports, allows.tcp) {
+        (Some(_), false) => {
+            return Err(Refusal::new(
+                "connect_ports",
+                format!("profile {profile} allows no TCP at all; use a profile with network"),
+            ))
+        }
+        (Some(ports), true) => Tcp::Ports(ports.clone()),
+        (None, true) => Tcp::Any,
+        (None, false) => Tcp::Deny,
+    };
+    let root =
+        temp_root().map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
+    let tmp = tempfile::Builder::new()
+        .prefix("job-")
+        .tempdir_in(root)
+        .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
+    let mut writable = Vec::new();
+    match &rules.workspace {
+        Some(w) => writable.push(w.clone()),
+        None if allows.writes => writable.push(cwd.to_path_buf()),
+        None => {}
+    }
+    writable.extend(rules.writable.iter().cloned());
+    writable.push(root.to_path_buf());
+    let mut deny_read = match std::env::var_os("HOME") {
+        Some(home) if Path::new(&home).is_absolute() => {
+            landlock::default_deny_read(Path::new(&home))
+        }
+        _ => Vec::new(),
+    };
+    deny_read.extend(rules.deny_read.iter().cloned());
+    let spec = Spec {
+        deny_read,
+        writable,
+        tcp,
+        scoped: true,
+    };
+    let refusal = |e: landlock::LandlockError| {
+        Refusal::new(e.field().map_or("landlock", Field::as_str), e.to_string())
+    };
+    let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
+    match landlock::prepare_cached(&spec, rules.mode, max_abi).map_err(refusal)? {
+        Some(prepared) => Ok(Some(Layer { prepared, tmp })),
+        None => Ok(None),
+    }
+}
