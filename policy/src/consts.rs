@@ -98,6 +98,16 @@ static COMMON: &[(&str, u64)] = &[
     ("FIONBIO", 0x5421),
     ("FIOCLEX", 0x5451),
     ("FIONCLEX", 0x5450),
+    // Owners of a descriptor's I/O signals: ioctl(2) forms of fcntl(F_SETOWN).
+    ("FIOSETOWN", 0x8901),
+    ("SIOCSPGRP", 0x8902),
+    // fcntl(2) commands that route a descriptor's signals to a process (asm-generic values).
+    ("F_SETOWN", 8),
+    ("F_GETOWN", 9),
+    ("F_SETSIG", 10),
+    ("F_GETSIG", 11),
+    ("F_SETOWN_EX", 15),
+    ("F_GETOWN_EX", 16),
     // *at() conventions.
     ("AT_FDCWD", 0xFFFF_FF9C),
     ("AT_SYMLINK_NOFOLLOW", 0x100),

@@ -449,6 +449,8 @@ fn constants_match_libc() {
         FIONBIO,
         FIOCLEX,
         FIONCLEX,
+        F_SETOWN,
+        F_GETOWN,
         AT_FDCWD,
         AT_SYMLINK_NOFOLLOW,
         AT_REMOVEDIR,
@@ -485,7 +487,7 @@ fn constants_match_libc() {
         let exception = matches!(
             name,
             "O_LARGEFILE" | "CLONE_NEWALL" | "PER_LINUX" | "PER_QUERY"
-        );
+        ) || LIBC_LACKS.contains(&name);
         assert!(
             checked.contains(&name) || exception,
             "{name} is not checked against libc"
@@ -657,5 +659,60 @@ fn errnos_match_libc() {
             "errno numbers are unique"
         );
         assert!((1..=sandbox_policy::action::MAX_ERRNO).contains(&value));
+    }
+}
+
+/// Constants the `libc` crate lacks; [`constants_missing_from_libc_match_the_c_headers`] checks
+/// them.
+const LIBC_LACKS: [&str; 6] = [
+    "FIOSETOWN",
+    "SIOCSPGRP",
+    "F_SETSIG",
+    "F_GETSIG",
+    "F_SETOWN_EX",
+    "F_GETOWN_EX",
+];
+
+/// Constants the `libc` crate lacks, checked against the C headers: a program compiled with
+/// the machine's gcc prints their values.
+#[test]
+fn constants_missing_from_libc_match_the_c_headers() {
+    let names = LIBC_LACKS;
+    let dir = std::env::temp_dir().join(format!("consts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("c.c");
+    let mut text = String::from(
+        "#define _GNU_SOURCE\n#include <fcntl.h>\n#include <stdio.h>\n#include <sys/ioctl.h>\n\
+         #include <linux/sockios.h>\nint main(void) {\n",
+    );
+    for n in names {
+        text += &format!("    printf(\"%ld\\n\", (long){n});\n");
+    }
+    text += "    return 0;\n}\n";
+    std::fs::write(&src, text).unwrap();
+    let exe = dir.join("c");
+    let built = std::process::Command::new("gcc")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("gcc is installed");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let out = std::process::Command::new(&exe).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let values: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    for (n, v) in names.iter().zip(values) {
+        assert_eq!(
+            sandbox_policy::consts::constant(sandbox_policy::NATIVE, n),
+            Some(v),
+            "{n}"
+        );
     }
 }

@@ -1176,3 +1176,165 @@ fn too_many_descriptors_for_the_preload() {
     assert!(!ran.stdout.contains("socket opened"), "{ran:?}");
     assert_eq!(l.connections(), 0, "{ran:?}");
 }
+
+/// Routes a descriptor's I/O signal to a process the attacker did not start: it names `PID` the
+/// owner of a pipe's read end (fcntl F_SETOWN, F_SETOWN_EX, or ioctl FIOSETOWN), picks the
+/// signal (F_SETSIG SIGTERM; the ioctl form keeps SIGIO, which also terminates), turns on
+/// O_ASYNC and writes to the pipe: the kernel sends the signal to the owner.
+const SIGROUTE_C: &str = r#"#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void say(const char *what, long ret) {
+    printf("%s: ret=%ld errno=%d\n", what, ret, ret < 0 ? errno : 0);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    if (argc != 3) return 2;
+    int pid = atoi(argv[2]);
+    int p[2];
+    if (pipe(p)) return 3;
+    if (!strcmp(argv[1], "fcntl")) {
+        say("fcntl(F_SETOWN)", fcntl(p[0], F_SETOWN, pid));
+        say("fcntl(F_SETSIG)", fcntl(p[0], F_SETSIG, SIGTERM));
+    } else if (!strcmp(argv[1], "fcntl-ex")) {
+        struct f_owner_ex o = {F_OWNER_PID, pid};
+        say("fcntl(F_SETOWN_EX)", fcntl(p[0], F_SETOWN_EX, &o));
+        say("fcntl(F_SETSIG)", fcntl(p[0], F_SETSIG, SIGTERM));
+    } else if (!strcmp(argv[1], "ioctl")) {
+        /* FIOSETOWN applies to sockets: the pipe is replaced by a Unix socket pair. */
+        close(p[0]);
+        close(p[1]);
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, p)) { say("socketpair", -1); return 3; }
+        say("ioctl(FIOSETOWN)", ioctl(p[0], FIOSETOWN, &pid));
+    } else {
+        return 2;
+    }
+    say("fcntl(F_SETFL O_ASYNC)", fcntl(p[0], F_SETFL, O_ASYNC | O_NONBLOCK));
+    say("write", write(p[1], "x", 1));
+    return 0;
+}
+"#;
+
+/// The signal-routing program, dynamic and static, built once.
+fn sigroute(v: Variant) -> &'static Path {
+    static P: OnceLock<(tempfile::TempDir, PathBuf, PathBuf)> = OnceLock::new();
+    let (_, dynamic, static_) = P.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("sigroute")
+            .tempdir()
+            .unwrap();
+        let d = compile_c(dir.path(), "sigroute", SIGROUTE_C, Build::Dynamic);
+        let s = compile_c(dir.path(), "sigroute-static", SIGROUTE_C, Build::Static);
+        (dir, d, s)
+    });
+    match v {
+        Variant::Dynamic => dynamic,
+        Variant::Static => static_,
+    }
+}
+
+/// Whether `pid` was sent a signal that ends it: a zombie, or SIGTERM/SIGIO pending. Signals
+/// from O_ASYNC are generated inside the attacker's write(), so once the attacker has exited
+/// either the victim is dead or the signal is pending: no waiting is involved.
+fn got_a_fatal_signal(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or_default()
+            .to_string()
+    };
+    if field("State:").starts_with('Z') {
+        return true;
+    }
+    let fatal = (1u64 << (libc::SIGTERM - 1)) | (1u64 << (libc::SIGIO - 1));
+    ["SigPnd:", "ShdPnd:"]
+        .iter()
+        .any(|f| u64::from_str_radix(&field(f), 16).unwrap_or(0) & fatal != 0)
+}
+
+/// A `sleep` the attacker did not start; killed and reaped when dropped (also on a failed
+/// assertion).
+struct Sleeper(std::process::Child);
+
+impl Sleeper {
+    fn new() -> Sleeper {
+        Sleeper(Command::new("sleep").arg("1000").spawn().unwrap())
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn fcntl_and_ioctl_route_no_signal_to_another_process() {
+    // The fcntl forms work on a pipe, which every profile has; FIOSETOWN needs a socket, which
+    // only `network` lets a program create (the others stop socketpair itself).
+    let cases: [(&str, &str, libc::c_int, &[&str]); 3] = [
+        (
+            "fcntl",
+            "fcntl(F_SETOWN)",
+            libc::SIGTERM,
+            &["minimal", "write", "shell", "network"],
+        ),
+        (
+            "fcntl-ex",
+            "fcntl(F_SETOWN_EX)",
+            libc::SIGTERM,
+            &["minimal", "write", "shell", "network"],
+        ),
+        ("ioctl", "ioctl(FIOSETOWN)", libc::SIGIO, &["network"]),
+    ];
+    for (mode, owner_call, signal, profiles) in cases {
+        // Control: unsandboxed, the attacker ends a `sleep` it did not start.
+        let mut victim = Sleeper::new();
+        let pid = victim.pid().to_string();
+        let control = run(None, sigroute(Variant::Dynamic), &[mode, &pid]);
+        assert!(control.status.success(), "{mode}: {control:?}");
+        assert!(
+            got_a_fatal_signal(victim.pid()),
+            "{mode}: control: {control:?}"
+        );
+        let st = victim.0.wait().unwrap();
+        assert_eq!(st.signal(), Some(signal), "{mode}: control: {control:?}");
+        for profile in profiles {
+            for v in BOTH {
+                let victim = Sleeper::new();
+                let pid = victim.pid().to_string();
+                let ran = run(Some(profile), sigroute(v), &[mode, &pid]);
+                let ran = check_and_record(
+                    &format!("signal routed by {owner_call} to another process"),
+                    profile,
+                    v.name(),
+                    v.confinement(),
+                    ran,
+                );
+                let what = format!("{mode} under {profile} ({}): {ran:?}", v.name());
+                assert!(!got_a_fatal_signal(victim.pid()), "{what}");
+                assert!(ran.status.success(), "{what}");
+                let refused = format!("{owner_call}: ret=-1 errno={}", libc::EPERM);
+                assert!(ran.stdout.contains(&refused), "{what}");
+            }
+        }
+    }
+}
