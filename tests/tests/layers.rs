@@ -1,0 +1,162 @@
+//! The Landlock layer through the runners (the module's own tests are in
+//! host/tests/landlock.rs): exec requests (`sandbox run` and static programs: host/tests/
+//! layers_cli.rs), each attack with a control that shows it works with the layer off.
+
+use sandbox_host::exec::{self, ExecResult, Request};
+use sandbox_host::landlock::Mode;
+use std::path::Path;
+use std::process::Command;
+
+fn req(argv: &[&str], profile: &str, cwd: &Path) -> Request {
+    let mut r = Request::new(argv.iter().copied());
+    r.profile = profile.into();
+    r.cwd = Some(cwd.display().to_string());
+    r
+}
+
+fn run(r: &Request) -> ExecResult {
+    exec::exec(r).unwrap_or_else(|e| panic!("{:?} refused: {e}", r.argv))
+}
+
+/// Runs `r` with the layer (default) and without it (control); returns both.
+fn with_and_without(mut r: Request) -> (ExecResult, ExecResult) {
+    let on = run(&r);
+    r.landlock = Mode::Off;
+    (on, run(&r))
+}
+
+#[test]
+fn a_denied_path_cannot_be_read_by_an_exec_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("token");
+    std::fs::write(&secret, "SECRET\n").unwrap();
+    let mut r = req(
+        &["/bin/cat", secret.to_str().unwrap()],
+        "minimal",
+        dir.path(),
+    );
+    r.deny_read = vec![secret.display().to_string()];
+    let (on, off) = with_and_without(r);
+    assert_eq!(off.stdout, "SECRET\n", "control: {off:?}");
+    assert_eq!(on.stdout, "", "{on:?}");
+    assert!(on.stderr.contains("Permission denied"), "{on:?}");
+    let status = on.landlock.expect("the layer reports itself");
+    assert!(
+        status.enforced.contains(&"fs-read-deny".to_string()),
+        "{status:?}"
+    );
+}
+
+#[test]
+fn minimal_cannot_rewrite_an_existing_file_through_o_rdwr() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("existing");
+    std::fs::write(&f, "data\n").unwrap();
+    let script = "f = open('existing', 'r+'); f.write('X'); f.close()";
+    let r = req(&["/usr/bin/python3", "-c", script], "minimal", dir.path());
+    let (on, off) = with_and_without(r);
+    assert_eq!(off.exit_code, Some(0), "control: {off:?}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "Xata\n");
+    std::fs::write(&f, "data\n").unwrap();
+    assert_ne!(on.exit_code, Some(0), "{on:?}");
+    assert!(on.stderr.contains("Permission denied"), "{on:?}");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "data\n");
+}
+
+#[test]
+fn write_profile_writes_only_in_the_workspace_and_tmpdir() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("planted");
+    let script = format!(
+        "echo in > inside && echo tmp > \"$TMPDIR/t\" && cat inside \"$TMPDIR/t\"; echo out > {}",
+        target.display()
+    );
+    let mut r = req(&["/bin/sh", "-c", &script], "shell", ws.path());
+    r.timeout_s = 10.0;
+    let (on, off) = with_and_without(r);
+    assert!(
+        off.exit_code == Some(0) && target.exists(),
+        "control: {off:?}"
+    );
+    std::fs::remove_file(&target).unwrap();
+    assert_eq!(on.stdout, "in\ntmp\n", "{on:?}");
+    assert!(!target.exists(), "{on:?}");
+    assert!(on.stderr.contains("Permission denied"), "{on:?}");
+}
+
+#[test]
+fn a_command_cannot_signal_a_process_outside_the_sandbox() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut victim = Command::new("/bin/sleep").arg("30").spawn().unwrap();
+    let pid = victim.id().to_string();
+    let r = req(&["/bin/kill", "-0", &pid], "shell", dir.path());
+    let (on, off) = with_and_without(r);
+    assert_eq!(off.exit_code, Some(0), "control: {off:?}");
+    assert_ne!(on.exit_code, Some(0), "{on:?}");
+    assert!(on.stderr.contains("Operation not permitted"), "{on:?}");
+    assert!(victim.try_wait().unwrap().is_none(), "the victim lives");
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+}
+
+#[test]
+fn hostile_layer_fields_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = req(&["/bin/true"], "write", dir.path());
+    let cases: Vec<(Box<dyn Fn(&mut Request)>, &str)> = vec![
+        (
+            Box::new(|r| r.workspace = Some("relative".into())),
+            "workspace",
+        ),
+        (
+            Box::new(|r| r.workspace = Some("/no/such/dir".into())),
+            "workspace",
+        ),
+        (
+            Box::new(|r| r.workspace = Some("/etc/hostname".into())),
+            "workspace",
+        ),
+        (
+            Box::new(|r| r.writable_paths = vec!["/tmp/a\nb".into()]),
+            "writable_paths[0]",
+        ),
+        (
+            Box::new(|r| r.writable_paths = vec!["/no/such".into()]),
+            "writable_paths[0]",
+        ),
+        (
+            Box::new(|r| r.deny_read = vec!["rel".into()]),
+            "deny_read[0]",
+        ),
+        (
+            Box::new(|r| r.connect_ports = Some(vec![])),
+            "connect_ports",
+        ),
+        (
+            Box::new(|r| r.connect_ports = Some(vec![0])),
+            "connect_ports",
+        ),
+        (
+            Box::new(|r| r.connect_ports = Some(vec![443])),
+            "connect_ports",
+        ),
+    ];
+    for (change, field) in cases {
+        let mut r = base.clone();
+        change(&mut r);
+        match exec::exec(&r) {
+            Ok(res) => panic!("{field}: ran {res:?}"),
+            Err(e) => assert_eq!(e.field(), field, "{e}"),
+        }
+    }
+    // A denied path that does not exist is fine, and reported.
+    let mut r = base.clone();
+    r.deny_read = vec!["/no/such/secret".into()];
+    let res = run(&r);
+    let status = res.landlock.unwrap();
+    assert!(status
+        .deny_read_absent
+        .iter()
+        .any(|p| p == Path::new("/no/such/secret")));
+}
