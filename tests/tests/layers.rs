@@ -100,11 +100,14 @@ fn a_command_cannot_signal_a_process_outside_the_sandbox() {
     victim.wait().unwrap();
 }
 
+/// A change to a request, for the table of hostile values.
+type Change = Box<dyn Fn(&mut Request)>;
+
 #[test]
 fn hostile_layer_fields_are_refused_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let base = req(&["/bin/true"], "write", dir.path());
-    let cases: Vec<(Box<dyn Fn(&mut Request)>, &str)> = vec![
+    let cases: Vec<(Change, &str)> = vec![
         (
             Box::new(|r| r.workspace = Some("relative".into())),
             "workspace",
