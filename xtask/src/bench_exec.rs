@@ -76,7 +76,9 @@ pub fn run(n: usize) -> Result<String> {
     Ok(md)
 }
 
-fn one_plain() -> Result<()> {
+/// One plain `/bin/true` spawn, in the environment the exec runtime gives its children (the
+/// baseline of the exec and serve benchmarks).
+pub(crate) fn one_plain() -> Result<()> {
     // The same environment the exec runtime gives its child: inherited variables (cargo sets
     // LD_LIBRARY_PATH, which sends the loader through extra directories) would slow only the
     // baseline and flatter the ratio.
@@ -91,7 +93,8 @@ fn one_plain() -> Result<()> {
     Ok(())
 }
 
-fn safe_env() -> &'static [(String, String)] {
+/// The scrubbed environment an exec request's child gets.
+pub(crate) fn safe_env() -> &'static [(String, String)] {
     static ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
     ENV.get_or_init(|| exec::env::scrubbed(&Default::default()))
 }
@@ -104,7 +107,8 @@ fn one_exec() -> Result<()> {
     Ok(())
 }
 
-fn time(n: usize, f: fn() -> Result<()>) -> Result<Duration> {
+/// Wall time of `n` calls of `f`.
+pub(crate) fn time(n: usize, f: impl Fn() -> Result<()>) -> Result<Duration> {
     let t = Instant::now();
     for _ in 0..n {
         f()?;
@@ -112,7 +116,8 @@ fn time(n: usize, f: fn() -> Result<()>) -> Result<Duration> {
     Ok(t.elapsed())
 }
 
-fn median(v: &[f64]) -> f64 {
+/// The median (upper middle) of `v`.
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     s[s.len() / 2]

@@ -3,6 +3,7 @@
 //! `std::process::Command`, in interleaved rounds as in the exec section; and the server's
 //! peak memory after 1,000 and after 10,000 requests.
 
+use crate::bench_exec::{median, one_plain, safe_env, time};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
@@ -214,42 +215,10 @@ fn memory(bin: &PathBuf) -> Result<[(u64, u64); 2]> {
     Ok([after_1k, after_10k])
 }
 
-fn one_plain() -> Result<()> {
-    // The environment the exec runtime gives its children (see bench_exec).
-    let st = Command::new("/bin/true")
-        .env_clear()
-        .envs(safe_env().iter().map(|(k, v)| (k, v)))
-        .status()
-        .context("spawning /bin/true")?;
-    if !st.success() {
-        bail!("/bin/true failed: {st}");
-    }
-    Ok(())
-}
-
-fn safe_env() -> &'static [(String, String)] {
-    static ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-    ENV.get_or_init(|| sandbox_host::exec::env::scrubbed(&Default::default()))
-}
-
-fn time(n: usize, f: impl Fn() -> Result<()>) -> Result<Duration> {
-    let t = Instant::now();
-    for _ in 0..n {
-        f()?;
-    }
-    Ok(t.elapsed())
-}
-
 fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {
     let t = Instant::now();
     f()?;
     Ok(t.elapsed())
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[s.len() / 2]
 }
 
 fn list(v: &[Duration], rps: impl Fn(&Duration) -> f64) -> String {
