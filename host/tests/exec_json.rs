@@ -9,7 +9,14 @@ use std::process::{Command, Stdio};
 
 /// Runs the built `sandbox exec --json` with `input` on stdin.
 fn cli(input: &[u8]) -> (Value, i32, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox"))
+    cli_with(input, |_| {})
+}
+
+/// [`cli`] with the command adjusted first (its environment, say).
+fn cli_with(input: &[u8], adjust: impl FnOnce(&mut Command)) -> (Value, i32, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sandbox"));
+    adjust(&mut cmd);
+    let mut child = cmd
         .args(["exec", "--json"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -424,24 +431,11 @@ fn shell_injection_is_just_an_argument() {
 
 #[test]
 fn env_secrets_of_the_cli_do_not_reach_the_program() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox"))
-        .args(["exec", "--json"])
-        .env("ANTHROPIC_API_KEY", "sk-ant-xyz")
-        .env("AWS_SECRET_ACCESS_KEY", "aws-xyz")
-        .env("GITHUB_TOKEN", "ghp_xyz")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"argv": ["/usr/bin/env"]}"#)
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, _, _) = cli_with(br#"{"argv": ["/usr/bin/env"]}"#, |c| {
+        c.env("ANTHROPIC_API_KEY", "sk-ant-xyz")
+            .env("AWS_SECRET_ACCESS_KEY", "aws-xyz")
+            .env("GITHUB_TOKEN", "ghp_xyz");
+    });
     let env = v["stdout"].as_str().unwrap();
     assert!(env.contains("HOME=/tmp"), "{env}");
     for s in [
@@ -467,31 +461,18 @@ fn program_output_cannot_break_the_json() {
 /// `SHLVL`, no `TERM`) and stdin from a pipe. bash then asks `getpeername` of its stdin.
 #[test]
 fn bash_c_runs_under_shell_as_agents_start_it() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox"))
-        .args(["exec", "--json"])
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", "/tmp")
-        .env("LANG", "C.UTF-8")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(br#"{"argv":["/bin/bash","-c","echo agent-ok | cat"],"profile":"shell"}"#)
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (v, status, stderr) = cli_with(
+        br#"{"argv":["/bin/bash","-c","echo agent-ok | cat"],"profile":"shell"}"#,
+        |c| {
+            c.env_clear()
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .env("HOME", "/tmp")
+                .env("LANG", "C.UTF-8");
+        },
+    );
+    assert_eq!(status, 0, "{v}");
     assert_eq!(v["stdout"], "agent-ok\n", "{v}");
     assert_eq!(v["exit_code"], 0, "{v}");
     assert_eq!(v["violation"], Value::Null, "{v}");
-    assert!(
-        out.stderr.is_empty(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(stderr.is_empty(), "{stderr}");
 }
