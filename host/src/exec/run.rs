@@ -452,20 +452,13 @@ fn dev_null() -> std::io::Result<RawFd> {
     Ok(NULL.get_or_init(|| fd).as_raw_fd())
 }
 
-/// A close-on-exec copy of `fd` numbered `min` or higher.
-fn above(fd: RawFd, min: RawFd) -> std::io::Result<OwnedFd> {
-    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (>= min) or -1.
-    let n = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: n was just created and belongs to nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(n) })
-}
-
 /// The host's standard streams, duplicated above them for the child (`Streams::Inherit`).
 fn inherited() -> std::io::Result<[OwnedFd; 3]> {
-    Ok([above(0, 3)?, above(1, 3)?, above(2, 3)?])
+    Ok([
+        spawn::dup_above(0, 3)?,
+        spawn::dup_above(1, 3)?,
+        spawn::dup_above(2, 3)?,
+    ])
 }
 
 fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
@@ -560,7 +553,7 @@ fn run(
     } else {
         let pipe = ReportPipe::new().map_err(ExecError::Setup)?;
         // Above 3, so that the child's dup to 3 never meets its own source.
-        let above = above(pipe.child_fd(), 4).map_err(ExecError::Setup)?;
+        let above = spawn::dup_above(pipe.child_fd(), 4).map_err(ExecError::Setup)?;
         Some((pipe, above))
     };
     let limits = v.rlimits.plan().map_err(ExecError::Setup)?;

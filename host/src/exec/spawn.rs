@@ -478,8 +478,13 @@ pub(crate) fn above_stdio(fd: OwnedFd) -> std::io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
-    // SAFETY: fcntl duplicates a descriptor we own.
-    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    dup_above(fd.as_raw_fd(), 3)
+}
+
+/// A close-on-exec copy of `fd` numbered `min` or higher.
+pub(crate) fn dup_above(fd: RawFd, min: RawFd) -> std::io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor (>= min) or -1.
+    let n = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) };
     if n < 0 {
         return Err(std::io::Error::last_os_error());
     }
