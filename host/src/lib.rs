@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod admission;
+pub mod cli;
 pub mod embedded;
 pub mod exec;
 pub mod extract;

@@ -1,175 +1,15 @@
 //! The `sandbox` command: run programs under the sandbox, print the variables for other
 //! languages, extract the library, and explain what works here and why.
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use sandbox_host::cli::{Cli, Cmd, PathArgs, PolicyArgs, ProfilesCmd};
 use sandbox_host::config::ExecConfig;
 use sandbox_host::run::{self, RunSettings, EXIT_SANDBOX};
-use sandbox_host::{admission, extract, platform, Options, Sandbox, StaticBinaryAction};
+use sandbox_host::{admission, extract, platform, Options, Sandbox};
 use sandbox_policy::profile::Profile;
 use sandbox_policy::Action;
 use std::path::PathBuf;
 use std::time::Duration;
-
-#[derive(Parser)]
-#[command(
-    name = "sandbox",
-    version,
-    about = "Kernel-enforced confinement for the commands agents run"
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Cmd,
-}
-
-/// Options that select and adjust the policy.
-#[derive(clap::Args, Clone, Default)]
-struct PolicyArgs {
-    /// A built-in profile name or a profile file's path (default: minimal).
-    #[arg(long)]
-    profile: Option<String>,
-    /// Extra allow-list entries (`a:b:@group`); alone, they form a custom allow list.
-    #[arg(long)]
-    allow: Option<String>,
-    /// Extra deny-list entries; alone, they form a custom deny list.
-    #[arg(long)]
-    deny: Option<String>,
-    /// What a blocked syscall does: kill, trap, log, errno, errno:NAME.
-    #[arg(long, value_parser = parse_action)]
-    on_violation: Option<Action>,
-    /// Programs a preload cannot enter: block, warn, allow or confine.
-    #[arg(long)]
-    static_binary: Option<StaticBinaryAction>,
-    /// Refuse to run when the sandbox is unavailable on this machine.
-    #[arg(long)]
-    require_sandbox: bool,
-    /// A GoClaw `tools.exec` JSON config; command-line options override it.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Run as root without the warning `sandbox run` prints on every such run.
-    #[arg(long)]
-    allow_root: bool,
-}
-
-/// The Landlock layer: what the program may write and read (docs/paths.md).
-#[derive(clap::Args, Clone, Default)]
-struct PathArgs {
-    /// The directory the program may write beneath (default: the working directory for
-    /// profiles that allow file changes; nothing for minimal and network).
-    #[arg(long)]
-    workspace: Option<String>,
-    /// Another path the program may write (repeatable).
-    #[arg(long = "allow-write", value_name = "PATH")]
-    allow_write: Vec<String>,
-    /// A path the program must not read, besides the default credential list (repeatable).
-    #[arg(long = "deny-read", value_name = "PATH")]
-    deny_read: Vec<String>,
-    /// With a profile that has network: the only TCP ports it may connect to (`80,443`).
-    #[arg(long, value_delimiter = ',', value_name = "PORTS")]
-    connect_ports: Option<Vec<u16>>,
-    /// Landlock: required (refuse without it), preferred (default; say what is missing) or off.
-    #[arg(long, value_name = "MODE")]
-    landlock: Option<sandbox_host::landlock::Mode>,
-}
-
-impl PathArgs {
-    /// The rules, with errors naming the flag.
-    fn rules(&self) -> Result<sandbox_host::exec::PathRules, String> {
-        sandbox_host::exec::PathRules::new(
-            self.landlock.unwrap_or_default(),
-            self.workspace.as_deref(),
-            &self.allow_write,
-            &self.deny_read,
-            self.connect_ports.as_deref(),
-        )
-        .map_err(|r| {
-            let flag = match r.field.split('[').next().unwrap_or_default() {
-                "workspace" => "--workspace",
-                "writable_paths" => "--allow-write",
-                "deny_read" => "--deny-read",
-                "connect_ports" => "--connect-ports",
-                _ => "--landlock",
-            };
-            format!("{flag}: {}", r.reason)
-        })
-    }
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Run a program under the sandbox.
-    Run {
-        #[command(flatten)]
-        policy: PolicyArgs,
-        /// Kill the program after this many seconds (exit status 124).
-        #[arg(long)]
-        timeout: Option<u64>,
-        /// Say on stderr how the run was confined.
-        #[arg(long, short)]
-        verbose: bool,
-        #[command(flatten)]
-        paths: PathArgs,
-        /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        argv: Vec<String>,
-    },
-    /// Print the variables that sandbox a program (for agents in other languages).
-    Env {
-        #[command(flatten)]
-        policy: PolicyArgs,
-        /// Print a JSON object instead of shell `export KEY='value'` lines.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Write libsandbox.so to a path (default: the per-user directory) and print the path.
-    Extract {
-        /// Where to write it.
-        #[arg(long)]
-        to: Option<PathBuf>,
-    },
-    /// Say what works on this machine and why.
-    Check,
-    /// List the built-in profiles, or show one resolved.
-    Profiles {
-        #[command(subcommand)]
-        what: Option<ProfilesCmd>,
-    },
-    /// Say what admission control decides for a program, and why.
-    Inspect {
-        /// The program (a path, or a name looked up in PATH).
-        program: String,
-    },
-    /// Run one exec request read as JSON from stdin; print the result as JSON.
-    Exec {
-        /// Read the request as JSON (the only mode).
-        #[arg(long, required = true)]
-        json: bool,
-    },
-    /// Serve exec requests as JSON lines (stdin or a unix socket) until EOF or SIGTERM.
-    Serve {
-        /// Requests run at once, 1 to 1024 (default: the number of CPUs).
-        #[arg(long, value_name = "N", allow_hyphen_values = true)]
-        max_concurrent: Option<String>,
-        /// Listen on this unix socket (created 0600, own uid only) instead of stdin.
-        #[arg(long, value_name = "PATH")]
-        socket: Option<std::ffi::OsString>,
-    },
-}
-
-#[derive(Subcommand)]
-enum ProfilesCmd {
-    /// Show a profile's resolved syscall list.
-    Show {
-        /// Built-in name or profile file.
-        name: String,
-    },
-    /// List the syscall groups.
-    Groups,
-}
-
-fn parse_action(s: &str) -> Result<Action, String> {
-    Action::parse(s)
-        .ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))
-}
 
 /// Builds sandbox options from the config file (if any) and the command line.
 fn options(p: &PolicyArgs) -> Result<(Options, Option<ExecConfig>), String> {
@@ -303,6 +143,10 @@ fn main() {
             max_concurrent,
             socket,
         } => cmd_serve(max_concurrent.as_deref(), socket),
+        Cmd::Completions { shell } => {
+            sandbox_host::cli::completions(shell, &mut std::io::stdout().lock());
+            0
+        }
     })
 }
 

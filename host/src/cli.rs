@@ -1,0 +1,217 @@
+//! The `sandbox` command line: its subcommands and flags, as a clap definition.
+//!
+//! It lives in the library so that the release tooling can generate man pages and shell
+//! completions from the same definition the binary parses; `main.rs` only dispatches.
+
+// Doc comments here are the command's help text (clap reads them); fields that clap flattens
+// or dispatches on carry none, and need none.
+#![allow(missing_docs)]
+
+use crate::StaticBinaryAction;
+use clap::{Parser, Subcommand};
+use sandbox_policy::Action;
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "sandbox",
+    version,
+    about = "Kernel-enforced confinement for the commands agents run"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+/// Options that select and adjust the policy.
+#[derive(clap::Args, Clone, Default)]
+pub struct PolicyArgs {
+    /// A built-in profile name or a profile file's path (default: minimal).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Extra allow-list entries (`a:b:@group`); alone, they form a custom allow list.
+    #[arg(long)]
+    pub allow: Option<String>,
+    /// Extra deny-list entries; alone, they form a custom deny list.
+    #[arg(long)]
+    pub deny: Option<String>,
+    /// What a blocked syscall does: kill, trap, log, errno, errno:NAME.
+    #[arg(long, value_parser = parse_action)]
+    pub on_violation: Option<Action>,
+    /// Programs a preload cannot enter: block, warn, allow or confine.
+    #[arg(long)]
+    pub static_binary: Option<StaticBinaryAction>,
+    /// Refuse to run when the sandbox is unavailable on this machine.
+    #[arg(long)]
+    pub require_sandbox: bool,
+    /// A GoClaw `tools.exec` JSON config; command-line options override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Run as root without the warning `sandbox run` prints on every such run.
+    #[arg(long)]
+    pub allow_root: bool,
+}
+
+/// The Landlock layer: what the program may write and read (docs/paths.md).
+#[derive(clap::Args, Clone, Default)]
+pub struct PathArgs {
+    /// The directory the program may write beneath (default: the working directory for
+    /// profiles that allow file changes; nothing for minimal and network).
+    #[arg(long)]
+    pub workspace: Option<String>,
+    /// Another path the program may write (repeatable).
+    #[arg(long = "allow-write", value_name = "PATH")]
+    pub allow_write: Vec<String>,
+    /// A path the program must not read, besides the default credential list (repeatable).
+    #[arg(long = "deny-read", value_name = "PATH")]
+    pub deny_read: Vec<String>,
+    /// With a profile that has network: the only TCP ports it may connect to (`80,443`).
+    #[arg(long, value_delimiter = ',', value_name = "PORTS")]
+    pub connect_ports: Option<Vec<u16>>,
+    /// Landlock: required (refuse without it), preferred (default; say what is missing) or off.
+    #[arg(long, value_name = "MODE")]
+    pub landlock: Option<crate::landlock::Mode>,
+}
+
+impl PathArgs {
+    /// The rules, with errors naming the flag.
+    pub fn rules(&self) -> Result<crate::exec::PathRules, String> {
+        crate::exec::PathRules::new(
+            self.landlock.unwrap_or_default(),
+            self.workspace.as_deref(),
+            &self.allow_write,
+            &self.deny_read,
+            self.connect_ports.as_deref(),
+        )
+        .map_err(|r| {
+            let flag = match r.field.split('[').next().unwrap_or_default() {
+                "workspace" => "--workspace",
+                "writable_paths" => "--allow-write",
+                "deny_read" => "--deny-read",
+                "connect_ports" => "--connect-ports",
+                _ => "--landlock",
+            };
+            format!("{flag}: {}", r.reason)
+        })
+    }
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Run a program under the sandbox.
+    Run {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Kill the program after this many seconds (exit status 124).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// Say on stderr how the run was confined.
+        #[arg(long, short)]
+        verbose: bool,
+        #[command(flatten)]
+        paths: PathArgs,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        argv: Vec<String>,
+    },
+    /// Print the variables that sandbox a program (for agents in other languages).
+    Env {
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Print a JSON object instead of shell `export KEY='value'` lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write libsandbox.so to a path (default: the per-user directory) and print the path.
+    Extract {
+        /// Where to write it.
+        #[arg(long)]
+        to: Option<PathBuf>,
+    },
+    /// Say what works on this machine and why.
+    Check,
+    /// List the built-in profiles, or show one resolved.
+    Profiles {
+        #[command(subcommand)]
+        what: Option<ProfilesCmd>,
+    },
+    /// Say what admission control decides for a program, and why.
+    Inspect {
+        /// The program (a path, or a name looked up in PATH).
+        program: String,
+    },
+    /// Run one exec request read as JSON from stdin; print the result as JSON.
+    Exec {
+        /// Read the request as JSON (the only mode).
+        #[arg(long, required = true)]
+        json: bool,
+    },
+    /// Serve exec requests as JSON lines (stdin or a unix socket) until EOF or SIGTERM.
+    Serve {
+        /// Requests run at once, 1 to 1024 (default: the number of CPUs).
+        #[arg(long, value_name = "N", allow_hyphen_values = true)]
+        max_concurrent: Option<String>,
+        /// Listen on this unix socket (created 0600, own uid only) instead of stdin.
+        #[arg(long, value_name = "PATH")]
+        socket: Option<std::ffi::OsString>,
+    },
+    /// Print a shell completion script (bash, zsh or fish) on stdout.
+    Completions {
+        /// The shell: bash, zsh or fish.
+        shell: Shell,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum ProfilesCmd {
+    /// Show a profile's resolved syscall list.
+    Show {
+        /// Built-in name or profile file.
+        name: String,
+    },
+    /// List the syscall groups.
+    Groups,
+}
+
+pub fn parse_action(s: &str) -> Result<Action, String> {
+    Action::parse(s)
+        .ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))
+}
+
+/// The shells `sandbox completions` writes scripts for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shell {
+    /// GNU bash (bash-completion).
+    Bash,
+    /// zsh (a `_sandbox` function for `fpath`).
+    Zsh,
+    /// fish (a `sandbox.fish` file for `completions/`).
+    Fish,
+}
+
+impl Shell {
+    /// Every shell, in the order the release bundle lists them.
+    pub const ALL: [Shell; 3] = [Shell::Bash, Shell::Zsh, Shell::Fish];
+
+    /// The file name the shell looks for: `sandbox`, `_sandbox`, `sandbox.fish`.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Shell::Bash => "sandbox",
+            Shell::Zsh => "_sandbox",
+            Shell::Fish => "sandbox.fish",
+        }
+    }
+}
+
+/// The completion script for `shell`, generated from this definition.
+pub fn completions(shell: Shell, out: &mut dyn std::io::Write) {
+    use clap::CommandFactory;
+    use clap_complete::Shell as S;
+    let mut cmd = Cli::command();
+    let gen = match shell {
+        Shell::Bash => S::Bash,
+        Shell::Zsh => S::Zsh,
+        Shell::Fish => S::Fish,
+    };
+    clap_complete::generate(gen, &mut cmd, "sandbox", out);
+}
