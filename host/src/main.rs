@@ -172,12 +172,16 @@ fn cmd_run(
     let timeout = timeout
         .or(config.as_ref().and_then(|c| c.timeout))
         .map(Duration::from_secs);
-    let sandbox = match Sandbox::new(opts) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
     let paths = match paths.rules() {
         Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    opts.profile = match paths.guard(opts.profile) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let sandbox = match Sandbox::new(opts) {
+        Ok(s) => s,
         Err(e) => return fail(e),
     };
     let settings = RunSettings {

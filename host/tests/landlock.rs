@@ -711,3 +711,56 @@ fn one_cached_ruleset_serves_many_children() {
         "new sibling after rebuild",
     );
 }
+
+/// Python code connecting to `port` with an MPTCP socket (protocol 0 for plain TCP).
+fn py_connect(port: u16, protocol: u32) -> String {
+    format!(
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, {protocol}); \
+         s.settimeout(2); s.connect((\"127.0.0.1\", {port})); print(\"connected\")"
+    )
+}
+
+fn mptcp_connect(port: u16) -> String {
+    format!("python3 -c '{}'", py_connect(port, 262))
+}
+
+#[test]
+fn mptcp_cannot_bypass_port_rules() {
+    // The hole: Landlock's TCP rules do not cover MPTCP, so with a port list that does not
+    // include the listener's port, an MPTCP socket still connects (the control).
+    let w = world();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let mut spec = w.spec();
+    spec.tcp = Tcp::Ports(vec![port.wrapping_add(1).max(1)]);
+    let other = w.prepare(&spec);
+    denied(
+        &w.sh(Some(&other), false, &connect(port)),
+        "plain TCP to an unlisted port",
+    );
+    ok(
+        &w.sh(Some(&other), false, &mptcp_connect(port)),
+        "MPTCP past the Landlock port rules (the hole the filter closes)",
+    );
+    // Through the engine, port rules come with the filter's refusal of MPTCP sockets.
+    let run = |ports: &str, protocol: u32| {
+        Command::new(env!("CARGO_BIN_EXE_sandbox"))
+            .args(["run", "--allow-root", "--profile", "network"])
+            .args(["--connect-ports", ports, "--", "/usr/bin/python3", "-c"])
+            .arg(py_connect(port, protocol))
+            .current_dir(&w.ws)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let refused = run(&port.wrapping_add(1).max(1).to_string(), 262);
+    assert!(!refused.status.success(), "{refused:?}");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("Protocol not supported"), "{err}");
+    // With the listener's port listed, MPTCP is still refused (the filter cannot see ports)
+    // but plain TCP works: programs fall back to it on EPROTONOSUPPORT.
+    let listed = run(&port.to_string(), 262);
+    assert!(!listed.status.success(), "{listed:?}");
+    let tcp = run(&port.to_string(), 0);
+    assert!(tcp.status.success(), "{tcp:?}");
+}

@@ -50,6 +50,8 @@ static COMMON: &[(&str, u64)] = &[
     ("SOCK_SEQPACKET", 5),
     ("SOCK_NONBLOCK", 0o4000),
     ("SOCK_CLOEXEC", 0o2000000),
+    // IP protocols.
+    ("IPPROTO_MPTCP", 262),
     // Netlink protocols.
     ("NETLINK_ROUTE", 0),
     ("NETLINK_AUDIT", 9),

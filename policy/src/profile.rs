@@ -181,6 +181,16 @@ impl Profile {
         Ok(p)
     }
 
+    /// The same profile with one more deny-list entry, validated again.
+    pub fn with_deny(&self, entry: &str) -> Result<Profile, ProfileError> {
+        let mut p = self.clone();
+        if !p.deny.iter().any(|d| d == entry) {
+            p.deny.push(entry.to_string());
+        }
+        p.validate()?;
+        Ok(p)
+    }
+
     /// Whether the profile installs no filter at all.
     pub fn is_unrestricted(&self) -> bool {
         self.allow.is_none() && self.deny.is_empty()

@@ -406,6 +406,7 @@ fn constants_match_libc() {
         SOCK_SEQPACKET,
         SOCK_NONBLOCK,
         SOCK_CLOEXEC,
+        IPPROTO_MPTCP,
         NETLINK_ROUTE,
         NETLINK_AUDIT,
         CSIGNAL,

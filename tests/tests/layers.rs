@@ -163,3 +163,21 @@ fn hostile_layer_fields_are_refused_naming_the_field() {
         .iter()
         .any(|p| p == Path::new("/no/such/secret")));
 }
+
+#[test]
+fn an_exec_request_with_port_rules_cannot_open_an_mptcp_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let code =
+        "import socket; socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262); print('open')";
+    let mut r = req(&["/usr/bin/python3", "-c", code], "network", dir.path());
+    // Control: without port rules, MPTCP sockets are the profile's business (allowed).
+    let open = run(&r);
+    assert_eq!(open.stdout, "open\n", "{open:?}");
+    r.connect_ports = Some(vec![443]);
+    let refused = run(&r);
+    assert_ne!(refused.exit_code, Some(0), "{refused:?}");
+    assert!(
+        refused.stderr.contains("Protocol not supported"),
+        "{refused:?}"
+    );
+}

@@ -5,6 +5,7 @@ use super::env;
 use super::limits::Rlimits;
 use crate::landlock::{self, Field, Mode as LandlockMode};
 use crate::sandbox::StaticBinaryAction;
+use sandbox_policy::profile::{Profile, ProfileError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -79,6 +80,9 @@ pub struct Request {
     #[serde(default)]
     pub connect_ports: Option<Vec<u16>>,
 }
+
+/// The deny-list entry that keeps MPTCP sockets from bypassing Landlock's TCP port rules.
+pub const MPTCP_GUARD: &str = "socket(a2 == IPPROTO_MPTCP)=EPROTONOSUPPORT";
 
 /// What the Landlock layer is asked to do, resolved against the profile when the job runs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -355,6 +359,23 @@ impl PathRules {
             deny_read: denied,
             connect_ports: connect_ports.map(<[u16]>::to_vec),
         })
+    }
+
+    /// Whether Landlock's TCP port rules will be in force for the job.
+    pub fn port_rules(&self) -> bool {
+        self.mode != LandlockMode::Off && self.connect_ports.is_some()
+    }
+
+    /// `profile`, plus the refusal of MPTCP sockets when port rules are in force: Landlock's
+    /// TCP rules do not cover MPTCP (Go's `net.Listen` and `net.Dial` use it by default), so a
+    /// port list would otherwise be bypassed by asking for `IPPROTO_MPTCP`. The call fails with
+    /// `EPROTONOSUPPORT`, on which programs fall back to plain TCP.
+    pub fn guard(&self, profile: Profile) -> Result<Profile, ProfileError> {
+        if self.port_rules() {
+            profile.with_deny(MPTCP_GUARD)
+        } else {
+            Ok(profile)
+        }
     }
 }
 

@@ -279,20 +279,22 @@ fn audit(
 
 /// One configured sandbox per (profile, static-binary action, require, library), built once.
 fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecError> {
-    type Key = (String, String, bool, Option<PathBuf>);
+    type Key = (String, String, bool, Option<PathBuf>, bool);
     static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Sandbox>>>> = OnceLock::new();
     let key = (
         v.profile.clone(),
         format!("{:?}", v.static_binary),
         v.require_sandbox,
         opts.libsandbox_path.clone(),
+        v.paths.port_rules(),
     );
     let cache = CACHE.get_or_init(Default::default);
     if let Some(s) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(Arc::clone(s));
     }
-    let profile =
-        Profile::builtin(&v.profile).map_err(|e| Refusal::new("profile", e.to_string()))?;
+    let profile = Profile::builtin(&v.profile)
+        .and_then(|p| v.paths.guard(p))
+        .map_err(|e| Refusal::new("profile", e.to_string()))?;
     let options = Options {
         profile,
         on_violation: Some(Action::Trap),
