@@ -14,6 +14,7 @@ pub mod extract;
 pub mod landlock;
 pub mod outer;
 pub mod platform;
+pub mod proxy;
 
 pub use sandbox_policy as policy;
 pub mod config;

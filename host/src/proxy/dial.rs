@@ -1,0 +1,121 @@
+//! Deciding on a destination and connecting to it: the allowlist, then the addresses (pinned,
+//! or resolved with internal ones dropped), then a connect with a timeout. Every decision is
+//! recorded; every refusal comes back as the status and the line the client will read.
+
+use super::address::{self, Unreachable};
+use super::domain::Host;
+use super::server::Shared;
+use super::target::Target;
+use super::Naming;
+use std::io;
+use std::net::TcpStream;
+
+/// Why a destination was not reached: the HTTP status and the message for the client.
+pub struct Refused {
+    /// 403 (policy), 502 (resolution or connection failed) or 504 (timed out).
+    pub status: u16,
+    /// One line naming the destination, the reason and what to change.
+    pub message: String,
+}
+
+/// Connects to `target` if the policy allows it, recording the attempt.
+pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
+    let c = &shared.config;
+    let host = target.host.to_string();
+    let port = target.port;
+    if !c.allow.allows(&target.host) {
+        shared
+            .records
+            .refused(&host, port, "not in the allowed domains".to_string());
+        let change = match c.naming {
+            Naming::Flags => format!("add --allow-domain {host}"),
+            Naming::Fields => format!("add \"{host}\" to allow_domains"),
+        };
+        return Err(Refused {
+            status: 403,
+            message: format!(
+                "sandbox: the proxy refused {host}:{port}: `{host}` is not an allowed domain; to allow it, {change}"
+            ),
+        });
+    }
+    let addrs = match address::resolve(&target.host, port, &c.pins) {
+        Ok(a) => a,
+        Err(Unreachable::Internal { addr, class }) => {
+            shared
+                .records
+                .refused(&host, port, format!("resolves to {addr} ({class})"));
+            return Err(Refused {
+                status: 403,
+                message: internal_message(&target.host, port, addr, class, c.naming),
+            });
+        }
+        Err(Unreachable::NoAddress(e)) => {
+            let e = format!("does not resolve: {e}");
+            shared.records.allowed(&host, port, Some(e.clone()));
+            return Err(Refused {
+                status: 502,
+                message: format!("sandbox: the proxy could not reach {host}:{port}: `{host}` {e}"),
+            });
+        }
+    };
+    let mut last: Option<io::Error> = None;
+    for a in &addrs {
+        match TcpStream::connect_timeout(a, c.connect_timeout) {
+            Ok(s) => {
+                shared.records.allowed(&host, port, None);
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let e = last.unwrap_or_else(|| io::Error::other("no address"));
+    let timed_out = matches!(
+        e.kind(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock
+    );
+    let words = if timed_out {
+        format!(
+            "connecting timed out after {} s",
+            c.connect_timeout.as_secs_f64()
+        )
+    } else {
+        crate::exec::request::io_reason(&e).to_lowercase()
+    };
+    shared.records.allowed(&host, port, Some(words.clone()));
+    Err(Refused {
+        status: if timed_out { 504 } else { 502 },
+        message: format!("sandbox: the proxy could not reach {host}:{port}: {words}"),
+    })
+}
+
+fn internal_message(
+    host: &Host,
+    port: u16,
+    addr: std::net::IpAddr,
+    class: &str,
+    naming: Naming,
+) -> String {
+    let why = match host {
+        Host::Ip(_) => format!("{addr} is a {class} address"),
+        Host::Name(_) => format!("`{host}` resolves to {addr}, a {class} address"),
+    };
+    let change = match (host, naming) {
+        (Host::Name(n), Naming::Flags) => {
+            format!("if that is intended, pin it with --resolve {n}:{addr}")
+        }
+        (Host::Name(n), Naming::Fields) => {
+            format!("if that is intended, pin it with \"resolve\": {{\"{n}\": \"{addr}\"}}")
+        }
+        (Host::Ip(_), Naming::Flags) => {
+            "a port of the host's loopback is reachable with --allow-host-port PORT".to_string()
+        }
+        (Host::Ip(_), Naming::Fields) => {
+            "a port of the host's loopback is reachable with host_ports".to_string()
+        }
+    };
+    format!(
+        "sandbox: the proxy refused {}: {why}, which allowed names may not reach; {change}",
+        host.authority(port)
+    )
+}
