@@ -83,16 +83,19 @@ impl PathArgs {
             &self.deny_read,
             self.connect_ports.as_deref(),
         )
-        .map_err(|r| {
-            let flag = match r.field.split('[').next().unwrap_or_default() {
-                "workspace" => "--workspace",
-                "writable_paths" => "--allow-write",
-                "deny_read" => "--deny-read",
-                "connect_ports" => "--connect-ports",
-                _ => "--landlock",
-            };
-            format!("{flag}: {}", r.reason)
-        })
+        .map_err(|r| self.flag_message(&r))
+    }
+
+    /// A refusal of the layer's fields, worded with the flag instead of the JSON field.
+    pub fn flag_message(&self, r: &crate::exec::Refusal) -> String {
+        let flag = match r.field.split('[').next().unwrap_or_default() {
+            "workspace" => "--workspace",
+            "writable_paths" => "--allow-write",
+            "deny_read" => "--deny-read",
+            "connect_ports" => "--connect-ports",
+            _ => "--landlock",
+        };
+        format!("{flag}: {}", r.reason)
     }
 }
 
@@ -118,6 +121,8 @@ pub enum Cmd {
     Env {
         #[command(flatten)]
         policy: PolicyArgs,
+        #[command(flatten)]
+        paths: PathArgs,
         /// Print a JSON object instead of shell `export KEY='value'` lines.
         #[arg(long)]
         json: bool,

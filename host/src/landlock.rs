@@ -899,10 +899,28 @@ pub fn prepare_cached(
 }
 
 /// The same rules as text, for the preload route (`SANDBOX_LANDLOCK`; format in
-/// docs/paths.md). Paths that cannot be opened are left out (not granted).
-pub fn env_value(spec: &Spec) -> Result<String, LandlockError> {
+/// docs/paths.md), which `libsandbox.so` applies before its seccomp filter. Paths that cannot
+/// be opened are left out (not granted). `Required` is checked here too (the same error as
+/// [`prepare`]), so `sandbox env` refuses at once on a kernel that cannot enforce it; the
+/// library checks again where the command runs. `max_abi` is carried along (`abi N`).
+pub fn preload_value(
+    spec: &Spec,
+    mode: Mode,
+    max_abi: Option<u8>,
+) -> Result<String, LandlockError> {
+    if mode == Mode::Required {
+        prepare(spec, mode, max_abi)?;
+    }
     let plan = plan(spec)?;
     let mut out = String::from("landlock 1\n");
+    out.push_str(if mode == Mode::Required {
+        "mode required\n"
+    } else {
+        "mode preferred\n"
+    });
+    if let Some(abi) = max_abi {
+        out.push_str(&format!("abi {abi}\n"));
+    }
     if spec.scoped {
         out.push_str("scope signal\nscope abstract\n");
     }

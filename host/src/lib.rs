@@ -35,4 +35,5 @@ pub const SANDBOX_VARS: &[&str] = &[
     "SECCOMP_DEFAULT_ACTION",
     "SECCOMP_VERBOSE",
     "SECCOMP_REPORT_FD",
+    "SANDBOX_LANDLOCK",
 ];

@@ -133,7 +133,11 @@ fn main() {
             paths,
             argv,
         } => cmd_run(&policy, &paths, timeout, verbose, &argv),
-        Cmd::Env { policy, json } => cmd_env(&policy, json),
+        Cmd::Env {
+            policy,
+            paths,
+            json,
+        } => cmd_env(&policy, &paths, json),
         Cmd::Extract { to } => cmd_extract(to),
         Cmd::Check => cmd_check(),
         Cmd::Profiles { what } => cmd_profiles(what),
@@ -193,16 +197,47 @@ fn cmd_run(
     run::run(&sandbox, &argv[0], &argv[1..], &settings)
 }
 
-fn cmd_env(policy: &PolicyArgs, json: bool) -> i32 {
-    let (opts, _) = match options(policy) {
+fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
+    let (mut opts, _) = match options(policy) {
         Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    let rules = match paths.rules() {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    opts.profile = match rules.guard(opts.profile) {
+        Ok(p) => p,
         Err(e) => return fail(e),
     };
     let sandbox = match Sandbox::new(opts) {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let vars = sandbox.env();
+    let mut vars = sandbox.env();
+    let cwd = match std::env::current_dir() {
+        Ok(d) => d,
+        Err(e) => return fail(format_args!("working directory: {e}")),
+    };
+    match sandbox_host::exec::preload_layer(&rules, &sandbox, &cwd) {
+        Ok(None) => {}
+        Ok(Some(layer)) => {
+            if !vars.iter().any(|(k, _)| *k == "LD_PRELOAD") {
+                match sandbox.preload_path() {
+                    Some(p) => vars.insert(0, ("LD_PRELOAD", p.display().to_string())),
+                    None => {
+                        return fail(
+                            "libsandbox.so is not available here, so the Landlock layer cannot \
+                             be applied through it (--landlock off to print the filter alone)",
+                        )
+                    }
+                }
+            }
+            vars.push(("SANDBOX_LANDLOCK", layer.value));
+            vars.push(("TMPDIR", layer.tmpdir.display().to_string()));
+        }
+        Err(r) => return fail(paths.flag_message(&r)),
+    }
     if json {
         let map: serde_json::Map<String, serde_json::Value> = vars
             .into_iter()
@@ -210,14 +245,10 @@ fn cmd_env(policy: &PolicyArgs, json: bool) -> i32 {
             .collect();
         println!("{}", serde_json::Value::Object(map));
     } else {
-        // One `export KEY='value'` line per variable, quoted for a POSIX shell: values carry
-        // spaces, parentheses and `|` (argument rules). `eval "$(sandbox env)"` then sets and
-        // exports them exactly; `export` because an unexported variable never reaches a program.
-        if let Some((k, _)) = vars.iter().find(|(_, v)| v.contains('\n')) {
-            return fail(format_args!(
-                "{k} would contain a newline; plain output is one variable per line (use --json)"
-            ));
-        }
+        // One `export KEY='value'` per variable, quoted for a POSIX shell: values carry spaces,
+        // parentheses and `|` (argument rules), and `SANDBOX_LANDLOCK` spans several lines
+        // inside its quotes. `eval "$(sandbox env)"` then sets and exports them exactly;
+        // `export` because an unexported variable never reaches a program.
         for (k, v) in vars {
             println!("export {k}='{}'", v.replace('\'', "'\\''"));
         }

@@ -276,11 +276,13 @@ fn eval_then_env(args: &str) -> String {
 
 /// Asserts that `env` output holds every variable of `expected` with exactly its value.
 fn assert_env_has(env_output: &str, expected: &serde_json::Map<String, serde_json::Value>) {
-    assert_eq!(expected.len(), 4, "{expected:?}");
+    // The filter's four, and the Landlock layer's SANDBOX_LANDLOCK and TMPDIR.
+    assert_eq!(expected.len(), 6, "{expected:?}");
     for (k, v) in expected {
         let line = format!("{k}={}", v.as_str().unwrap());
+        // SANDBOX_LANDLOCK's value spans several lines.
         assert!(
-            env_output.lines().any(|l| l == line),
+            env_output.lines().any(|l| l == line) || env_output.contains(&format!("\n{line}\n")),
             "missing `{line}` in:\n{env_output}"
         );
     }
@@ -296,19 +298,40 @@ fn env_output_evaluated_by_a_shell_gives_the_exact_values() {
         assert_env_has(&text(&o.stdout), &expected);
         assert!(!text(&o.stdout).contains("NOT-EXPORTED"), "{profile}");
     }
-    // One variable per line, each `export KEY='...'`.
+    // One `export KEY='...'` per variable; only SANDBOX_LANDLOCK's value spans lines.
     let o = Command::new(SANDBOX)
         .args(["env", "--profile", "minimal"])
         .stdin(Stdio::null())
         .output()
         .unwrap();
     let out = text(&o.stdout);
-    assert_eq!(out.lines().count(), 4, "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("export ")).count(),
+        6,
+        "{out}"
+    );
+    let single = out.replace(
+        &format!(
+            "export SANDBOX_LANDLOCK='{}'\n",
+            env_json(&["--profile", "minimal"], &[])["SANDBOX_LANDLOCK"]
+                .as_str()
+                .unwrap()
+        ),
+        "",
+    );
     assert!(
-        out.lines()
+        single
+            .lines()
             .all(|l| l.starts_with("export ") && l.ends_with('\'')),
         "{out}"
     );
+    // With the layer off, exactly one line per variable.
+    let o = Command::new(SANDBOX)
+        .args(["env", "--profile", "minimal", "--landlock", "off"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(text(&o.stdout).lines().count(), 4, "{}", text(&o.stdout));
 }
 
 #[test]

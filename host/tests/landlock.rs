@@ -605,7 +605,7 @@ fn hostile_input_gives_typed_errors() {
         assert!(err.to_string().starts_with(field.as_str()), "{err}");
         let err = ll::prepare(&spec, Mode::Preferred, None).unwrap_err();
         assert_eq!(err.field(), Some(field), "{err}");
-        assert!(ll::env_value(&spec).is_err());
+        assert!(ll::preload_value(&spec, Mode::Preferred, None).is_err());
     }
     let err = ll::validate_writable(Field::Workspace, Path::new("proj")).unwrap_err();
     assert!(matches!(
@@ -622,17 +622,18 @@ fn hostile_input_gives_typed_errors() {
 }
 
 #[test]
-fn env_value_lists_the_rules() {
+fn preload_value_lists_the_rules() {
     let w = world();
     let mut spec = w.spec();
     spec.tcp = Tcp::Ports(vec![80, 443]);
     spec.scoped = true;
-    let text = ll::env_value(&spec).unwrap();
+    let text = ll::preload_value(&spec, Mode::Preferred, None).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(
-        &lines[..4],
+        &lines[..5],
         [
             "landlock 1",
+            "mode preferred",
             "scope signal",
             "scope abstract",
             "tcp ports 80,443"
@@ -643,7 +644,7 @@ fn env_value_lists_the_rules() {
     assert!(lines.contains(&"dev /dev/null"), "{text}");
     assert!(lines.contains(&format!("ro {}/notes.txt", w.home.display()).as_str()));
     assert!(lines.contains(&"ro /usr"), "{text}");
-    for l in &lines[4..] {
+    for l in &lines[5..] {
         assert!(!l.contains(".ssh") && !l.contains(".netrc"), "{l}");
         assert_ne!(*l, format!("ro {}", w.home.display()));
         assert_ne!(*l, "ro /");
@@ -651,8 +652,14 @@ fn env_value_lists_the_rules() {
     spec.tcp = Tcp::Deny;
     spec.deny_read.clear();
     spec.scoped = false;
-    let text = ll::env_value(&spec).unwrap();
-    assert!(text.starts_with("landlock 1\ntcp deny\nro /\n"), "{text}");
+    let text = ll::preload_value(&spec, Mode::Required, Some(6)).unwrap();
+    assert!(
+        text.starts_with("landlock 1\nmode required\nabi 6\ntcp deny\nro /\n"),
+        "{text}"
+    );
+    // `required` is checked where the variables are made, with the host's error.
+    let e = ll::preload_value(&spec, Mode::Required, Some(3)).unwrap_err();
+    assert!(e.to_string().contains("ABI 4"), "{e}");
 }
 
 #[test]

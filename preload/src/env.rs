@@ -11,6 +11,8 @@ pub struct Vars {
     pub default_action: Option<&'static str>,
     pub report_fd: Option<&'static str>,
     pub verbose: bool,
+    /// `SANDBOX_LANDLOCK`: the Landlock layer's rules (see `landlock`).
+    pub landlock: Option<&'static str>,
 }
 
 impl Vars {
@@ -19,6 +21,10 @@ impl Vars {
     pub fn read(envp: *mut *mut libc::c_char) -> Vars {
         let mut v = Vars::default();
         for entry in entries(envp) {
+            if let Some(value) = entry.strip_prefix(LANDLOCK) {
+                v.landlock = Some(core::str::from_utf8(value).unwrap_or("\u{fffd}"));
+                continue;
+            }
             let Some(rest) = entry.strip_prefix(b"SECCOMP_") else {
                 continue;
             };
@@ -45,8 +51,12 @@ impl Vars {
             || self.deny.is_some()
             || self.default_action.is_some()
             || self.report_fd.is_some()
+            || self.landlock.is_some()
     }
 }
+
+/// The Landlock variable's prefix, `=` included.
+const LANDLOCK: &[u8] = b"SANDBOX_LANDLOCK=";
 
 fn entries(envp: *mut *mut libc::c_char) -> impl Iterator<Item = &'static [u8]> {
     let mut i = 0;
@@ -65,7 +75,7 @@ fn entries(envp: *mut *mut libc::c_char) -> impl Iterator<Item = &'static [u8]> 
     })
 }
 
-/// Removes every `SECCOMP_*` entry from the environment array and blanks its bytes, so neither
+/// Removes every `SECCOMP_*` entry and `SANDBOX_LANDLOCK` from the environment array and blanks its bytes, so neither
 /// `getenv` nor `/proc/self/environ` shows the configuration to the program.
 pub fn scrub(envp: *mut *mut libc::c_char) {
     if envp.is_null() {
@@ -81,7 +91,7 @@ pub fn scrub(envp: *mut *mut libc::c_char) {
         }
         // SAFETY: p is a NUL-terminated environment string.
         let s = unsafe { CStr::from_ptr(p) }.to_bytes();
-        if s.starts_with(b"SECCOMP_") {
+        if s.starts_with(b"SECCOMP_") || s.starts_with(LANDLOCK) {
             // SAFETY: the string's bytes are writable process memory (the initial stack or a
             // buffer the parent's exec copied there); we overwrite within its length.
             unsafe { core::ptr::write_bytes(p, 0, s.len()) };

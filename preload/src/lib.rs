@@ -11,6 +11,7 @@
 #![cfg_attr(panic = "abort", no_std)]
 
 mod env;
+mod landlock;
 mod out;
 mod trap;
 
@@ -31,6 +32,7 @@ enum Failure {
     Policy(sandbox_policy::Error),
     Compile(sandbox_policy::ErrorKind),
     Install(sandbox_policy::InstallError),
+    Landlock(landlock::Error),
     ReportFd,
 }
 
@@ -40,6 +42,7 @@ impl core::fmt::Display for Failure {
             Failure::Policy(e) => write!(f, "{e}"),
             Failure::Compile(e) => write!(f, "{e}"),
             Failure::Install(e) => write!(f, "{e}"),
+            Failure::Landlock(e) => write!(f, "{e}"),
             Failure::ReportFd => f.write_str("SECCOMP_REPORT_FD: not an open descriptor number"),
         }
     }
@@ -56,6 +59,29 @@ fn setup(envp: *mut *mut libc::c_char) -> Result<(), (Failure, Option<i32>)> {
         Some(text) => Some(env::parse_fd(text).ok_or((Failure::ReportFd, None))?),
     };
     let fail = |f| (f, report_fd);
+    // Landlock first: the seccomp filter below may refuse the Landlock calls.
+    if let Some(text) = vars.landlock {
+        let applied = landlock::apply(text).map_err(|e| fail(Failure::Landlock(e)))?;
+        if let Some(what) = applied.missing {
+            // Degrading was allowed (`mode preferred`), so it is said, on every run.
+            out::line(
+                2,
+                format_args!(
+                    "libsandbox: Landlock protections missing: {what} and maybe more (kernel ABI {}, used {})",
+                    applied.kernel, applied.abi
+                ),
+            );
+        }
+        if vars.verbose {
+            out::line(
+                2,
+                format_args!(
+                    "libsandbox: Landlock ABI {}: {} rules",
+                    applied.abi, applied.rules
+                ),
+            );
+        }
+    }
     let mut policy = Policy::new(NATIVE, sandbox_policy::Mode::DenyList, Action::Kill);
     let wanted = grammar::from_env(
         NATIVE,

@@ -132,7 +132,7 @@ pub fn check_key(key: &str) -> Result<(), String> {
     if key.starts_with('_') {
         return Err("names starting with `_` are reserved".into());
     }
-    if key.starts_with("SECCOMP_") {
+    if key.starts_with("SECCOMP_") || key == "SANDBOX_LANDLOCK" {
         return Err("refused: reserved for the sandbox".into());
     }
     Ok(())

@@ -22,6 +22,7 @@ mod spawner;
 
 pub use contain::{Containment, Mechanism};
 pub use limits::Rlimits;
+pub use paths::{preload_layer, PreloadLayer};
 pub use request::{Limits, PathRules, Refusal, Request, Streams, Validated};
 pub(crate) use run::run_validated;
 pub use run::{exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, Violation};

@@ -102,15 +102,10 @@ pub(crate) struct Layer {
     pub tmp: tempfile::TempDir,
 }
 
-/// Resolves `rules` for a job under `sandbox` run in `cwd`; `None` when the layer is off.
-pub(crate) fn layer(
-    rules: &PathRules,
-    sandbox: &Sandbox,
-    cwd: &Path,
-) -> Result<Option<Layer>, Refusal> {
-    if rules.mode == Mode::Off {
-        return Ok(None);
-    }
+/// The layer's rules for a command under `sandbox` run in `cwd`, with `temp` writable: the
+/// workspace default and the TCP treatment follow the profile's filter, the deny list starts
+/// from the host's `HOME`.
+fn spec(rules: &PathRules, sandbox: &Sandbox, cwd: &Path, temp: &Path) -> Result<Spec, Refusal> {
     let allows = allows(sandbox);
     let profile = &sandbox.options().profile.name;
     let tcp = match (&rules.connect_ports, allows.tcp) {
@@ -124,12 +119,6 @@ pub(crate) fn layer(
         (None, true) => Tcp::Any,
         (None, false) => Tcp::Deny,
     };
-    let root =
-        temp_root().map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
-    let tmp = tempfile::Builder::new()
-        .prefix("job-")
-        .tempdir_in(root)
-        .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
     let mut writable = Vec::new();
     match &rules.workspace {
         Some(w) => writable.push(w.clone()),
@@ -137,7 +126,7 @@ pub(crate) fn layer(
         None => {}
     }
     writable.extend(rules.writable.iter().cloned());
-    writable.push(root.to_path_buf());
+    writable.push(temp.to_path_buf());
     let mut deny_read = match std::env::var_os("HOME") {
         Some(home) if Path::new(&home).is_absolute() => {
             landlock::default_deny_read(Path::new(&home))
@@ -145,18 +134,92 @@ pub(crate) fn layer(
         _ => Vec::new(),
     };
     deny_read.extend(rules.deny_read.iter().cloned());
-    let spec = Spec {
+    Ok(Spec {
         deny_read,
         writable,
         tcp,
         scoped: true,
-    };
-    let refusal = |e: landlock::LandlockError| {
-        Refusal::new(e.field().map_or("landlock", Field::as_str), e.to_string())
-    };
+    })
+}
+
+fn refusal(e: landlock::LandlockError) -> Refusal {
+    Refusal::new(e.field().map_or("landlock", Field::as_str), e.to_string())
+}
+
+/// Resolves `rules` for a job under `sandbox` run in `cwd`; `None` when the layer is off.
+pub(crate) fn layer(
+    rules: &PathRules,
+    sandbox: &Sandbox,
+    cwd: &Path,
+) -> Result<Option<Layer>, Refusal> {
+    if rules.mode == Mode::Off {
+        return Ok(None);
+    }
+    let root =
+        temp_root().map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
+    let spec = spec(rules, sandbox, cwd, root)?;
+    let tmp = tempfile::Builder::new()
+        .prefix("job-")
+        .tempdir_in(root)
+        .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
     let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
     match landlock::prepare_cached(&spec, rules.mode, max_abi).map_err(refusal)? {
         Some(prepared) => Ok(Some(Layer { prepared, tmp })),
         None => Ok(None),
     }
+}
+
+/// The layer for the preload route (`sandbox env`): what `libsandbox.so` reads from
+/// `SANDBOX_LANDLOCK`, and the temporary directory it grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreloadLayer {
+    /// `SANDBOX_LANDLOCK`'s value (format in docs/paths.md).
+    pub value: String,
+    /// A private directory the commands may write, for `TMPDIR`: one per user, kept across
+    /// commands (nobody is there to remove it after each one).
+    pub tmpdir: PathBuf,
+}
+
+/// Resolves `rules` for commands started with the preload route from `cwd`; `None` when the
+/// layer is off. The rules are fixed now, when the variables are printed: entries created
+/// later beside a denied path stay unreadable (docs/paths.md).
+pub fn preload_layer(
+    rules: &PathRules,
+    sandbox: &Sandbox,
+    cwd: &Path,
+) -> Result<Option<PreloadLayer>, Refusal> {
+    if rules.mode == Mode::Off {
+        return Ok(None);
+    }
+    let tmpdir = env_temp_dir()
+        .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
+    let spec = spec(rules, sandbox, cwd, &tmpdir)?;
+    let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
+    let value = landlock::preload_value(&spec, rules.mode, max_abi).map_err(refusal)?;
+    Ok(Some(PreloadLayer { value, tmpdir }))
+}
+
+/// `$TMPDIR_or_/tmp/sandbox-env-<uid>`, mode 0700, ours: created when missing, refused when
+/// someone else's or open to others.
+fn env_temp_dir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let dir = std::env::temp_dir().join(format!("sandbox-env-{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => return Ok(dir),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let m = std::fs::symlink_metadata(&dir)?;
+    if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} exists and is not a private directory of ours",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(dir)
 }
