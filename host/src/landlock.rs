@@ -33,6 +33,52 @@ use serde::{Deserialize, Serialize};
 /// Environment variable that lowers the Landlock ABI used (for testing degraded kernels).
 pub const MAX_ABI_VAR: &str = "SANDBOX_LANDLOCK_MAX_ABI";
 
+/// A Landlock feature the layer uses, with the ABI and Linux version that brought it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Feature {
+    /// The Landlock ABI that has it.
+    pub abi: u8,
+    /// The first Linux release with that ABI.
+    pub linux: &'static str,
+    /// What it protects, in words.
+    pub what: &'static str,
+}
+
+/// What each feature needs (docs/paths.md has the same table; `sandbox check` prints what the
+/// running kernel lacks).
+pub const FEATURES: &[Feature] = &[
+    Feature {
+        abi: 1,
+        linux: "5.13",
+        what: "file read and write rules",
+    },
+    Feature {
+        abi: 2,
+        linux: "5.19",
+        what: "renames and links inside a writable tree",
+    },
+    Feature {
+        abi: 3,
+        linux: "6.2",
+        what: "truncation outside the writable set",
+    },
+    Feature {
+        abi: 4,
+        linux: "6.7",
+        what: "TCP bind and connect rules",
+    },
+    Feature {
+        abi: 5,
+        linux: "6.10",
+        what: "device ioctl restriction",
+    },
+    Feature {
+        abi: 6,
+        linux: "6.12",
+        what: "signal and abstract unix socket scoping",
+    },
+];
+
 /// Environment variable through which the preload route receives [`env_value`].
 pub const ENV_VAR: &str = "SANDBOX_LANDLOCK";
 

@@ -202,7 +202,28 @@ fn landlock() -> Result<String, String> {
         .map(|l| format!(" (active security modules: {})", l.trim()))
         .unwrap_or_default();
     match landlock_abi() {
-        Ok(abi) => Ok(format!("ABI {abi}{lsms}")),
+        Ok(kernel) => {
+            // As the layer would use it: SANDBOX_LANDLOCK_MAX_ABI lowers it.
+            let abi = crate::landlock::max_abi_from_env().map_or(kernel, |m| kernel.min(m.into()));
+            let lsms = if abi < kernel {
+                format!("{lsms} (kernel ABI {kernel}, limited by SANDBOX_LANDLOCK_MAX_ABI)")
+            } else {
+                lsms
+            };
+            let missing: Vec<String> = crate::landlock::FEATURES
+                .iter()
+                .filter(|f| i64::from(f.abi) > abi)
+                .map(|f| format!("{} (ABI {}, Linux {})", f.what, f.abi, f.linux))
+                .collect();
+            if missing.is_empty() {
+                Ok(format!("ABI {abi}{lsms}: every feature the layer uses"))
+            } else {
+                Err(format!(
+                    "ABI {abi}{lsms}: missing {}; --landlock required refuses to run here, preferred runs without them and says so",
+                    missing.join(", ")
+                ))
+            }
+        }
         Err(libc::EOPNOTSUPP) => Err(format!(
             "Landlock is built in but not enabled{lsms}: file access is limited by the syscall filter alone; add landlock to the lsm= boot parameter"
         )),
