@@ -307,6 +307,14 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
         return Ok(());
     }
+    // `--proxy`: only the proxy section, printed, not written.
+    if args.contains(&"--proxy") {
+        print!(
+            "{}",
+            crate::bench_proxy::run(if quick { 400 } else { 4000 })?
+        );
+        return Ok(());
+    }
     let so = xtask::matrix::preload()?;
     let (rounds, per) = if quick { (3, 50) } else { (7, 300) };
     let mut doc = String::from("# Benchmarks\n\nWritten by `cargo xtask bench`; every ratio is against a baseline measured in the same run.\n\n");
@@ -317,6 +325,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &xtask::bench_syscalls::run()?;
     doc += &crate::bench_exec::run(if quick { 100 } else { 1000 })?;
     doc += &crate::bench_serve::run(if quick { 100 } else { 1000 })?;
+    doc += &crate::bench_proxy::run(if quick { 400 } else { 4000 })?;
     print!("{doc}");
     if !quick {
         crate::write_doc(Path::new("docs/benchmarks.md"), &doc)?;

@@ -4,12 +4,13 @@
 //! - `build-preload`: build the release `libsandbox.so` at `target/preload/libsandbox.so`
 //! - `ci`: formatting, clippy, table drift, and the whole test suite
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--exec] [--serve]`: every benchmark, written to `docs/benchmarks.md`
-//!   (`--exec`, `--serve`: that section only, printed)
+//! - `bench [--quick] [--exec] [--serve] [--proxy]`: every benchmark, written to
+//!   `docs/benchmarks.md` (`--exec`, `--serve`, `--proxy`: that section only, printed)
 
 mod bench;
 mod bench_exec;
 mod bench_outer;
+mod bench_proxy;
 mod bench_serve;
 mod codegen;
 
@@ -102,7 +103,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("matrix") => xtask::matrix::run(&root(), rest.contains(&"--check")),
         Some("bench") => bench::run(&rest),
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick] [--exec] [--serve]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick] [--exec] [--serve] [--proxy]>"),
     }
 }
 
