@@ -420,9 +420,36 @@ pub struct Prepared {
     fd: Option<OwnedFd>,
     status: Status,
     stamps: Vec<Stamp>,
+    /// The same rules in the kernel's terms, to rebuild the ruleset with more rules.
+    raw: Option<Arc<RawRules>>,
+}
+
+/// A ruleset's attributes and rules in the kernel's terms, with the descriptors the rules
+/// name kept open: a process that has mounts of its own (a new `/proc`, a private `/tmp`)
+/// rebuilds the ruleset from them with raw system calls and adds rules for those mounts.
+#[derive(Debug)]
+pub struct RawRules {
+    /// `struct landlock_ruleset_attr`: handled file-system and network accesses, scopes.
+    pub attr: [u64; 3],
+    /// Its size for `landlock_create_ruleset`.
+    pub attr_size: usize,
+    /// Path-beneath rules: a descriptor and the accesses granted beneath it.
+    pub paths: Vec<(RawFd, u64)>,
+    /// TCP port rules: port and accesses.
+    pub ports: Vec<(u64, u64)>,
+    /// The read rights of a directory rule (for a new `/proc`).
+    pub read: u64,
+    /// Every file-system right of the ABI (for a private `/tmp`).
+    pub all: u64,
+    _fds: Vec<OwnedFd>,
 }
 
 impl Prepared {
+    /// The rules this ruleset was built from, in the kernel's terms (`None` without Landlock).
+    pub fn raw_rules(&self) -> Option<Arc<RawRules>> {
+        self.raw.clone()
+    }
+
     /// The ruleset fd (close-on-exec) for `landlock_restrict_self(fd, 0)` in a child after
     /// `PR_SET_NO_NEW_PRIVS`. It is -1 only when Landlock is unavailable in
     /// [`Mode::Preferred`] (then `status().enforced` is empty): skip the call.
@@ -827,18 +854,74 @@ pub fn prepare(
             fd: None,
             status,
             stamps: plan.stamps,
+            raw: None,
         }));
     }
 
-    let ruleset =
-        build(spec, mode, used, plan.read, plan.write, plan.dev).map_err(LandlockError::Ruleset)?;
+    let ruleset = build(spec, mode, used, &plan.read, &plan.write, &plan.dev)
+        .map_err(LandlockError::Ruleset)?;
     let fd = ruleset_fd(&ruleset)?;
+    let raw = raw_rules(spec, used, plan.read, plan.write, plan.dev);
     Ok(Some(Prepared {
         ruleset: Some(ruleset),
         fd,
         status,
         stamps: plan.stamps,
+        raw: Some(Arc::new(raw)),
     }))
+}
+
+/// The rules of [`build`] in the kernel's terms (same accesses, same descriptors).
+fn raw_rules(
+    spec: &Spec,
+    used: u8,
+    read: Vec<Entry>,
+    write: Vec<(Entry, bool)>,
+    dev: Vec<Entry>,
+) -> RawRules {
+    let abi = ABI::from(i32::from(used));
+    let all = AccessFs::from_all(abi);
+    let mut net = 0;
+    let mut ports = Vec::new();
+    if used >= 4 && spec.tcp != Tcp::Any {
+        net = make_bitflags!(AccessNet::{BindTcp | ConnectTcp}).bits();
+        if let Tcp::Ports(list) = &spec.tcp {
+            ports = list
+                .iter()
+                .map(|p| (u64::from(*p), BitFlags::from(AccessNet::ConnectTcp).bits()))
+                .collect();
+        }
+    }
+    let scoped = if used >= 6 && spec.scoped {
+        make_bitflags!(Scope::{Signal | AbstractUnixSocket}).bits()
+    } else {
+        0
+    };
+    let mut paths = Vec::new();
+    let mut fds = Vec::new();
+    let mut push = |e: Entry, rights: BitFlags<AccessFs>| {
+        paths.push((e.fd.as_raw_fd(), rights_for(&e, rights, abi).bits()));
+        fds.push(e.fd);
+    };
+    for e in read {
+        push(e, READ);
+    }
+    let write_only = all & !READ;
+    for (e, with_read) in write {
+        push(e, if with_read { all } else { write_only });
+    }
+    for e in dev {
+        push(e, DEV);
+    }
+    RawRules {
+        attr: [all.bits(), net, scoped],
+        attr_size: 24,
+        paths,
+        ports,
+        read: (READ & all).bits(),
+        all: all.bits(),
+        _fds: fds,
+    }
 }
 
 /// A second fd on the same ruleset for [`Prepared::raw_fd`]: the crate keeps its own fd
@@ -854,9 +937,9 @@ fn build(
     spec: &Spec,
     mode: Mode,
     used: u8,
-    read: Vec<Entry>,
-    write: Vec<(Entry, bool)>,
-    dev: Vec<Entry>,
+    read: &[Entry],
+    write: &[(Entry, bool)],
+    dev: &[Entry],
 ) -> Result<RulesetCreated, ::landlock::RulesetError> {
     let abi = ABI::from(i32::from(used));
     // Only features of the ABI in use are requested, so the crate's compatibility handling
@@ -876,11 +959,11 @@ fn build(
         ruleset = ruleset.scope(make_bitflags!(Scope::{Signal | AbstractUnixSocket}))?;
     }
     let mut created = ruleset.create()?;
-    for e in &read {
+    for e in read {
         created = created.add_rule(PathBeneath::new(&e.fd, rights_for(e, READ, abi)))?;
     }
     let write_only = AccessFs::from_all(abi) & !READ;
-    for (e, with_read) in &write {
+    for (e, with_read) in write {
         let rights = if *with_read {
             AccessFs::from_all(abi)
         } else {
@@ -888,7 +971,7 @@ fn build(
         };
         created = created.add_rule(PathBeneath::new(&e.fd, rights_for(e, rights, abi)))?;
     }
-    for e in &dev {
+    for e in dev {
         created = created.add_rule(PathBeneath::new(&e.fd, rights_for(e, DEV, abi)))?;
     }
     if used >= 4 {

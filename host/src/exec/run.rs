@@ -600,6 +600,9 @@ fn run(
         listener: plan.notify,
         #[cfg(target_arch = "x86_64")]
         spawner,
+        namespaces: None,
+        listen: &[],
+        landlock_rules: None,
     };
     let spawned = spawn::spawn(&spec).map_err(|e| ExecError::Spawn {
         program: v.argv[0].clone(),
@@ -618,6 +621,10 @@ fn run(
     registration.add_child(pid);
 
     let pidfd = spawned.pidfd;
+    // Listeners made inside the sandbox's network namespace (none asked yet); the init, when
+    // there is one, tells how the program itself ended.
+    let _listeners = spawned.listeners;
+    let init = spawned.init;
     let mut notifier = spawned.listener.map(Notifier::new);
     let mut out = Stream::new(io.stdout, v.max_output_bytes);
     let mut err = Stream::new(io.stderr, v.max_output_bytes);
@@ -766,6 +773,10 @@ fn run(
     drop(notifier);
     // Every descendant is dead: reap the direct child, then the adopted orphans.
     let status = reap(pid).map_err(ExecError::Setup)?;
+    let status = init
+        .as_ref()
+        .and_then(|i| i.program_status())
+        .unwrap_or(status);
     group.finish();
     drop(registration);
 

@@ -63,6 +63,41 @@ pub(crate) struct Spec<'a> {
     /// attaching `filter` in the child).
     #[cfg(target_arch = "x86_64")]
     pub spawner: Option<&'a super::spawner::Spawner>,
+    /// Namespaces to start the program in (`None`: the host's). The child then becomes the
+    /// namespaces' init and the program its child (see `spawn/init.rs`).
+    pub namespaces: Option<&'a Namespaces>,
+    /// TCP listeners to create inside the new network namespace before the program starts
+    /// (needs `namespaces` with `net`); [`Spawned::listeners`] holds them in this order.
+    pub listen: &'a [std::net::SocketAddrV4],
+    /// With a fresh `/proc` or `/tmp` under Landlock: the rules to rebuild the job's ruleset
+    /// from in the init, with those added (see `spawn/init.rs`).
+    pub landlock_rules: Option<std::sync::Arc<crate::landlock::RawRules>>,
+}
+
+/// The namespaces of a spawn and what the init does in them before starting the program.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Namespaces {
+    /// User, PID, mount, IPC and UTS namespaces (the isolation layer).
+    pub isolate: bool,
+    /// A network namespace whose only interface is loopback, up.
+    pub net: bool,
+    /// Mounts made in the new mount namespace, in order (needs `isolate`).
+    pub mounts: Vec<Mount>,
+}
+
+/// One mount in the new mount namespace.
+#[allow(dead_code)] // Made by the isolation layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Mount {
+    /// A fresh `proc` for the new PID namespace at this path.
+    Proc(CString),
+    /// An empty tmpfs (mode 1777) at this path.
+    Tmpfs(CString),
+    /// This path bound over itself read-only (recursively).
+    ReadOnly(CString),
+    /// This path bound over itself, writable: it becomes a mount point, which cannot be
+    /// removed or renamed from inside.
+    Pin(CString),
 }
 
 /// A started program.
@@ -74,6 +109,31 @@ pub(crate) struct Spawned {
     pub pidfd: OwnedFd,
     /// The seccomp listener of its filter, when the filter notifies.
     pub listener: Option<OwnedFd>,
+    /// The listeners `Spec::listen` asked for, created inside the network namespace.
+    pub listeners: Vec<OwnedFd>,
+    /// With namespaces: the init's handle, which tells how the program itself ended.
+    pub init: Option<Init>,
+}
+
+/// What an init reports about the program it ran.
+#[derive(Debug)]
+pub(crate) struct Init {
+    #[cfg(target_arch = "x86_64")]
+    page: init::Page,
+}
+
+impl Init {
+    /// The program's wait status, once the init has reaped it (`None` when the init was
+    /// killed first, e.g. by a timeout: its own status then tells).
+    pub(crate) fn program_status(&self) -> Option<i32> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let sh = self.page.shared();
+            (sh.status_set.load(Ordering::Acquire) == 1).then(|| sh.status.load(Ordering::Relaxed))
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        None
+    }
 }
 
 /// Where the child failed.
@@ -91,14 +151,35 @@ enum Stage {
     Filter,
     Listener,
     Exec,
+    IdMap,
+    Network,
+    Mounts,
+    Capabilities,
+    Command,
+    Paths,
 }
 
 impl Stage {
     fn from_i32(n: i32) -> Option<Stage> {
         use Stage::*;
         [
-            Signals, Session, Cgroup, Cwd, Stdio, Limits, NoNewPrivs, Landlock, Filter, Listener,
+            Signals,
+            Session,
+            Cgroup,
+            Cwd,
+            Stdio,
+            Limits,
+            NoNewPrivs,
+            Landlock,
+            Filter,
+            Listener,
             Exec,
+            IdMap,
+            Network,
+            Mounts,
+            Capabilities,
+            Command,
+            Paths,
         ]
         .into_iter()
         .find(|s| *s as i32 == n)
@@ -117,6 +198,12 @@ impl Stage {
             Stage::Filter => "installing the seccomp filter",
             Stage::Listener => "handing over the seccomp listener",
             Stage::Exec => "exec",
+            Stage::IdMap => "mapping the user and group ids into the new user namespace",
+            Stage::Network => "setting up the network namespace",
+            Stage::Mounts => "mounting in the new mount namespace",
+            Stage::Capabilities => "dropping capabilities",
+            Stage::Command => "starting the program under the namespaces' init",
+            Stage::Paths => "adding the namespace's own mounts to the Landlock rules",
         }
     }
 }
@@ -139,6 +226,7 @@ const RELEASED: u32 = 0;
 
 /// What the child reads, as raw pointers into memory the parent keeps alive until exec.
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct Ctx {
     path: *const c_char,
     argv: *const *const c_char,
@@ -159,6 +247,17 @@ struct Ctx {
     /// Passed in an argument the kernel ignores of every call the child makes: a spawner
     /// thread's filter exempts exactly the calls that carry it (0 when unused).
     secret: u64,
+    /// The words the host reads: on the host's stack, or in a page shared with the init of
+    /// a namespaced child (which has memory of its own).
+    sh: *const Shared,
+    /// The namespaces to create and what to do in them (null: none).
+    #[cfg(target_arch = "x86_64")]
+    ns: *const init::NsCtx,
+}
+
+/// What the child side writes and the host reads.
+#[repr(C)]
+pub(crate) struct Shared {
     /// [`RUNNING`], [`HANDOVER`], or [`RELEASED`] by the kernel (`CLONE_CHILD_CLEARTID`).
     phase: AtomicU32,
     /// Where the child failed ([`Stage`]) and the errno, written before it exits.
@@ -167,6 +266,22 @@ struct Ctx {
     listener_fd: AtomicI32,
     /// The host's answer to the listener handover: [`WAIT`], [`GO`] or [`ABORT`].
     go: AtomicU32,
+    /// The command's wait status as the init saw it, once `status_set` is 1.
+    status: AtomicI32,
+    status_set: AtomicU32,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        Shared {
+            phase: AtomicU32::new(RUNNING),
+            failed: [AtomicI32::new(0), AtomicI32::new(0)],
+            listener_fd: AtomicI32::new(-1),
+            go: AtomicU32::new(WAIT),
+            status: AtomicI32::new(0),
+            status_set: AtomicU32::new(0),
+        }
+    }
 }
 
 /// Raw system calls: they return `-errno` and touch no libc state.
@@ -304,8 +419,10 @@ macro_rules! ksys {
 
 /// Records the failure of `stage` and ends the child.
 unsafe fn fail(c: &Ctx, stage: Stage, rc: isize) -> ! {
-    c.failed[1].store((-rc) as i32, Ordering::Relaxed);
-    c.failed[0].store(stage as i32, Ordering::Release);
+    // SAFETY: `sh` outlives the child (the caller's contract).
+    let sh = unsafe { &*c.sh };
+    sh.failed[1].store((-rc) as i32, Ordering::Relaxed);
+    sh.failed[0].store(stage as i32, Ordering::Release);
     // SAFETY: raw exit_group.
     unsafe {
         ksys!(c; libc::SYS_exit_group, 127);
@@ -314,11 +431,15 @@ unsafe fn fail(c: &Ctx, stage: Stage, rc: isize) -> ! {
     loop {}
 }
 
+#[cfg(target_arch = "x86_64")]
+mod init;
+
 extern "C" fn child_main(arg: *mut c_void) -> c_int {
     // SAFETY: `arg` is the parent's Ctx, alive and unchanged until this child execs or exits;
     // every pointer in it was prepared by `spawn` for these calls.
     unsafe {
         let c = &*(arg as *const Ctx);
+        let sh = &*c.sh;
         // Default dispositions for every signal (handlers are the host's code); the mask
         // inherited from the parent blocks everything until just before exec.
         let dfl = [0u64; 4];
@@ -398,6 +519,12 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 fail(c, Stage::Limits, rc);
             }
         }
+        // In a user namespace the program would start with every capability there (as its
+        // root when the host runs as root): mounts could be undone. It gets none.
+        #[cfg(target_arch = "x86_64")]
+        if !c.ns.is_null() {
+            init::drop_capabilities(c);
+        }
         if c.has_filter {
             // A single-threaded child: no TSYNC (which NEW_LISTENER would not allow anyway).
             let flags = if c.listener {
@@ -417,13 +544,13 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
             // From here on the filter applies: only futex, close, rt_sigprocmask,
             // exit_group and the exempted execve, which `Sandbox::plan` checked are allowed.
             if c.listener {
-                c.listener_fd.store(rc as i32, Ordering::Relaxed);
-                c.phase.store(HANDOVER, Ordering::Release);
+                sh.listener_fd.store(rc as i32, Ordering::Relaxed);
+                sh.phase.store(HANDOVER, Ordering::Release);
                 // Not private: the host waits on this word as the kernel wakes it at exec.
-                ksys!(c; libc::SYS_futex, &c.phase as *const AtomicU32, libc::FUTEX_WAKE, 1, 0);
+                ksys!(c; libc::SYS_futex, &sh.phase as *const AtomicU32, libc::FUTEX_WAKE, 1, 0);
                 let mut spins = 0;
                 let answer = loop {
-                    let g = c.go.load(Ordering::Acquire);
+                    let g = sh.go.load(Ordering::Acquire);
                     if g != WAIT {
                         break g;
                     }
@@ -431,10 +558,11 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                         spins += 1;
                         std::hint::spin_loop();
                     } else {
+                        // Not private: with namespaces the word is in a shared page.
                         sys!(
                             libc::SYS_futex,
-                            &c.go as *const AtomicU32,
-                            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                            &sh.go as *const AtomicU32,
+                            libc::FUTEX_WAIT,
                             WAIT,
                             0
                         );
@@ -568,6 +696,27 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let spawner: Option<&()> = None;
     let inherits = spawner.is_some();
     let filter = spec.filter.unwrap_or(&[]);
+    // With namespaces the child becomes an init with memory of its own (a copy of ours): the
+    // words the host reads live in a shared page, which also carries the command's status.
+    #[cfg(target_arch = "x86_64")]
+    let ns = match spec.namespaces {
+        Some(n) => {
+            Some(init::Prepared::new(n, spec.listen, spec.landlock_rules.clone()).map_err(setup)?)
+        }
+        None => None,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    if spec.namespaces.is_some() {
+        return Err(SpawnError::Setup(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "namespaces are implemented for x86_64 only",
+        )));
+    }
+    let local = Shared::new();
+    #[cfg(target_arch = "x86_64")]
+    let sh: &Shared = ns.as_ref().map_or(&local, |n| n.shared());
+    #[cfg(not(target_arch = "x86_64"))]
+    let sh: &Shared = &local;
     let ctx = Ctx {
         path: spec.path.as_ptr(),
         argv: argv.as_ptr(),
@@ -594,22 +743,34 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         secret: spawner.map_or(0, |s| s.secret()),
         #[cfg(not(target_arch = "x86_64"))]
         secret: 0,
-        phase: AtomicU32::new(RUNNING),
-        failed: [AtomicI32::new(0), AtomicI32::new(0)],
-        listener_fd: AtomicI32::new(-1),
-        go: AtomicU32::new(WAIT),
+        sh,
+        #[cfg(target_arch = "x86_64")]
+        ns: ns.as_ref().map_or(std::ptr::null(), |n| n.ctx()),
     };
 
     let mut pidfd: c_int = -1;
     #[cfg(target_arch = "x86_64")]
-    let args = clone_args(&stack, spec.cgroup, &mut pidfd, &ctx.phase);
+    let args = {
+        let mut args = clone_args(&stack, spec.cgroup, &mut pidfd, &sh.phase);
+        if let Some(n) = &ns {
+            // A process of its own (no CLONE_VM): it outlives the exec as the command's init.
+            args.flags = n.clone_flags() | (args.flags & !(libc::CLONE_VM as u64));
+        }
+        args
+    };
     let arg = &ctx as *const Ctx as *mut c_void;
+    #[cfg(target_arch = "x86_64")]
+    let entry: extern "C" fn(*mut c_void) -> c_int = if ns.is_some() {
+        init::init_main
+    } else {
+        child_main
+    };
     let started = match spawner {
         // The spawner thread clones (and releases `phase` itself if it cannot); meanwhile we
         // wait for the child's exec.
         #[cfg(target_arch = "x86_64")]
         // SAFETY: args, ctx and stack stay valid until the child has exec'd (below).
-        Some(s) => Started::Later(unsafe { s.post(&args, arg, &ctx.phase) }),
+        Some(s) => Started::Later(unsafe { s.post(&args, arg, &sh.phase, entry) }),
         _ => {
             // SAFETY: sigset operations on locals; pthread_sigmask affects only this thread.
             let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -623,9 +784,9 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
                 libc::sigfillset(&mut all);
                 libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
                 #[cfg(target_arch = "x86_64")]
-                let rc = clone3(&args, child_main, arg, 0);
+                let rc = clone3(&args, entry, arg, 0);
                 #[cfg(not(target_arch = "x86_64"))]
-                let rc = start_child(arg, &stack, &mut pidfd, &ctx.phase);
+                let rc = start_child(arg, &stack, &mut pidfd, &sh.phase);
                 libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
                 rc
             };
@@ -641,14 +802,15 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let mut listener = None;
     let mut failure: Option<SpawnError> = None;
     loop {
-        let phase = ctx.phase.load(Ordering::Acquire);
+        let phase = sh.phase.load(Ordering::Acquire);
         if phase == RELEASED {
             break;
         }
-        if phase == HANDOVER && ctx.go.load(Ordering::Relaxed) == WAIT {
+        if phase == HANDOVER && sh.go.load(Ordering::Relaxed) == WAIT {
             // Only a child started here (not by a spawner) hands over a listener, so the
-            // pidfd is already there.
-            let fd = ctx.listener_fd.load(Ordering::Relaxed);
+            // pidfd is already there (with namespaces: the init's, whose descriptor table
+            // the command shares until exec).
+            let fd = sh.listener_fd.load(Ordering::Relaxed);
             let answer = match take_fd(pidfd, fd) {
                 Ok(l) => {
                     listener = Some(l);
@@ -662,17 +824,17 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
                     ABORT
                 }
             };
-            ctx.go.store(answer, Ordering::Release);
-            futex_shared(&ctx.go, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1);
+            sh.go.store(answer, Ordering::Release);
+            futex_shared(&sh.go, libc::FUTEX_WAKE, 1);
             continue;
         }
         // Not private: the kernel's wake at exec (CLONE_CHILD_CLEARTID) is a shared one.
-        futex_shared(&ctx.phase, libc::FUTEX_WAIT, phase);
+        futex_shared(&sh.phase, libc::FUTEX_WAIT, phase);
     }
     if failure.is_none() {
-        let stage = ctx.failed[0].load(Ordering::Acquire);
+        let stage = sh.failed[0].load(Ordering::Acquire);
         if stage != 0 {
-            let err = std::io::Error::from_raw_os_error(ctx.failed[1].load(Ordering::Relaxed));
+            let err = std::io::Error::from_raw_os_error(sh.failed[1].load(Ordering::Relaxed));
             failure = Some(match Stage::from_i32(stage) {
                 Some(Stage::Exec) => SpawnError::Exec(err),
                 Some(s) => SpawnError::Setup(std::io::Error::new(
@@ -699,8 +861,22 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     // The child has exec'd or exited: its stack (and `ctx`, argv, envp) are no longer used.
     // The stack is kept for this thread's next spawn (mapping a fresh one costs three calls
-    // and its page faults).
+    // and its page faults). An init runs on its own copy.
     STACK.with(|s| s.set(Some(stack)));
+    #[cfg(target_arch = "x86_64")]
+    let listeners = match (&ns, &failure) {
+        (Some(n), None) => match n.take_listeners() {
+            Ok(l) => l,
+            Err(e) => {
+                kill_pidfd(&pidfd);
+                failure = Some(SpawnError::Setup(e));
+                Vec::new()
+            }
+        },
+        _ => Vec::new(),
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let listeners = Vec::new();
     if let Some(e) = failure {
         let mut status = 0;
         // SAFETY: reaps our own child, which has exited or is about to.
@@ -715,7 +891,26 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         } else {
             None
         },
+        listeners,
+        #[cfg(target_arch = "x86_64")]
+        init: ns.map(init::Prepared::into_init),
+        #[cfg(not(target_arch = "x86_64"))]
+        init: None,
     })
+}
+
+/// SIGKILL through a pidfd.
+fn kill_pidfd(pidfd: &OwnedFd) {
+    // SAFETY: pidfd_send_signal on a pidfd we own, no siginfo.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
 }
 
 /// Runs in a spawner thread: clones the child described by `args` (a [`CloneArgs`]) to run
@@ -726,11 +921,12 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
 #[cfg(target_arch = "x86_64")]
 pub(crate) unsafe fn clone_for_spawner(
     args: *const CloneArgs,
+    entry: extern "C" fn(*mut c_void) -> c_int,
     ctx: *mut c_void,
     secret: u64,
 ) -> isize {
     // SAFETY: the caller's contract.
-    unsafe { clone3(&*args, child_main, ctx, secret) }
+    unsafe { clone3(&*args, entry, ctx, secret) }
 }
 
 /// How a child was started.

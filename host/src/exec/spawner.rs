@@ -49,6 +49,25 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
     ("exit_group", 1),
     ("rt_sigprocmask", 4),
     ("execve", 3),
+    // With namespaces: the init (spawn/init.rs) and the program's capability drop.
+    ("prctl", 4),
+    ("capset", 2),
+    ("openat", 4),
+    ("write", 3),
+    ("close", 1),
+    ("socket", 3),
+    ("ioctl", 3),
+    ("setsockopt", 5),
+    ("bind", 3),
+    ("listen", 2),
+    ("sendmsg", 3),
+    ("mount", 5),
+    ("mount_setattr", 5),
+    ("landlock_create_ruleset", 3),
+    ("landlock_add_rule", 4),
+    ("rt_sigtimedwait", 4),
+    ("wait4", 4),
+    ("kill", 2),
 ];
 
 /// The spawner thread's filter: `base` (the profile's exact outer policy) with the calls of
@@ -85,6 +104,7 @@ const SPINS: u32 = 100;
 /// One clone request handed to the spawner thread.
 struct Job {
     args: *const CloneArgs,
+    entry: extern "C" fn(*mut c_void) -> std::os::raw::c_int,
     ctx: *mut c_void,
     /// The word the kernel releases at the child's exec; released here if the clone fails.
     phase: *const AtomicU32,
@@ -155,6 +175,7 @@ impl Spawner {
             state: AtomicU32::new(IDLE),
             job: UnsafeCell::new(Job {
                 args: std::ptr::null(),
+                entry: noop,
                 ctx: std::ptr::null_mut(),
                 phase: std::ptr::null(),
                 result: 0,
@@ -196,12 +217,14 @@ impl Spawner {
         args: &CloneArgs,
         ctx: *mut c_void,
         phase: &AtomicU32,
+        entry: extern "C" fn(*mut c_void) -> std::os::raw::c_int,
     ) -> Ticket<'_> {
         let turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: we hold the turn and the thread is idle: nobody else touches the job.
         unsafe {
             *self.job.get() = Job {
                 args,
+                entry,
                 ctx,
                 phase,
                 result: -(libc::EIO as isize),
@@ -310,7 +333,7 @@ fn serve(sp: &'static Spawner, prog: Vec<Insn>) {
         // and `close` was handed over to this thread.
         unsafe {
             let job = &mut *sp.job.get();
-            job.result = clone_for_spawner(job.args, job.ctx, sp.secret);
+            job.result = clone_for_spawner(job.args, job.entry, job.ctx, sp.secret);
             if job.result < 0 {
                 (*job.phase).store(0, Ordering::Release);
                 // Not private, like the kernel's wake at exec.
@@ -327,6 +350,11 @@ fn serve(sp: &'static Spawner, prog: Vec<Insn>) {
         sp.state.store(DONE, Ordering::Release);
         futex(&sp.state, libc::FUTEX_WAKE, 1, sp.secret);
     }
+}
+
+/// The entry of an empty job slot (never called).
+extern "C" fn noop(_: *mut c_void) -> std::os::raw::c_int {
+    0
 }
 
 /// 64 random bits, never zero (zero is what unused arguments usually hold).

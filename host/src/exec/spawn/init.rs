@@ -1,0 +1,757 @@
+//! Namespaces for a spawn, and the init that runs in them.
+//!
+//! The host clones a process of its own (no `CLONE_VM`: a copy-on-write copy of the host's
+//! memory) into new user, PID, mount, IPC and UTS namespaces, and a network namespace when
+//! asked. That process is PID 1 of the new PID namespace, the program's **init**:
+//!
+//! 1. it maps the host's uid and gid to themselves (not to root: `setgroups` is denied first),
+//!    brings loopback up and creates the asked TCP listeners (sent to the host over a
+//!    socketpair with `SCM_RIGHTS`), makes the asked mounts, and restricts the per-job
+//!    Landlock ruleset to the new `/proc` and `/tmp` as well;
+//! 2. it starts the program as in a plain spawn (`child_main`, sharing its memory and
+//!    descriptor table until exec, `CLONE_VFORK`), which drops every capability before exec;
+//! 3. once the program runs it makes itself non-dumpable (its memory is a copy of the host's),
+//!    closes every descriptor, and waits: it reaps every process that ends (orphans are
+//!    re-parented to it), forwards the signals it gets to the program, and when the program
+//!    ends it records the program's wait status in a page shared with the host and exits,
+//!    which makes the kernel kill everything left in the namespace.
+//!
+//! Like `child_main`, it only makes raw system calls on memory prepared before the clone (the
+//! host may have other threads holding locks), each carrying a spawner's secret when there is
+//! one (`spawner::SECRET_CALLS` lists them).
+
+use super::{raw, CloneArgs, Ctx, Shared, Stack, Stage};
+use std::ffi::CString;
+use std::net::SocketAddrV4;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+
+/// At most this many listeners per spawn (one `SCM_RIGHTS` message).
+pub(crate) const MAX_LISTENERS: usize = 16;
+
+/// `MOUNT_ATTR_RDONLY` and `struct mount_attr` (Linux 5.12).
+const MOUNT_ATTR_RDONLY: u64 = 1;
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// `struct landlock_path_beneath_attr` (packed in the kernel's ABI).
+#[repr(C, packed)]
+struct PathBeneath {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// One mount, as the init reads it.
+#[repr(C)]
+struct RawMount {
+    kind: u32,
+    path: *const c_char,
+}
+
+const PROC: u32 = 1;
+const TMPFS: u32 = 2;
+const READ_ONLY: u32 = 3;
+const PIN: u32 = 4;
+
+/// What the init reads, prepared by the host.
+#[repr(C)]
+pub(super) struct NsCtx {
+    uid_map: *const c_char,
+    uid_len: usize,
+    gid_map: *const c_char,
+    gid_len: usize,
+    net: bool,
+    ifreq: [u8; 40],
+    listen: *const libc::sockaddr_in,
+    nlisten: usize,
+    /// The child's end of the socketpair the listeners go through (-1: none).
+    sock: RawFd,
+    mounts: *const RawMount,
+    nmounts: usize,
+    /// Per-job Landlock rules: the ruleset's attributes and rules to rebuild (null: the
+    /// cached ruleset in `Ctx::landlock` is used as is).
+    landlock: *const crate::landlock::RawRules,
+    /// The program's stack (in the init's copy of the memory).
+    g_stack: u64,
+    g_stack_size: u64,
+    cap_last: i32,
+}
+
+/// A page shared between the host and an init (`MAP_SHARED`), holding [`Shared`].
+#[derive(Debug)]
+pub(crate) struct Page(*mut c_void);
+
+// SAFETY: the page is only accessed through the atomics of `Shared`.
+unsafe impl Send for Page {}
+// SAFETY: as above.
+unsafe impl Sync for Page {}
+
+impl Page {
+    fn new() -> std::io::Result<Page> {
+        // SAFETY: an anonymous shared mapping; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: the page is ours, page-aligned and large enough for Shared.
+        unsafe { p.cast::<Shared>().write(Shared::new()) };
+        Ok(Page(p))
+    }
+
+    pub(crate) fn shared(&self) -> &Shared {
+        // SAFETY: initialised in `new`, alive until drop.
+        unsafe { &*self.0.cast::<Shared>() }
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`; the init has its own reference to the pages.
+        unsafe { libc::munmap(self.0, 4096) };
+    }
+}
+
+thread_local! {
+    /// The program's stack in an init: the host never runs on it (the init has a copy), so
+    /// one per thread serves every spawn.
+    static PROGRAM_STACK: std::cell::Cell<Option<Stack>> = const { std::cell::Cell::new(None) };
+}
+
+/// The highest capability number of this kernel.
+fn cap_last() -> i32 {
+    static LAST: OnceLock<i32> = OnceLock::new();
+    *LAST.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(63)
+    })
+}
+
+/// Everything an init needs, kept alive by the host until the program has exec'd.
+pub(super) struct Prepared {
+    page: Page,
+    ctx: Box<NsCtx>,
+    flags: u64,
+    _maps: [CString; 2],
+    _addrs: Vec<libc::sockaddr_in>,
+    _mounts: Vec<RawMount>,
+    _rules: Option<std::sync::Arc<crate::landlock::RawRules>>,
+    host_sock: Option<OwnedFd>,
+    _child_sock: Option<OwnedFd>,
+    nlisten: usize,
+}
+
+impl Prepared {
+    pub(super) fn new(
+        ns: &super::Namespaces,
+        listen: &[SocketAddrV4],
+        rules: Option<std::sync::Arc<crate::landlock::RawRules>>,
+    ) -> std::io::Result<Prepared> {
+        let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
+        if !listen.is_empty() && !ns.net {
+            return Err(invalid("listeners need a network namespace"));
+        }
+        if listen.len() > MAX_LISTENERS {
+            return Err(invalid("too many listeners"));
+        }
+        if !ns.mounts.is_empty() && !ns.isolate {
+            return Err(invalid("mounts need a mount namespace"));
+        }
+        let page = Page::new()?;
+        // SAFETY: geteuid and getegid cannot fail.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let maps = [
+            CString::new(format!("{uid} {uid} 1")).expect("digits"),
+            CString::new(format!("{gid} {gid} 1")).expect("digits"),
+        ];
+        let mut ifreq = [0u8; 40];
+        ifreq[..2].copy_from_slice(b"lo");
+        ifreq[16..18].copy_from_slice(&(libc::IFF_UP as u16).to_ne_bytes());
+        let addrs: Vec<libc::sockaddr_in> = listen
+            .iter()
+            .map(|a| libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*a.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            })
+            .collect();
+        let (host_sock, child_sock) = if listen.is_empty() {
+            (None, None)
+        } else {
+            let mut fds = [-1; 2];
+            // SAFETY: socketpair writes two descriptors into fds.
+            let rc = unsafe {
+                libc::socketpair(
+                    libc::AF_UNIX,
+                    libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+                    0,
+                    fds.as_mut_ptr(),
+                )
+            };
+            if rc != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: both descriptors were just created and belong to nobody else.
+            let (h, c) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+            (Some(h), Some(super::above_stdio(c)?))
+        };
+        let mounts: Vec<RawMount> = ns
+            .mounts
+            .iter()
+            .map(|m| {
+                let (kind, path) = match m {
+                    super::Mount::Proc(p) => (PROC, p),
+                    super::Mount::Tmpfs(p) => (TMPFS, p),
+                    super::Mount::ReadOnly(p) => (READ_ONLY, p),
+                    super::Mount::Pin(p) => (PIN, p),
+                };
+                RawMount {
+                    kind,
+                    path: path.as_ptr(),
+                }
+            })
+            .collect();
+        let stack = PROGRAM_STACK
+            .with(|s| s.take())
+            .map_or_else(Stack::new, Ok)?;
+        let g_stack = stack.0 as u64;
+        PROGRAM_STACK.with(|s| s.set(Some(stack)));
+        let ctx = Box::new(NsCtx {
+            uid_map: maps[0].as_ptr(),
+            uid_len: maps[0].as_bytes().len(),
+            gid_map: maps[1].as_ptr(),
+            gid_len: maps[1].as_bytes().len(),
+            net: ns.net,
+            ifreq,
+            listen: addrs.as_ptr(),
+            nlisten: addrs.len(),
+            sock: child_sock.as_ref().map_or(-1, AsRawFd::as_raw_fd),
+            mounts: mounts.as_ptr(),
+            nmounts: mounts.len(),
+            landlock: rules
+                .as_ref()
+                .map_or(std::ptr::null(), std::sync::Arc::as_ptr),
+            g_stack,
+            g_stack_size: (super::STACK_SIZE + super::GUARD) as u64,
+            cap_last: cap_last(),
+        });
+        let mut flags = libc::CLONE_NEWUSER as u64;
+        if ns.isolate {
+            flags |=
+                (libc::CLONE_NEWPID | libc::CLONE_NEWNS | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS)
+                    as u64;
+        }
+        if ns.net {
+            flags |= libc::CLONE_NEWNET as u64;
+        }
+        Ok(Prepared {
+            page,
+            ctx,
+            flags,
+            _maps: maps,
+            _addrs: addrs,
+            _mounts: mounts,
+            _rules: rules,
+            host_sock,
+            _child_sock: child_sock,
+            nlisten: listen.len(),
+        })
+    }
+
+    pub(super) fn shared(&self) -> &Shared {
+        self.page.shared()
+    }
+
+    pub(super) fn ctx(&self) -> *const NsCtx {
+        &*self.ctx
+    }
+
+    /// The namespace flags of the init's clone.
+    pub(super) fn clone_flags(&self) -> u64 {
+        self.flags
+    }
+
+    /// The listeners the init sent, in the order asked (after the program has exec'd).
+    pub(super) fn take_listeners(&self) -> std::io::Result<Vec<OwnedFd>> {
+        let Some(sock) = &self.host_sock else {
+            return Ok(Vec::new());
+        };
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut control = [0u64; 16];
+        // SAFETY: a zeroed msghdr is valid; the buffers outlive the call.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control);
+        // SAFETY: recvmsg into the buffers described by msg.
+        let n = unsafe {
+            libc::recvmsg(
+                sock.as_raw_fd(),
+                &mut msg,
+                libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+            )
+        };
+        if n < 0 {
+            return Err(std::io::Error::other(format!(
+                "the listeners did not arrive: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        let mut fds = Vec::new();
+        // SAFETY: CMSG_* walk the control buffer recvmsg filled, within msg_controllen.
+        unsafe {
+            let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+            while !cmsg.is_null() {
+                if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                    let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
+                    let count = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                        / std::mem::size_of::<c_int>();
+                    for i in 0..count {
+                        fds.push(OwnedFd::from_raw_fd(data.add(i).read_unaligned()));
+                    }
+                }
+                cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            }
+        }
+        if fds.len() != self.nlisten || msg.msg_flags & libc::MSG_CTRUNC != 0 {
+            return Err(std::io::Error::other(format!(
+                "{} of {} listeners arrived",
+                fds.len(),
+                self.nlisten
+            )));
+        }
+        Ok(fds)
+    }
+
+    pub(super) fn into_init(self) -> super::Init {
+        super::Init { page: self.page }
+    }
+}
+
+/// A raw call with the spawner's secret, failing the init at `stage` when it fails.
+macro_rules! must {
+    ($c:expr, $stage:expr; $nr:expr $(, $a:expr)*) => {{
+        let rc = ksys!($c; $nr $(, $a)*);
+        if rc < 0 {
+            super::fail($c, $stage, rc);
+        }
+        rc
+    }};
+}
+
+/// Writes `text` to the file at `path` (a /proc file of the init itself).
+unsafe fn write_file(c: &Ctx, path: &std::ffi::CStr, text: *const c_char, len: usize) {
+    // SAFETY: raw calls on the given path and buffer.
+    unsafe {
+        let fd = must!(c, Stage::IdMap; libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC, 0);
+        let rc = ksys!(c; libc::SYS_write, fd, text, len);
+        if rc != len as isize {
+            super::fail(c, Stage::IdMap, rc.min(-libc::EIO as isize));
+        }
+        ksys!(c; libc::SYS_close, fd);
+    }
+}
+
+/// The init: see the module documentation. Runs on its own stack in its own copy of the
+/// host's memory.
+pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the host's Ctx as it was at the clone (our copy of it), with the
+    // namespace context and every pointer prepared by `spawn`; `sh` is the shared page.
+    unsafe {
+        let c = &*(arg as *const Ctx);
+        let n = &*c.ns;
+        let sh = &*c.sh;
+        // The host's end is gone when the host is: so is everything here.
+        must!(c, Stage::Signals; libc::SYS_prctl, libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0);
+        write_file(c, c"/proc/self/setgroups", c"deny".as_ptr(), 4);
+        write_file(c, c"/proc/self/gid_map", n.gid_map, n.gid_len);
+        write_file(c, c"/proc/self/uid_map", n.uid_map, n.uid_len);
+        if n.net {
+            network(c, n);
+        }
+        for i in 0..n.nmounts {
+            mount(c, &*n.mounts.add(i));
+        }
+        let mut cc = *c;
+        if !n.landlock.is_null() {
+            cc.landlock = ruleset(c, n);
+        }
+        let args = CloneArgs {
+            flags: (libc::CLONE_VM
+                | libc::CLONE_VFORK
+                | libc::CLONE_FILES
+                | libc::CLONE_CHILD_CLEARTID) as u64,
+            child_tid: &sh.phase as *const _ as u64,
+            exit_signal: libc::SIGCHLD as u64,
+            stack: n.g_stack,
+            stack_size: n.g_stack_size,
+            ..CloneArgs::default()
+        };
+        let program = super::clone3(
+            &args,
+            super::child_main,
+            &cc as *const Ctx as *mut c_void,
+            c.secret,
+        );
+        if program < 0 {
+            super::fail(c, Stage::Command, program);
+        }
+        // CLONE_VFORK: the program has exec'd or failed by now.
+        if sh.failed[0].load(Ordering::Acquire) != 0 {
+            ksys!(c; libc::SYS_exit_group, 127);
+        }
+        // Our memory is a copy of the host's: nothing in the namespace may read it.
+        ksys!(c; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 0, 0, 0);
+        ksys!(c; libc::SYS_close_range, 0, u32::MAX, 0);
+        let all: u64 = !0;
+        let mut info = [0u64; 16];
+        loop {
+            let sig = ksys!(c; libc::SYS_rt_sigtimedwait, &all as *const u64,
+                info.as_mut_ptr(), 0, 8);
+            if sig == libc::SIGCHLD as isize {
+                loop {
+                    let mut status: c_int = 0;
+                    let pid = ksys!(c; libc::SYS_wait4, -1i32, &mut status as *mut c_int,
+                        libc::WNOHANG | libc::__WALL, 0);
+                    if pid <= 0 {
+                        break;
+                    }
+                    if pid == program {
+                        sh.status.store(status, Ordering::Relaxed);
+                        sh.status_set.store(1, Ordering::Release);
+                        let code = if libc::WIFEXITED(status) {
+                            libc::WEXITSTATUS(status)
+                        } else {
+                            128 + libc::WTERMSIG(status)
+                        };
+                        ksys!(c; libc::SYS_exit_group, code);
+                    }
+                }
+            } else if sig > 0 {
+                ksys!(c; libc::SYS_kill, program, sig);
+            }
+        }
+    }
+}
+
+/// Loopback up, the listeners created and sent to the host.
+unsafe fn network(c: &Ctx, n: &NsCtx) {
+    // SAFETY: raw calls on buffers prepared by the host or on this stack.
+    unsafe {
+        let s = must!(c, Stage::Network; libc::SYS_socket, libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        must!(c, Stage::Network; libc::SYS_ioctl, s, libc::SIOCSIFFLAGS, n.ifreq.as_ptr());
+        ksys!(c; libc::SYS_close, s);
+        if n.nlisten == 0 {
+            return;
+        }
+        let mut fds = [0i32; MAX_LISTENERS];
+        for (i, fd) in fds.iter_mut().enumerate().take(n.nlisten) {
+            let s = must!(c, Stage::Network; libc::SYS_socket, libc::AF_INET,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            let one: c_int = 1;
+            must!(c, Stage::Network; libc::SYS_setsockopt, s, libc::SOL_SOCKET,
+                libc::SO_REUSEADDR, &one as *const c_int, 4);
+            must!(c, Stage::Network; libc::SYS_bind, s, n.listen.add(i),
+                std::mem::size_of::<libc::sockaddr_in>());
+            must!(c, Stage::Network; libc::SYS_listen, s, 128);
+            *fd = s as i32;
+        }
+        // One message: a byte and a SCM_RIGHTS control message with every listener.
+        let mut control = [0u64; 2 + MAX_LISTENERS / 2];
+        let len = std::mem::size_of::<libc::cmsghdr>() + 4 * n.nlisten;
+        let hdr = control.as_mut_ptr().cast::<libc::cmsghdr>();
+        (*hdr).cmsg_len = len;
+        (*hdr).cmsg_level = libc::SOL_SOCKET;
+        (*hdr).cmsg_type = libc::SCM_RIGHTS;
+        let data = hdr
+            .cast::<u8>()
+            .add(std::mem::size_of::<libc::cmsghdr>())
+            .cast::<i32>();
+        for (i, fd) in fds.iter().enumerate().take(n.nlisten) {
+            data.add(i).write_unaligned(*fd);
+        }
+        let mut byte = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: byte.as_mut_ptr().cast(),
+            iov_len: 1,
+        };
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = (len + 7) & !7;
+        must!(c, Stage::Network; libc::SYS_sendmsg, n.sock, &msg as *const libc::msghdr, 0);
+        for fd in fds.iter().take(n.nlisten) {
+            ksys!(c; libc::SYS_close, *fd);
+        }
+    }
+}
+
+/// One mount of the plan.
+unsafe fn mount(c: &Ctx, m: &RawMount) {
+    // SAFETY: raw calls on C strings prepared by the host.
+    unsafe {
+        let none = std::ptr::null::<c_char>();
+        let hide = (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as usize;
+        match m.kind {
+            PROC => {
+                must!(c, Stage::Mounts; libc::SYS_mount, c"proc".as_ptr(), m.path,
+                    c"proc".as_ptr(), hide, none);
+            }
+            TMPFS => {
+                must!(c, Stage::Mounts; libc::SYS_mount, c"tmpfs".as_ptr(), m.path,
+                    c"tmpfs".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV,
+                    c"mode=1777".as_ptr());
+            }
+            READ_ONLY | PIN => {
+                must!(c, Stage::Mounts; libc::SYS_mount, m.path, m.path, none,
+                    libc::MS_BIND | libc::MS_REC, none);
+                if m.kind == READ_ONLY {
+                    // Only the read-only bit changes: the flags the kernel locked on the
+                    // mount below (nosuid, nodev...) stay.
+                    let attr = MountAttr {
+                        attr_set: MOUNT_ATTR_RDONLY,
+                        attr_clr: 0,
+                        propagation: 0,
+                        userns_fd: 0,
+                    };
+                    must!(c, Stage::Mounts; libc::SYS_mount_setattr, libc::AT_FDCWD, m.path,
+                        libc::AT_RECURSIVE, &attr as *const MountAttr,
+                        std::mem::size_of::<MountAttr>());
+                }
+            }
+            _ => super::fail(c, Stage::Mounts, -libc::EINVAL as isize),
+        }
+    }
+}
+
+/// The job's Landlock ruleset rebuilt here, with the namespace's own `/proc` (read) and
+/// `/tmp` (every right) added: a rule binds an inode, and these did not exist when the
+/// cached ruleset was built (rules on the paths they cover do not reach across a mount).
+unsafe fn ruleset(c: &Ctx, n: &NsCtx) -> RawFd {
+    // SAFETY: `landlock` points to rules the host keeps alive until the program has exec'd;
+    // their descriptors are open in our (copied) table.
+    unsafe {
+        let r = &*n.landlock;
+        let fd = must!(c, Stage::Paths; libc::SYS_landlock_create_ruleset,
+            r.attr.as_ptr(), r.attr_size, 0) as RawFd;
+        let add = |parent_fd: RawFd, allowed_access: u64| {
+            let rule = PathBeneath {
+                allowed_access,
+                parent_fd,
+            };
+            must!(c, Stage::Paths; libc::SYS_landlock_add_rule, fd, 1,
+                &rule as *const PathBeneath, 0);
+        };
+        for &(parent, access) in r.paths.iter() {
+            add(parent, access);
+        }
+        for &(port, access) in r.ports.iter() {
+            let rule = [access, port];
+            must!(c, Stage::Paths; libc::SYS_landlock_add_rule, fd, 2, rule.as_ptr(), 0);
+        }
+        for (path, access) in [(c"/proc", r.read), (c"/tmp", r.all)] {
+            let dir = ksys!(c; libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(),
+                libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY, 0);
+            if dir >= 0 {
+                add(dir as RawFd, access);
+                ksys!(c; libc::SYS_close, dir);
+            }
+        }
+        fd
+    }
+}
+
+/// In the program before exec: no capability left, none to regain (bounding set empty).
+///
+/// # Safety
+/// Called from `child_main` with its context.
+pub(super) unsafe fn drop_capabilities(c: &Ctx) {
+    // SAFETY: raw calls on locals.
+    unsafe {
+        let n = &*c.ns;
+        for cap in 0..=n.cap_last {
+            must!(c, Stage::Capabilities; libc::SYS_prctl, libc::PR_CAPBSET_DROP, cap, 0, 0);
+        }
+        // _LINUX_CAPABILITY_VERSION_3, this process; effective, permitted, inheritable: none.
+        let header = [0x2008_0522u32, 0];
+        let data = [0u32; 6];
+        must!(c, Stage::Capabilities; libc::SYS_capset, header.as_ptr(), data.as_ptr());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{spawn, Namespaces, Spec};
+    use std::ffi::CString;
+    use std::io::{Read, Write};
+    use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+    use std::os::fd::{AsRawFd, OwnedFd};
+
+    /// Runs `python3 -c script` with `ns` and `listen`; returns the spawn's listeners and the
+    /// program's wait status (as the init recorded it) once `after` has run.
+    fn python(
+        script: &str,
+        ns: Option<&Namespaces>,
+        listen: &[SocketAddrV4],
+        after: impl FnOnce(&[OwnedFd]),
+    ) -> (i32, String) {
+        let path = CString::new("/usr/bin/python3").unwrap();
+        let argv = [
+            path.clone(),
+            CString::new("-c").unwrap(),
+            CString::new(script).unwrap(),
+        ];
+        let envp = [CString::new("PATH=/usr/bin:/bin").unwrap()];
+        let (r, w) = super::super::pipe().unwrap();
+        let w = super::super::above_stdio(w).unwrap();
+        let null =
+            super::super::above_stdio(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
+                .unwrap();
+        let spec = Spec {
+            path: &path,
+            argv: &argv,
+            envp: &envp,
+            cwd: None,
+            stdio: [null.as_raw_fd(), w.as_raw_fd(), w.as_raw_fd()],
+            report: None,
+            cgroup: None,
+            limits: &[],
+            landlock: None,
+            filter: None,
+            listener: false,
+            spawner: None,
+            namespaces: ns,
+            listen,
+            landlock_rules: None,
+        };
+        let spawned = spawn(&spec).expect("spawn");
+        drop(w);
+        after(&spawned.listeners);
+        let mut out = String::new();
+        std::fs::File::from(r).read_to_string(&mut out).unwrap();
+        let mut status = 0;
+        // SAFETY: reaps our own child.
+        unsafe { libc::waitpid(spawned.pid, &mut status, 0) };
+        let status = spawned
+            .init
+            .as_ref()
+            .and_then(|i| i.program_status())
+            .unwrap_or(status);
+        (status, out)
+    }
+
+    /// Connects to 127.0.0.1:PORT and sends "hello", printing what happened.
+    fn connect_script(port: u16) -> String {
+        format!(
+            "import socket\n\
+             try:\n    s = socket.create_connection(('127.0.0.1', {port}), timeout=5)\n    \
+             s.sendall(b'hello'); s.close(); print('connected')\n\
+             except OSError as e:\n    print('refused', e.errno)\n"
+        )
+    }
+
+    #[test]
+    fn listeners_made_inside_a_network_namespace_reach_the_host_only_through_their_fd() {
+        let ns = Namespaces {
+            net: true,
+            ..Namespaces::default()
+        };
+        // The port inside is free to choose: nothing else lives in the new namespace.
+        let inside = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 47_001);
+        let (status, out) = python(&connect_script(47_001), Some(&ns), &[inside], |l| {
+            assert_eq!(l.len(), 1);
+            let listener = TcpListener::from(l[0].try_clone().unwrap());
+            assert_eq!(
+                listener.local_addr().unwrap().to_string(),
+                "127.0.0.1:47001"
+            );
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut got = String::new();
+            conn.read_to_string(&mut got).unwrap();
+            assert_eq!(got, "hello");
+            // The host's own loopback has no such listener: the socket lives in the
+            // sandbox's namespace only.
+            assert!(TcpStream::connect(inside).is_err());
+        });
+        assert_eq!((status, out.as_str()), (0, "connected\n"));
+    }
+
+    #[test]
+    fn a_host_loopback_listener_is_unreachable_from_a_network_namespace() {
+        let host = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = host.local_addr().unwrap().port();
+        let ns = Namespaces {
+            net: true,
+            ..Namespaces::default()
+        };
+        let (status, out) = python(&connect_script(port), Some(&ns), &[], |_| {});
+        assert_eq!(
+            (status, out.as_str()),
+            (0, format!("refused {}\n", libc::ECONNREFUSED).as_str())
+        );
+        // Control: without the namespace the same program reaches it.
+        host.set_nonblocking(false).unwrap();
+        let (status, out) = python(&connect_script(port), None, &[], |_| {
+            let (mut c, _) = host.accept().unwrap();
+            let _ = c.write_all(b"");
+        });
+        assert_eq!((status, out.as_str()), (0, "connected\n"));
+    }
+
+    #[test]
+    fn the_init_conveys_the_programs_exit_code_and_signal() {
+        let ns = Namespaces {
+            isolate: true,
+            ..Namespaces::default()
+        };
+        let (status, out) = python(
+            "import os; print(os.getpid(), os.getuid() == os.geteuid()); raise SystemExit(7)",
+            Some(&ns),
+            &[],
+            |_| {},
+        );
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+            "{status:#x}"
+        );
+        assert_eq!(out, "2 True\n");
+        let (status, _) = python(
+            "import os; os.kill(os.getpid(), 31)",
+            Some(&ns),
+            &[],
+            |_| {},
+        );
+        assert!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == 31,
+            "{status:#x}"
+        );
+    }
+}
