@@ -3,8 +3,8 @@
 //! `LD_PRELOAD` is honoured only by a dynamic loader. glibc's loader of the host's own machine
 //! and class loads our 64-bit glibc `.so`; static and static-pie programs have no loader, a
 //! 32-bit program's loader rejects the library and runs the program anyway, and musl's loader
-//! fails on it. Only the ELF and program headers are read (the first 64 KiB), plus the `#!`
-//! line of a script, whose interpreter is classified in turn.
+//! fails on it. Only the ELF and program headers are read (the first 4 KiB, more only when
+//! they lie beyond), plus the `#!` line of a script, whose interpreter is classified in turn.
 
 use goblin::container::{Container, Ctx};
 use goblin::elf::header;
@@ -18,7 +18,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// How much of a program is read to classify it.
-const HEAD_LEN: usize = 64 * 1024;
+const HEAD_LEN: usize = 4 * 1024;
 
 /// The deepest chain of `#!` interpreters the kernel follows.
 pub const MAX_INTERPRETER_DEPTH: usize = 4;

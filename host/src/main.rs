@@ -100,13 +100,14 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SANDBOX_LOG")
-                .unwrap_or_else(|_| "off".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // The audit log is off unless asked for; then no subscriber is needed at all, and
+    // building one (an env filter, a registry) is a measurable part of a one-shot run.
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("SANDBOX_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let cli = Cli::parse();
     if !matches!(
         cli.command,
@@ -214,7 +215,10 @@ fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let mut vars = sandbox.env();
+    let mut vars = match sandbox.env() {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => return fail(format_args!("working directory: {e}")),

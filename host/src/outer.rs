@@ -77,26 +77,36 @@ pub fn program(base: &Policy, path_addr: u64) -> Result<Vec<Insn>, Error> {
     bpf::compile_vec(&policy).map_err(|k: ErrorKind| Error::whole(Source::Allow, k))
 }
 
-/// The outer filter of one profile, compiled once. Per command only the two 32-bit halves of
-/// the `execve` address differ (the compiler emits `ld hi; jeq HI; ld lo; jeq LO` whatever the
-/// value), so they are patched into a copy instead of compiling again: compiling costs tens of
-/// microseconds per spawn, patching nothing measurable.
+/// The outer filter of one profile, compiled at most once. Per command only the two 32-bit
+/// halves of the `execve` address differ (the compiler emits `ld hi; jeq HI; ld lo; jeq LO`
+/// whatever the value), so they are patched into a copy instead of compiling again: compiling
+/// costs tens of microseconds per spawn, patching nothing measurable. Nothing is compiled
+/// until a command needs the program: the exec runtime's spawner threads compile their own,
+/// so a one-shot run that uses one never pays for this one.
 #[derive(Clone, Debug)]
 pub struct Template {
     base: Box<Policy>,
     /// The program compiled for a sentinel address and the indexes of the instructions holding
     /// its high and low halves; `None` if they could not be located (then every command is
     /// compiled in full).
-    compiled: Option<(Vec<Insn>, usize, usize)>,
+    compiled: std::sync::OnceLock<Option<(Vec<Insn>, usize, usize)>>,
 }
 
 impl Template {
-    /// Compiles `base` for two sentinel addresses and locates the address's instructions: the
-    /// two programs must differ in exactly those two constants.
+    /// A template for `base`; the program is compiled on first use.
     pub fn new(base: Box<Policy>) -> Result<Template, Error> {
+        Ok(Template {
+            base,
+            compiled: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Compiles the policy for two sentinel addresses and locates the address's instructions:
+    /// the two programs must differ in exactly those two constants.
+    fn locate(base: &Policy) -> Option<(Vec<Insn>, usize, usize)> {
         const A: u64 = 0x0000_7a5c_1d3e_9f01;
         const B: u64 = 0x0000_25a3_e2c1_60f7;
-        let (pa, pb) = (program(&base, A)?, program(&base, B)?);
+        let (pa, pb) = (program(base, A).ok()?, program(base, B).ok()?);
         let halves = |x: u64| ((x >> 32) as u32, x as u32);
         let ((ahi, alo), (bhi, blo)) = (halves(A), halves(B));
         let mut hi = None;
@@ -110,11 +120,16 @@ impl Template {
                 _ => located = false,
             }
         }
-        let compiled = match (located, hi, lo) {
+        match (located, hi, lo) {
             (true, Some(h), Some(l)) => Some((pa, h, l)),
             _ => None,
-        };
-        Ok(Template { base, compiled })
+        }
+    }
+
+    fn compiled(&self) -> Option<&(Vec<Insn>, usize, usize)> {
+        self.compiled
+            .get_or_init(|| Self::locate(&self.base))
+            .as_ref()
     }
 
     /// The policy the template compiles (before the `execve` exemption).
@@ -125,7 +140,7 @@ impl Template {
     /// The outer filter for one command whose program path string lives at `path_addr`:
     /// the same instructions [`program`] compiles.
     pub fn program(&self, path_addr: u64) -> Result<Vec<Insn>, Error> {
-        match &self.compiled {
+        match self.compiled() {
             Some((prog, h, l)) => {
                 let mut p = prog.clone();
                 p[*h].k = (path_addr >> 32) as u32;
@@ -155,7 +170,7 @@ mod tests {
                 );
                 let base = base.policy;
                 let t = Template::new(base.clone()).unwrap();
-                assert!(t.compiled.is_some(), "{name}: the address was located");
+                assert!(t.compiled().is_some(), "{name}: the address was located");
                 for addr in [
                     0,
                     1,

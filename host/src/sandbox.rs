@@ -13,6 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 /// What to do with a program the preload cannot enter (static, musl, 32-bit, unreadable).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -125,8 +126,12 @@ pub enum Sandboxed {
 #[derive(Debug)]
 pub struct Sandbox {
     options: Options,
-    /// The preload's path, or why the sandbox is off on this machine.
-    preload: Result<PathBuf, Unavailable>,
+    /// Why the sandbox is off on this machine, if it is.
+    available: Result<(), Unavailable>,
+    /// The preload's path: checked when the sandbox is built if it was given explicitly,
+    /// extracted on first use otherwise (a run whose outer filter is exact never loads it,
+    /// and extracting means reading and hashing the whole library).
+    preload: OnceLock<Result<PathBuf, ExtractError>>,
     /// The outer filter, compiled once; each command gets its own execve address.
     outer: Option<outer::Template>,
     /// The outer filter enforces the profile exactly: the preload need not stack it again.
@@ -150,8 +155,7 @@ fn handover_allowed(policy: &sandbox_policy::Policy) -> bool {
 }
 
 /// What admission control let through: the program gets a filter.
-struct Admitted<'a> {
-    preload: &'a Path,
+struct Admitted {
     confine_only: bool,
     privileged: bool,
 }
@@ -201,17 +205,20 @@ impl Sandbox {
     /// Checks the platform and provides the preload once; profile errors were caught when the
     /// profile was parsed.
     pub fn new(options: Options) -> Result<Sandbox, SandboxError> {
-        let preload = match platform::check() {
+        let available = match platform::check() {
             Err(why) if options.require_sandbox => return Err(SandboxError::Unavailable(why)),
-            Err(why) => Err(why),
-            Ok(()) => Ok(match &options.libsandbox_path {
-                Some(p) => extract::explicit(p, options.libsandbox_sha256.as_deref())?,
-                None => extract::extracted()?,
-            }),
+            other => other,
         };
-        if let Ok(p) = &preload {
-            tracing::debug!(profile = %options.profile.name, preload = %p.display(), "sandbox ready");
+        let preload = OnceLock::new();
+        if let (Ok(()), Some(p)) = (&available, &options.libsandbox_path) {
+            // A library the caller named is checked now: a wrong one is a configuration error
+            // even for runs that would not load it.
+            let _ = preload.set(Ok(extract::explicit(
+                p,
+                options.libsandbox_sha256.as_deref(),
+            )?));
         }
+        tracing::debug!(profile = %options.profile.name, "sandbox ready");
         let base = outer::base_policy(&options.profile, options.on_violation)
             .map_err(|e| SandboxError::Profile(options.profile.name.clone(), e))?;
         let outer_exact = base.as_ref().is_some_and(|b| b.exact);
@@ -229,6 +236,7 @@ impl Sandbox {
         };
         Ok(Sandbox {
             options,
+            available,
             preload,
             outer,
             outer_exact,
@@ -252,21 +260,31 @@ impl Sandbox {
         &self.options
     }
 
-    /// The preload's path, when the sandbox is available here.
-    pub fn preload_path(&self) -> Option<&Path> {
-        self.preload.as_deref().ok()
+    /// The preload's path, extracting the embedded library on first use; only called when
+    /// the sandbox is available here.
+    fn preload_file(&self) -> Result<&Path, SandboxError> {
+        self.preload
+            .get_or_init(extract::extracted)
+            .as_deref()
+            .map_err(|e| SandboxError::Extract(e.clone()))
     }
 
-    /// The preload's variables for this sandbox's profile (for `sandbox env`).
-    pub fn env(&self) -> Vec<(&'static str, String)> {
+    /// The preload's path, when the sandbox is available here and the library could be
+    /// provided.
+    pub fn preload_path(&self) -> Option<&Path> {
+        self.available.as_ref().ok()?;
+        self.preload_file().ok()
+    }
+
+    /// The preload's variables for this sandbox's profile (for `sandbox env`); fails when the
+    /// library cannot be provided.
+    pub fn env(&self) -> Result<Vec<(&'static str, String)>, SandboxError> {
         let mut v = Vec::new();
-        if let Some(p) = self.preload_path() {
-            if !self.options.profile.is_unrestricted() {
-                v.push(("LD_PRELOAD", p.display().to_string()));
-            }
+        if self.available.is_ok() && !self.options.profile.is_unrestricted() {
+            v.push(("LD_PRELOAD", self.preload_file()?.display().to_string()));
         }
         v.extend(self.options.profile.env(self.options.on_violation));
-        v
+        Ok(v)
     }
 
     /// A ready `Command` for `program` (absolute, or a name looked up in PATH) and `args`, with
@@ -305,7 +323,6 @@ impl Sandbox {
             inner: false,
         };
         let Some(Admitted {
-            preload,
             confine_only,
             privileged,
         }) = self.admit(program, &mut applied.warnings)?
@@ -323,7 +340,7 @@ impl Sandbox {
         let handler_only = !confine_only && self.outer_exact && action == Action::Trap;
         let report = if inner || handler_only {
             let pipe = ReportPipe::new()?;
-            cmd.env("LD_PRELOAD", preload);
+            cmd.env("LD_PRELOAD", self.preload_file()?);
             if inner {
                 for (k, v) in self.options.profile.env(self.options.on_violation) {
                     cmd.env(k, v);
@@ -380,22 +397,19 @@ impl Sandbox {
         &self,
         program: &Path,
         warnings: &mut Vec<String>,
-    ) -> Result<Option<Admitted<'_>>, SandboxError> {
+    ) -> Result<Option<Admitted>, SandboxError> {
         if self.options.profile.is_unrestricted() {
             tracing::info!(profile = %self.options.profile.name, program = %program.display(), "unrestricted: no filter");
             return Ok(None);
         }
-        let preload = match &self.preload {
-            Ok(p) => p,
-            Err(why) => {
-                tracing::warn!(%why, "sandbox unavailable, running unsandboxed");
-                warnings.push(format!(
-                    "sandbox: unavailable ({why}); running {} unsandboxed",
-                    program.display()
-                ));
-                return Ok(None);
-            }
-        };
+        if let Err(why) = &self.available {
+            tracing::warn!(%why, "sandbox unavailable, running unsandboxed");
+            warnings.push(format!(
+                "sandbox: unavailable ({why}); running {} unsandboxed",
+                program.display()
+            ));
+            return Ok(None);
+        }
         let verdict = admission::classify_cached(program);
         let confine_only = match verdict.preload {
             Ok(()) => false,
@@ -426,7 +440,6 @@ impl Sandbox {
             },
         };
         Ok(Some(Admitted {
-            preload,
             confine_only,
             privileged: verdict.privileged,
         }))
@@ -476,7 +489,7 @@ impl Sandbox {
                 plan.planned = Sandboxed::OuterOnly;
             } else {
                 plan.preload_env
-                    .push(("LD_PRELOAD", admitted.preload.display().to_string()));
+                    .push(("LD_PRELOAD", self.preload_file()?.display().to_string()));
                 plan.preload_env
                     .extend(self.options.profile.env(self.options.on_violation));
                 plan.preload_env

@@ -282,15 +282,15 @@ fn env_scrub_drops_host_secrets() {
     assert_eq!(res.exit_code, Some(0), "{res:?}");
     // The sandbox adds nothing: the filter is installed by the host (no LD_PRELOAD, no
     // SECCOMP_* variables).
-    // TMPDIR is the request's private temporary directory (a fresh name each time).
+    // TMPDIR, when there is one, is the request's private temporary directory (a fresh name
+    // each time; none under a profile that may create no file).
     let mut lines: Vec<&str> = res
         .stdout
         .lines()
         .filter(|l| !l.starts_with("TMPDIR=/tmp/sandbox-tmp-"))
         .collect();
-    assert_eq!(
-        lines.len() + 1,
-        res.stdout.lines().count(),
+    assert!(
+        lines.len() + 1 >= res.stdout.lines().count(),
         "{}",
         res.stdout
     );

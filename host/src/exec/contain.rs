@@ -82,8 +82,57 @@ fn base() -> Option<&'static Base> {
 /// Finds the cgroup2 mount and the host's cgroup in it, and checks that a child cgroup with
 /// `cgroup.kill` and `cgroup.freeze` can be created there.
 fn detect() -> Option<Base> {
+    let mount = usual_mount().or_else(mount_from_mountinfo)?;
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+    let dir = mount.join(rel.trim_start_matches('/'));
+    remove_stale(&dir);
+    // The probe is the first request cgroup itself: when it is usable it goes to the idle
+    // pool for the request that asked, so a one-shot host creates one cgroup, not two.
+    let name = format!("{}{}", prefix(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let probe = dir.join(&name);
+    fs::create_dir(&probe).ok()?;
+    let usable = probe.join("cgroup.kill").exists() && probe.join("cgroup.freeze").exists();
+    let pids = probe.join("pids.max").exists();
+    if !usable {
+        let _ = fs::remove_dir(&probe);
+        return None;
+    }
+    let place = Place {
+        rel: format!("{}/{}", rel.trim_end_matches('/'), name),
+        name,
+        dir: probe,
+    };
+    pool().lock().unwrap_or_else(|e| e.into_inner()).push(place);
+    Some(Base { dir, rel, pids })
+}
+
+/// The number of the next request cgroup this host creates.
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// The cgroup2 hierarchy at one of the places systems mount it (`/sys/fs/cgroup` on unified
+/// systems, `/sys/fs/cgroup/unified` on hybrid ones), told by the file system's magic number:
+/// one `statfs` each instead of generating and parsing `/proc/self/mountinfo`, which costs a
+/// one-shot run more than the rest of the detection.
+fn usual_mount() -> Option<PathBuf> {
+    const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .into_iter()
+        .find(|p| {
+            // SAFETY: a zeroed statfs is a valid out-parameter.
+            let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+            let c = std::ffi::CString::new(*p).expect("no NUL in a constant path");
+            // SAFETY: statfs reads a NUL-terminated path and writes into st.
+            let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
+            ok && st.f_type as i64 == CGROUP2_SUPER_MAGIC
+        })
+        .map(PathBuf::from)
+}
+
+/// The cgroup2 mount as `/proc/self/mountinfo` lists it (a root mount of the hierarchy).
+fn mount_from_mountinfo() -> Option<PathBuf> {
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mountinfo.lines().find_map(|l| {
+    mountinfo.lines().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
         if post.split(' ').next()? != "cgroup2" {
             return None;
@@ -94,17 +143,7 @@ fn detect() -> Option<Base> {
         } else {
             None
         }
-    })?;
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
-    let dir = mount.join(rel.trim_start_matches('/'));
-    remove_stale(&dir);
-    let probe = dir.join(format!("{}probe", prefix()));
-    fs::create_dir(&probe).ok()?;
-    let usable = probe.join("cgroup.kill").exists() && probe.join("cgroup.freeze").exists();
-    let pids = probe.join("pids.max").exists();
-    let _ = fs::remove_dir(&probe);
-    usable.then_some(Base { dir, rel, pids })
+    })
 }
 
 /// Removes the empty request cgroups left by hosts that are gone (killed before their exit
@@ -287,8 +326,7 @@ impl Group {
             }
             (_, None) => None,
             (_, Some(b)) => {
-                static N: AtomicU64 = AtomicU64::new(0);
-                let name = format!("{}{}", prefix(), N.fetch_add(1, Ordering::Relaxed));
+                let name = format!("{}{}", prefix(), NEXT.fetch_add(1, Ordering::Relaxed));
                 let dir = b.dir.join(&name);
                 let rel = format!("{}/{}", b.rel.trim_end_matches('/'), name);
                 let place = Place {

@@ -98,14 +98,19 @@ fn temp_root() -> std::io::Result<&'static Path> {
 pub(crate) struct Layer {
     /// The ruleset (shared with other jobs of the same rules).
     pub prepared: Arc<Prepared>,
-    /// The job's TMPDIR, removed on drop.
-    pub tmp: tempfile::TempDir,
+    /// The job's TMPDIR, removed on drop (none when the profile's filter refuses writes).
+    pub tmp: Option<tempfile::TempDir>,
 }
 
 /// The layer's rules for a command under `sandbox` run in `cwd`, with `temp` writable: the
 /// workspace default and the TCP treatment follow the profile's filter, the deny list starts
 /// from the host's `HOME`.
-fn spec(rules: &PathRules, sandbox: &Sandbox, cwd: &Path, temp: &Path) -> Result<Spec, Refusal> {
+fn spec(
+    rules: &PathRules,
+    sandbox: &Sandbox,
+    cwd: &Path,
+    temp: Option<&Path>,
+) -> Result<Spec, Refusal> {
     let allows = allows(sandbox);
     let profile = &sandbox.options().profile.name;
     let tcp = match (&rules.connect_ports, allows.tcp) {
@@ -126,7 +131,7 @@ fn spec(rules: &PathRules, sandbox: &Sandbox, cwd: &Path, temp: &Path) -> Result
         None => {}
     }
     writable.extend(rules.writable.iter().cloned());
-    writable.push(temp.to_path_buf());
+    writable.extend(temp.map(Path::to_path_buf));
     let mut deny_read = match std::env::var_os("HOME") {
         Some(home) if Path::new(&home).is_absolute() => {
             landlock::default_deny_read(Path::new(&home))
@@ -155,13 +160,26 @@ pub(crate) fn layer(
     if rules.mode == Mode::Off {
         return Ok(None);
     }
-    let root =
-        temp_root().map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
+    // A private TMPDIR only where the filter lets the program create files: under a profile
+    // that refuses every creation (minimal, network) it could not use one, and creating and
+    // removing the directories is most of what this layer costs a one-shot run.
+    let root = if allows(sandbox).writes {
+        Some(
+            temp_root()
+                .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?,
+        )
+    } else {
+        None
+    };
     let spec = spec(rules, sandbox, cwd, root)?;
-    let tmp = tempfile::Builder::new()
-        .prefix("job-")
-        .tempdir_in(root)
-        .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
+    let tmp = root
+        .map(|root| {
+            tempfile::Builder::new()
+                .prefix("job-")
+                .tempdir_in(root)
+                .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))
+        })
+        .transpose()?;
     let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
     match landlock::prepare_cached(&spec, rules.mode, max_abi).map_err(refusal)? {
         Some(prepared) => Ok(Some(Layer { prepared, tmp })),
@@ -193,7 +211,7 @@ pub fn preload_layer(
     }
     let tmpdir = env_temp_dir()
         .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
-    let spec = spec(rules, sandbox, cwd, &tmpdir)?;
+    let spec = spec(rules, sandbox, cwd, Some(&tmpdir))?;
     let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
     let value = landlock::preload_value(&spec, rules.mode, max_abi).map_err(refusal)?;
     Ok(Some(PreloadLayer { value, tmpdir }))

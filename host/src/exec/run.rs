@@ -539,7 +539,8 @@ fn run(
     let layer = super::paths::layer(&v.paths, sandbox, &here)?;
     let tmpdir = layer
         .as_ref()
-        .map(|l| ("TMPDIR", l.tmp.path().display().to_string()));
+        .and_then(|l| l.tmp.as_ref())
+        .map(|t| ("TMPDIR", t.path().display().to_string()));
     // The preload's variables and TMPDIR replace any of the same name the job carries.
     let own: Vec<(&str, String)> = plan.preload_env.iter().cloned().chain(tmpdir).collect();
     let envp = v
