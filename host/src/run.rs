@@ -109,6 +109,8 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         stdin: None,
         rlimits: limits(settings.timeout),
         paths: settings.paths.clone(),
+        secrets: Vec::new(),
+        redact_secrets: false,
     };
     // The spawner path, as for exec requests: its thread holds the filter's listener, so
     // violations are named without taking the listener from the child (which a non-dumpable

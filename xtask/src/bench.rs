@@ -299,6 +299,11 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
         return Ok(());
     }
+    // `--leaks`: only the leak-scan section, printed, not written.
+    if args.contains(&"--leaks") {
+        print!("{}", crate::bench_leaks::run(if quick { 5 } else { 21 })?);
+        return Ok(());
+    }
     // `--serve`: only the serve section, printed, not written.
     if args.contains(&"--serve") {
         print!(
@@ -326,6 +331,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &crate::bench_exec::run(if quick { 100 } else { 1000 })?;
     doc += &crate::bench_serve::run(if quick { 100 } else { 1000 })?;
     doc += &crate::bench_proxy::run(if quick { 400 } else { 4000 })?;
+    doc += &crate::bench_leaks::run(if quick { 5 } else { 21 })?;
     print!("{doc}");
     if !quick {
         crate::write_doc(Path::new("docs/benchmarks.md"), &doc)?;

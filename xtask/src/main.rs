@@ -4,11 +4,12 @@
 //! - `build-preload`: build the release `libsandbox.so` at `target/preload/libsandbox.so`
 //! - `ci`: formatting, clippy, table drift, and the whole test suite
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--exec] [--serve] [--proxy]`: every benchmark, written to
-//!   `docs/benchmarks.md` (`--exec`, `--serve`, `--proxy`: that section only, printed)
+//! - `bench [--quick] [--exec] [--serve] [--proxy] [--leaks]`: every
+//!   benchmark, written to `docs/benchmarks.md` (`--exec`, `--serve`, `--proxy`, `--leaks`: that section only, printed)
 
 mod bench;
 mod bench_exec;
+mod bench_leaks;
 mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
@@ -103,7 +104,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("matrix") => xtask::matrix::run(&root(), rest.contains(&"--check")),
         Some("bench") => bench::run(&rest),
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick] [--exec] [--serve] [--proxy]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick] [--exec] [--serve] [--proxy] [--leaks]>"),
     }
 }
 

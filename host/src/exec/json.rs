@@ -32,6 +32,8 @@ pub const FIELDS: &[&str] = &[
     "writable_paths",
     "deny_read",
     "connect_ports",
+    "secret_env",
+    "redact_secrets",
 ];
 
 const LIMIT_FIELDS: &[&str] = &[
@@ -212,6 +214,15 @@ pub fn parse(input: &[u8]) -> Result<Request, Refusal> {
         "connect_ports",
         "must be a list of port numbers (1 to 65535)",
     )?;
+    req.secret_env = optional::<Vec<String>>(
+        &obj,
+        "secret_env",
+        "must be a list of strings (names of variables in `env`)",
+    )?
+    .unwrap_or_default();
+    if let Some(b) = optional::<bool>(&obj, "redact_secrets", "must be true or false")? {
+        req.redact_secrets = b;
+    }
     Ok(req)
 }
 

@@ -11,6 +11,7 @@
 mod contain;
 pub mod env;
 pub mod json;
+pub mod leaks;
 pub mod limits;
 mod notify;
 mod paths;
@@ -21,6 +22,7 @@ mod spawn;
 mod spawner;
 
 pub use contain::{Containment, Mechanism};
+pub use leaks::{Encoding, Leak, LeakKind};
 pub use limits::Rlimits;
 pub use paths::{preload_layer, PreloadLayer};
 pub use request::{Limits, PathRules, Refusal, Request, Streams, Validated};

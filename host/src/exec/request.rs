@@ -79,6 +79,14 @@ pub struct Request {
     /// With a profile that has network: the only TCP ports it may connect to.
     #[serde(default)]
     pub connect_ports: Option<Vec<u16>>,
+    /// Names of `env` variables whose values the program gets but must not print: their
+    /// appearance in stdout or stderr (plain, URL-encoded, base64 or hex) is reported in the
+    /// result's `leaks`.
+    #[serde(default)]
+    pub secret_env: Vec<String>,
+    /// Replace every secret and token found in the output with `[REDACTED:<name>]`.
+    #[serde(default)]
+    pub redact_secrets: bool,
 }
 
 /// The deny-list entry that keeps MPTCP sockets from bypassing Landlock's TCP port rules.
@@ -192,6 +200,10 @@ pub struct Validated {
     pub rlimits: Rlimits,
     /// The Landlock layer's rules.
     pub paths: PathRules,
+    /// The secret variables, `(name, value)`, searched for in the output.
+    pub secrets: Vec<(String, String)>,
+    /// Replace what the leak scan finds in the returned output.
+    pub redact_secrets: bool,
 }
 
 impl Request {
@@ -217,6 +229,8 @@ impl Request {
             writable_paths: Vec::new(),
             deny_read: Vec::new(),
             connect_ports: None,
+            secret_env: Vec::new(),
+            redact_secrets: false,
         }
     }
 
@@ -271,6 +285,7 @@ impl Request {
         }
         let rlimits = Rlimits::resolve(self.timeout_s, &self.limits)?;
         let paths = self.path_rules()?;
+        let secrets = self.secrets()?;
         Ok(Validated {
             program: PathBuf::from(&argv[0]),
             argv,
@@ -285,7 +300,51 @@ impl Request {
             stdin: self.stdin.clone(),
             rlimits,
             paths,
+            secrets,
+            redact_secrets: self.redact_secrets,
         })
+    }
+
+    /// The `secret_env` names resolved to their values in `env`: each must name a variable of
+    /// the request once, with a value long enough to be told apart from ordinary output.
+    fn secrets(&self) -> Result<Vec<(String, String)>, Refusal> {
+        use super::leaks::{MAX_SECRETS, MIN_SECRET_BYTES};
+        if self.secret_env.len() > MAX_SECRETS {
+            return Err(Refusal::new(
+                "secret_env",
+                format!("at most {MAX_SECRETS} names, got {}", self.secret_env.len()),
+            ));
+        }
+        let mut out: Vec<(String, String)> = Vec::with_capacity(self.secret_env.len());
+        for (i, name) in self.secret_env.iter().enumerate() {
+            let field = format!("secret_env[{i}]");
+            let shown: String = name
+                .chars()
+                .take(64)
+                .collect::<String>()
+                .escape_debug()
+                .to_string();
+            let Some(value) = self.env.get(name) else {
+                return Err(Refusal::new(
+                    field,
+                    format!("`{shown}` is not a variable of `env` (a secret must be passed in `env` to be watched for)"),
+                ));
+            };
+            if out.iter().any(|(n, _)| n == name) {
+                return Err(Refusal::new(field, format!("`{shown}` is named twice")));
+            }
+            if value.len() < MIN_SECRET_BYTES {
+                return Err(Refusal::new(
+                    field,
+                    format!(
+                        "the value of `{shown}` is {} bytes; secrets shorter than {MIN_SECRET_BYTES} bytes cannot be told apart from ordinary output",
+                        value.len()
+                    ),
+                ));
+            }
+            out.push((name.clone(), value.clone()));
+        }
+        Ok(out)
     }
 
     fn path_rules(&self) -> Result<PathRules, Refusal> {

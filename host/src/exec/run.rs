@@ -3,6 +3,7 @@
 //! leftover descendants, reap everything, and say what happened.
 
 use super::contain::{Containment, Group, Mechanism};
+use super::leaks::{Leak, Scanner};
 use super::notify::{Notifier, Registration};
 use super::request::{io_reason, Refusal, Request, Streams, Validated};
 use super::spawn::{self, SpawnError, Spec};
@@ -126,6 +127,9 @@ pub struct ExecResult {
     pub warnings: Vec<String>,
     /// What the Landlock layer enforced (`null` when it was off).
     pub landlock: Option<crate::landlock::Status>,
+    /// Secrets of `secret_env` and well-known tokens found in stdout and stderr: what, where,
+    /// in which encoding (never the value). With `redact_secrets` they were replaced.
+    pub leaks: Vec<Leak>,
 }
 
 /// A syscall the filter refused, stopping the program.
@@ -312,6 +316,28 @@ fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecErr
 }
 
 /// One output stream: what was kept, how much was produced, whether it ended.
+/// Finds secrets and tokens in the collected output (each stream whole, so a value split
+/// across reads is found) and, when asked, redacts them. Output passed through to the host's
+/// own streams is not seen here.
+fn scan_leaks(v: &Validated, stdout: &mut String, stderr: &mut String) -> Vec<Leak> {
+    let own;
+    let scanner = if v.secrets.is_empty() {
+        Scanner::shapes_only()
+    } else {
+        own = Scanner::new(&v.secrets);
+        &own
+    };
+    let mut leaks = Vec::new();
+    for (name, text) in [("stdout", stdout), ("stderr", stderr)] {
+        let (found, redacted) = scanner.scan_and_redact(name, text, v.redact_secrets);
+        leaks.extend(found);
+        if let Some(r) = redacted {
+            *text = r;
+        }
+    }
+    leaks
+}
+
 struct Stream {
     fd: Option<std::fs::File>,
     kept: Vec<u8>,
@@ -781,8 +807,9 @@ fn run(
     group.finish();
     drop(registration);
 
-    let (stdout, stdout_truncated) = out.finish();
-    let (stderr, stderr_truncated) = err.finish();
+    let (mut stdout, stdout_truncated) = out.finish();
+    let (mut stderr, stderr_truncated) = err.finish();
+    let leaks = scan_leaks(v, &mut stdout, &mut stderr);
     let mut warnings = plan.warnings;
     let mut filter = plan.planned;
     // The preload's handshake confirms the exact filter it stacks; without it only the
@@ -852,6 +879,7 @@ fn run(
         },
         warnings,
         landlock: layer.map(|l| l.prepared.status().clone()),
+        leaks,
     })
 }
 
