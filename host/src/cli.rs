@@ -160,6 +160,40 @@ pub enum Cmd {
         #[arg(long, value_name = "PATH")]
         socket: Option<std::ffi::OsString>,
     },
+    /// Write a profile as OCI / Docker seccomp JSON (docs/containers.md).
+    Export {
+        /// The output format: oci (the runtime-spec `linux.seccomp` object Docker and
+        /// Kubernetes read).
+        #[arg(long, value_enum)]
+        format: ExportFormat,
+        /// A built-in profile name or a profile file's path (default: minimal).
+        #[arg(long)]
+        profile: Option<String>,
+        /// Extra allow-list entries (`a:b:@group`), as for `run`.
+        #[arg(long)]
+        allow: Option<String>,
+        /// Extra deny-list entries, as for `run`.
+        #[arg(long)]
+        deny: Option<String>,
+        /// The action for blocked calls: kill, trap, log, errno, errno:NAME.
+        #[arg(long, value_parser = parse_action)]
+        on_violation: Option<Action>,
+        /// The architecture the JSON is for: x86_64 or aarch64 (default: this machine's).
+        #[arg(long)]
+        arch: Option<String>,
+        /// Write here (atomically) instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Read OCI / Docker seccomp JSON into a profile file (the format `--profile FILE` reads).
+    Import {
+        /// The JSON file (Docker's `--security-opt seccomp=` file, or a bundle's
+        /// `linux.seccomp` object).
+        file: PathBuf,
+        /// Write here (atomically) instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Print a shell completion script (bash, zsh or fish) on stdout.
     Completions {
         /// The shell: bash, zsh or fish.
@@ -181,6 +215,13 @@ pub enum ProfilesCmd {
 pub fn parse_action(s: &str) -> Result<Action, String> {
     Action::parse(s)
         .ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))
+}
+
+/// The formats `sandbox export` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// OCI runtime-spec / Docker seccomp JSON.
+    Oci,
 }
 
 /// The shells `sandbox completions` writes scripts for.

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod embedded;
 pub mod exec;
 pub mod extract;
+pub mod interchange;
 pub mod landlock;
 pub mod outer;
 pub mod platform;

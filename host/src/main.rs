@@ -148,6 +148,24 @@ fn main() {
             max_concurrent,
             socket,
         } => cmd_serve(max_concurrent.as_deref(), socket),
+        Cmd::Export {
+            format: _,
+            profile,
+            allow,
+            deny,
+            on_violation,
+            arch,
+            out,
+        } => {
+            let policy = PolicyArgs {
+                profile,
+                allow,
+                deny,
+                ..PolicyArgs::default()
+            };
+            cmd_export(&policy, on_violation, arch.as_deref(), out.as_deref())
+        }
+        Cmd::Import { file, out } => cmd_import(&file, out.as_deref()),
         Cmd::Completions { shell } => {
             sandbox_host::cli::completions(shell, &mut std::io::stdout().lock());
             0
@@ -375,6 +393,40 @@ fn cmd_exec() -> i32 {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout, "{out}");
     code
+}
+
+fn cmd_export(
+    policy: &PolicyArgs,
+    action: Option<Action>,
+    arch: Option<&str>,
+    out: Option<&std::path::Path>,
+) -> i32 {
+    use sandbox_host::interchange;
+    let result = (|| {
+        let arch = interchange::arch(arch)?;
+        let (opts, _) = options(policy)?;
+        let export = interchange::export(&opts.profile, arch, action)?;
+        interchange::write_out(out, &export.json)?;
+        Ok::<_, String>(export.notes)
+    })();
+    match result {
+        Ok(notes) => {
+            // What the JSON cannot say is said on every export, like any other degradation.
+            for n in notes {
+                eprintln!("sandbox: export: {n}");
+            }
+            0
+        }
+        Err(e) => fail(format_args!("export: {e}")),
+    }
+}
+
+fn cmd_import(file: &std::path::Path, out: Option<&std::path::Path>) -> i32 {
+    use sandbox_host::interchange;
+    match interchange::import(file).and_then(|i| interchange::write_out(out, &i.toml)) {
+        Ok(()) => 0,
+        Err(e) => fail(format_args!("import: {e}")),
+    }
 }
 
 fn cmd_serve(max_concurrent: Option<&str>, socket: Option<std::ffi::OsString>) -> i32 {

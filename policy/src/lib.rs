@@ -21,6 +21,8 @@ pub mod error;
 pub mod grammar;
 pub mod groups;
 pub mod install;
+#[cfg(feature = "std")]
+pub mod oci;
 pub mod policy;
 #[cfg(feature = "std")]
 pub mod profile;
