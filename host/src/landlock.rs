@@ -577,6 +577,15 @@ fn open_path(path: &Path, follow: bool) -> io::Result<(OwnedFd, fs::Metadata)> {
     Ok((file.into(), meta))
 }
 
+/// `path` opened with `O_PATH | O_NOFOLLOW`, without a stat.
+fn open_nofollow(path: &Path) -> io::Result<OwnedFd> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+        .open(path)?;
+    Ok(file.into())
+}
+
 /// The nearest existing directory above `path` (its parent, or further up).
 fn nearest_dir(path: &Path) -> Option<PathBuf> {
     path.ancestors()
@@ -601,14 +610,28 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
     // its target. Paths that do not exist have nothing to protect.
     let mut absent = Vec::new();
     let mut denied = BTreeSet::new();
+    // Deny paths mostly share a parent ($HOME) and mostly do not exist: one lookup of the
+    // nearest directory per parent, and a plain stat before resolving symlinks.
+    let mut nearest: Vec<(Option<&Path>, Option<PathBuf>)> = Vec::new();
     for p in &spec.deny_read {
-        match fs::canonicalize(p) {
+        let near = match nearest.iter().find(|(parent, _)| *parent == p.parent()) {
+            Some((_, n)) => n.clone(),
+            None => {
+                let n = nearest_dir(p);
+                nearest.push((p.parent(), n.clone()));
+                n
+            }
+        };
+        watched.extend(near);
+        let resolved = match fs::metadata(p) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(e),
+            _ => fs::canonicalize(p),
+        };
+        match resolved {
             Ok(c) => {
-                watched.extend(nearest_dir(p));
                 denied.insert(c);
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                watched.extend(nearest_dir(p));
                 absent.push(p.clone());
             }
             Err(source) => {
@@ -659,19 +682,22 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
             }
             // A symlink beside a secret may point into it; its target is granted (or not)
             // where it really lives.
-            if entry.file_type().map_or(true, |t| t.is_symlink()) {
-                continue;
-            }
-            let Ok((fd, meta)) = open_path(&path, false) else {
+            let Ok(kind) = entry.file_type() else {
                 continue;
             };
-            if meta.file_type().is_symlink() {
+            if kind.is_symlink() {
                 continue;
             }
+            // The entry's type from the directory listing spares a stat per entry. Should it
+            // be replaced by a symlink before the open, O_NOFOLLOW opens the link itself,
+            // which grants nothing beyond it; by a directory, the file's rights are a subset.
+            let Ok(fd) = open_nofollow(&path) else {
+                continue;
+            };
             read.push(Entry {
                 path,
                 fd,
-                is_dir: meta.is_dir(),
+                is_dir: kind.is_dir(),
             });
         }
     }

@@ -304,6 +304,12 @@ pub fn run(args: &[&str]) -> Result<()> {
         print!("{}", crate::bench_leaks::run(if quick { 5 } else { 21 })?);
         return Ok(());
     }
+    // `--landlock`: only the Landlock section, printed, not written.
+    if args.contains(&"--landlock") {
+        let (rounds, per) = if quick { (3, 20) } else { (10, 50) };
+        print!("{}", crate::bench_landlock::run(rounds, per)?);
+        return Ok(());
+    }
     // `--serve`: only the serve section, printed, not written.
     if args.contains(&"--serve") {
         print!(
@@ -332,6 +338,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &crate::bench_serve::run(if quick { 100 } else { 1000 })?;
     doc += &crate::bench_proxy::run(if quick { 400 } else { 4000 })?;
     doc += &crate::bench_leaks::run(if quick { 5 } else { 21 })?;
+    doc += &crate::bench_landlock::run(if quick { 3 } else { 10 }, if quick { 20 } else { 50 })?;
     print!("{doc}");
     if !quick {
         crate::write_doc(Path::new("docs/benchmarks.md"), &doc)?;

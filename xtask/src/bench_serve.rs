@@ -102,7 +102,7 @@ pub fn run(n: usize) -> Result<String> {
 }
 
 /// The release `sandbox` binary, built if needed.
-fn sandbox_binary() -> Result<PathBuf> {
+pub(crate) fn sandbox_binary() -> Result<PathBuf> {
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args([
             "build",

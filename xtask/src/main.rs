@@ -10,6 +10,7 @@
 mod bench;
 mod bench_exec;
 mod bench_leaks;
+mod bench_landlock;
 mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
