@@ -9,8 +9,8 @@
 
 mod bench;
 mod bench_exec;
-mod bench_leaks;
 mod bench_landlock;
+mod bench_leaks;
 mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
