@@ -194,6 +194,24 @@ pub enum Cmd {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Run a command once, recording every system call it and its descendants make, and
+    /// write a profile that allows exactly those (docs/learn.md).
+    Learn {
+        /// Write the profile to this file (default: standard output; the command's standard
+        /// output then goes to standard error).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Compare with this profile: the summary and the profile mark calls it refuses
+        /// (built-in name or file; default: minimal).
+        #[arg(long, value_name = "PROFILE")]
+        base: Option<String>,
+        /// Kill the command and everything it started after this many seconds.
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        argv: Vec<String>,
+    },
     /// Print a shell completion script (bash, zsh or fish) on stdout.
     Completions {
         /// The shell: bash, zsh or fish.

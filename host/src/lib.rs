@@ -13,6 +13,7 @@ pub mod exec;
 pub mod extract;
 pub mod interchange;
 pub mod landlock;
+pub mod learn;
 pub mod outer;
 pub mod platform;
 pub mod proxy;

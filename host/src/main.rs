@@ -144,6 +144,12 @@ fn main() {
         Cmd::Profiles { what } => cmd_profiles(what),
         Cmd::Inspect { program } => cmd_inspect(&program),
         Cmd::Exec { json: _ } => cmd_exec(),
+        Cmd::Learn {
+            out,
+            base,
+            timeout,
+            argv,
+        } => cmd_learn(out, base.as_deref(), timeout, &argv),
         Cmd::Serve {
             max_concurrent,
             socket,
@@ -427,6 +433,84 @@ fn cmd_import(file: &std::path::Path, out: Option<&std::path::Path>) -> i32 {
         Ok(()) => 0,
         Err(e) => fail(format_args!("import: {e}")),
     }
+}
+
+fn cmd_learn(
+    out: Option<PathBuf>,
+    base: Option<&str>,
+    timeout: Option<u64>,
+    argv: &[String],
+) -> i32 {
+    use sandbox_host::learn;
+    use std::io::{IsTerminal, Write};
+    let base = match Profile::named_or_file(base.unwrap_or("minimal")) {
+        Ok(p) => p,
+        Err(e) => return fail(format_args!("--base: {e}")),
+    };
+    if timeout == Some(0) {
+        return fail("--timeout: must be at least 1 second");
+    }
+    // Where the profile goes is checked before anything runs.
+    let target = match &out {
+        Some(path) => match learn::OutFile::check(path) {
+            Ok(t) => Some(t),
+            Err(e) => return fail(format_args!("--out {}: {e}", path.display())),
+        },
+        None => None,
+    };
+    // Without --out the profile is the only thing on standard output: the command's output
+    // goes to standard error.
+    let stdout = match &target {
+        Some(_) => None,
+        None => match learn::stdout_to_stderr() {
+            Ok(f) => Some(f),
+            Err(e) => return fail(format_args!("redirecting the command's output: {e}")),
+        },
+    };
+    let settings = learn::LearnSettings {
+        base: base.clone(),
+        timeout: timeout.map(Duration::from_secs),
+        progress: std::io::stderr().is_terminal(),
+    };
+    let learned = match learn::learn(&argv[0], &argv[1..], &settings) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("sandbox: {e}");
+            return e.status;
+        }
+    };
+    let command = learn::shell_line(argv);
+    let text = learn::profile_text(&learned.recording, &command, &base.name);
+    let r = &learned.result;
+    let ended = if r.timed_out {
+        format!(
+            "timed out after {} s and was killed",
+            timeout.unwrap_or_default()
+        )
+    } else {
+        match (r.exit_code, r.signal) {
+            (Some(c), _) => format!("exited with status {c}"),
+            (_, Some(s)) => format!("was killed by signal {s}"),
+            _ => "ended".to_string(),
+        }
+    };
+    eprintln!(
+        "sandbox learn: {} {ended} after {:.2} s; what it and its descendants called:",
+        learned.program.display(),
+        r.duration_s
+    );
+    eprint!("{}", learn::summary(&learned.recording, &base.name));
+    let written = match (&target, stdout) {
+        (Some(t), _) => t.write(&text).map(|()| {
+            eprintln!("sandbox learn: profile written to {}", t.path().display());
+        }),
+        (None, Some(mut f)) => f.write_all(text.as_bytes()),
+        (None, None) => unreachable!("standard output is kept when there is no --out"),
+    };
+    if let Err(e) = written {
+        return fail(format_args!("writing the profile: {e}"));
+    }
+    learned.exit_status()
 }
 
 fn cmd_serve(max_concurrent: Option<&str>, socket: Option<std::ffi::OsString>) -> i32 {

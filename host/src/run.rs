@@ -42,7 +42,7 @@ fn say(msg: impl std::fmt::Display) {
 }
 
 /// The host's environment without the variables the sandbox owns.
-fn passed_environment() -> Vec<(String, String)> {
+pub(crate) fn passed_environment() -> Vec<(String, String)> {
     std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .filter(|(k, _)| !crate::SANDBOX_VARS.contains(&k.as_str()))
@@ -52,7 +52,7 @@ fn passed_environment() -> Vec<(String, String)> {
 /// The limits of a terminal run: no core dumps (a program the filter stops dies of SIGSYS),
 /// CPU time bounded by the timeout when there is one; the rest stays as the caller has it
 /// (address-space limits kill runtimes that reserve memory, such as V8 and the JVM).
-fn limits(timeout: Option<Duration>) -> Rlimits {
+pub(crate) fn limits(timeout: Option<Duration>) -> Rlimits {
     let keep = |res| {
         let mut cur = libc::rlimit {
             rlim_cur: 0,

@@ -5,6 +5,7 @@
 use super::contain::{Containment, Group, Mechanism};
 use super::leaks::{Leak, Scanner};
 use super::notify::{Notifier, Registration};
+use super::record::Recorder;
 use super::request::{io_reason, Refusal, Request, Streams, Validated};
 use super::spawn::{self, SpawnError, Spec};
 #[cfg(target_arch = "x86_64")]
@@ -212,7 +213,7 @@ pub fn exec_with(req: &Request, opts: &RunOptions) -> Result<ExecResult, ExecErr
     let mut mechanism = None;
     let res = req.validate().map_err(ExecError::from).and_then(|v| {
         let sandbox = sandbox_for(&v, opts)?;
-        run(&v, &sandbox, opts, start, &mut mechanism)
+        run(&v, &sandbox, opts, start, &mut mechanism, None)
     });
     audit(&req.argv, &req.profile, &res, start, mechanism);
     res
@@ -227,7 +228,27 @@ pub(crate) fn run_validated(
 ) -> Result<ExecResult, ExecError> {
     let start = Instant::now();
     let mut mechanism = None;
-    let res = run(v, sandbox, opts, start, &mut mechanism);
+    let res = run(v, sandbox, opts, start, &mut mechanism, None);
+    audit(&v.argv, &v.profile, &res, start, mechanism);
+    res
+}
+
+/// Runs an already validated job on the same spawn path, but instead of the profile's filter
+/// the child attaches `recorder`'s, which sends every call to the recorder's thread and lets it
+/// run (`sandbox learn`). `sandbox` should be an unrestricted one: nothing else is applied.
+pub(crate) fn learn_validated(
+    v: &Validated,
+    sandbox: &Sandbox,
+    opts: &RunOptions,
+    recorder: &Recorder,
+) -> Result<ExecResult, ExecError> {
+    let start = Instant::now();
+    let mut mechanism = None;
+    let opts = RunOptions {
+        spawner: false,
+        ..opts.clone()
+    };
+    let res = run(v, sandbox, &opts, start, &mut mechanism, Some(recorder));
     audit(&v.argv, &v.profile, &res, start, mechanism);
     res
 }
@@ -531,6 +552,7 @@ fn run(
     opts: &RunOptions,
     start: Instant,
     mechanism: &mut Option<Mechanism>,
+    recorder: Option<&Recorder>,
 ) -> Result<ExecResult, ExecError> {
     let path = c_string("argv[0]", v.program.as_os_str().as_bytes())?;
     let argv = v
@@ -550,7 +572,14 @@ fn run(
     #[cfg(not(target_arch = "x86_64"))]
     let spawner_base: Option<&crate::policy::Policy> = None;
     let attach = spawner_base.is_none().then_some(path.as_ptr() as u64);
-    let plan = sandbox.plan(&v.program, attach)?;
+    let mut plan = sandbox.plan(&v.program, attach)?;
+    if let Some(r) = recorder {
+        plan.filter = Some(
+            r.filter(path.as_ptr() as u64)
+                .map_err(|e| ExecError::Setup(std::io::Error::other(e.to_string())))?,
+        );
+        plan.notify = true;
+    }
     #[cfg(target_arch = "x86_64")]
     let spawner = match spawner_base {
         Some(base) if plan.planned == Sandboxed::Exact => {
@@ -652,7 +681,16 @@ fn run(
     // there is one, tells how the program itself ended.
     let _listeners = spawned.listeners;
     let init = spawned.init;
-    let mut notifier = spawned.listener.map(Notifier::new);
+    let mut notifier = match recorder {
+        // The recorder's thread answers every call; the run only waits for the program.
+        Some(r) => {
+            if let Some(l) = spawned.listener {
+                r.attach(l);
+            }
+            None
+        }
+        None => spawned.listener.map(Notifier::new),
+    };
     let mut out = Stream::new(io.stdout, v.max_output_bytes);
     let mut err = Stream::new(io.stderr, v.max_output_bytes);
     let mut input = io.stdin.map(|s| {
