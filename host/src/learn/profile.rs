@@ -37,6 +37,9 @@ pub fn profile_text(rec: &Recording, command: &str, base: &str) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     out += ",\n";
+    out += "  # What the dynamic loader, libc start-up and the sandbox's preload need (read-only\n";
+    out += "  # opens only); with it the outer filter enforces this profile exactly:\n";
+    out += "  \"@loader\",\n";
     let mut rows: Vec<(&str, String)> = rec
         .calls
         .iter()
@@ -147,7 +150,7 @@ mod tests {
         let p = Profile::from_toml("learned", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         let mut allow = p.allow.unwrap();
         allow.sort();
-        let mut want: Vec<String> = ["read", "openat", "socket"]
+        let mut want: Vec<String> = ["read", "openat", "socket", "@loader"]
             .iter()
             .chain(HANDOVER_CALLS)
             .map(|s| s.to_string())
