@@ -24,7 +24,7 @@ fn sandbox_in(dir: &Path, args: &[&str], nobody: bool) -> Output {
         .current_dir(dir)
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", if nobody { "/nonexistent" } else { "/root" })
+        .env("HOME", if nobody { dir } else { Path::new("/root") })
         .env("LANG", "C.UTF-8")
         .stdin(Stdio::null())
         .output()
