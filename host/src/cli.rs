@@ -35,8 +35,10 @@ pub struct PolicyArgs {
     /// Extra deny-list entries; alone, they form a custom deny list.
     #[arg(long)]
     pub deny: Option<String>,
-    /// What a blocked syscall does: kill, trap, log, errno, errno:NAME.
-    #[arg(long, value_parser = parse_action)]
+    /// What a blocked syscall does: report (default: it fails with EPERM, or the profile's
+    /// errno, the program goes on, and each refused call is listed), kill (ended by SIGSYS,
+    /// the call named), errno:NAME (report with that errno), trap, log.
+    #[arg(long, value_parser = parse_violation_action)]
     pub on_violation: Option<Action>,
     /// Programs a preload cannot enter: block, warn, allow or confine.
     #[arg(long)]
@@ -230,6 +232,17 @@ pub enum ProfilesCmd {
     Groups,
 }
 
+/// [`parse_action`] plus `report`, the default of `run`: the profile's errno (else EPERM),
+/// reported; stands as `errno:0`, which no real action is.
+pub fn parse_violation_action(s: &str) -> Result<Action, String> {
+    if s == "report" {
+        return Ok(Action::Errno(0));
+    }
+    parse_action(s)
+        .map_err(|_| format!("unknown action `{s}` (report, kill, trap, log, errno, errno:NAME)"))
+}
+
+/// Parses an action name: kill, trap, log, errno, errno:NAME.
 pub fn parse_action(s: &str) -> Result<Action, String> {
     Action::parse(s)
         .ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))

@@ -4,6 +4,7 @@
 use clap::Parser;
 use sandbox_host::cli::{Cli, Cmd, PathArgs, PolicyArgs, ProfilesCmd};
 use sandbox_host::config::ExecConfig;
+use sandbox_host::exec::OnViolation;
 use sandbox_host::run::{self, RunSettings, EXIT_SANDBOX};
 use sandbox_host::{admission, extract, platform, Options, Sandbox};
 use sandbox_policy::profile::Profile;
@@ -59,7 +60,7 @@ fn extend(prof: &mut Profile, p: &PolicyArgs) -> Result<(), String> {
     let mut allow = prof.allow.clone();
     if let Some(a) = &p.allow {
         match &mut allow {
-            Some(list) => list.extend(a.split(':').map(String::from)),
+            Some(list) => list.extend(a.split(':').filter(|e| !e.is_empty()).map(String::from)),
             None => {
                 return Err(format!(
                     "profile {} has no allow list to extend with --allow",
@@ -70,7 +71,7 @@ fn extend(prof: &mut Profile, p: &PolicyArgs) -> Result<(), String> {
     }
     let mut deny = prof.deny.clone();
     if let Some(d) = &p.deny {
-        deny.extend(d.split(':').map(String::from));
+        deny.extend(d.split(':').filter(|e| !e.is_empty()).map(String::from));
     }
     let toml_list = |v: &[String]| {
         format!(
@@ -193,9 +194,16 @@ fn cmd_run(
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    // A profile's `kill` still ends the program with SIGSYS, but through the supervisor, which
-    // names the call; only an explicit `--on-violation kill` kills without a word.
-    if opts.on_violation.is_none() && opts.profile.default_action == Action::Kill {
+    // Refused calls reach the supervisor (the filter's `trap` becomes a notification), which
+    // counts them and then fails the call with an errno (report, the default) or ends the
+    // program with SIGSYS and names the call (kill, trap). `log` lets calls through, logged.
+    let (on_violation, deny_errno) = match opts.on_violation {
+        None | Some(Action::Errno(0)) => (OnViolation::Report, None),
+        Some(Action::Errno(e)) => (OnViolation::Report, Some(e)),
+        Some(Action::Kill) | Some(Action::Trap) => (OnViolation::Kill, None),
+        Some(Action::Log) | Some(Action::Allow) => (OnViolation::Report, None),
+    };
+    if !matches!(opts.on_violation, Some(Action::Log)) {
         opts.on_violation = Some(Action::Trap);
     }
     let timeout = timeout
@@ -218,6 +226,8 @@ fn cmd_run(
         timeout,
         verbose,
         paths,
+        on_violation,
+        deny_errno,
     };
     run::run(&sandbox, &argv[0], &argv[1..], &settings)
 }
@@ -235,6 +245,10 @@ fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
+    // The preload has no supervisor to report to: `report` is the profile's own action.
+    if opts.on_violation == Some(Action::Errno(0)) {
+        opts.on_violation = None;
+    }
     let sandbox = match Sandbox::new(opts) {
         Ok(s) => s,
         Err(e) => return fail(e),

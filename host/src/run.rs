@@ -9,7 +9,9 @@
 
 use crate::config::ExecConfig;
 use crate::exec::limits::Rlimits;
-use crate::exec::request::{PathRules, Streams, Validated, DEFAULT_MAX_OUTPUT_BYTES};
+use crate::exec::request::{
+    Audience, OnViolation, PathRules, Streams, Validated, DEFAULT_MAX_OUTPUT_BYTES,
+};
 use crate::exec::{run_validated, ExecError, ExecResult, RunOptions};
 use crate::sandbox::{Sandbox, Sandboxed};
 use std::time::Duration;
@@ -34,6 +36,10 @@ pub struct RunSettings {
     pub verbose: bool,
     /// The Landlock layer's rules (workspace, writable and denied paths, ports, mode).
     pub paths: PathRules,
+    /// Report refused calls (they fail with an errno; the default) or kill the program.
+    pub on_violation: OnViolation,
+    /// The errno refused calls fail with in report mode (default: the profile's, else EPERM).
+    pub deny_errno: Option<u16>,
 }
 
 /// Prints one `sandbox: ...` line on stderr.
@@ -111,6 +117,10 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         paths: settings.paths.clone(),
         secrets: Vec::new(),
         redact_secrets: false,
+        on_violation: settings.on_violation,
+        deny_errno: settings.deny_errno,
+        audience: Audience::Cli,
+        custom: None,
     };
     // The spawner path, as for exec requests: its thread holds the filter's listener, so
     // violations are named without taking the listener from the child (which a non-dumpable
@@ -189,19 +199,41 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         ));
         return EXIT_TIMEOUT;
     }
+    // One line per distinct refused call (counts, not lines), then the one that killed.
+    for v in &r.violations {
+        if r.violation.as_ref().is_some_and(|k| k == v) {
+            continue;
+        }
+        say(format_args!(
+            "{} was refused {} ({}){}: {}",
+            v.program.as_deref().unwrap_or("the program"),
+            v.syscall,
+            v.number.unwrap_or_default(),
+            if v.count > 1 {
+                format!(" {} times", v.count)
+            } else {
+                String::new()
+            },
+            v.hint
+        ));
+    }
+    if r.violations_omitted > 0 {
+        say(format_args!(
+            "{} more refused calls of other kinds were not itemized",
+            r.violations_omitted
+        ));
+    }
     if let Some(v) = &r.violation {
+        let who = v
+            .program
+            .clone()
+            .unwrap_or_else(|| program.display().to_string());
         match v.number {
             Some(nr) => say(format_args!(
-                "{} was stopped by the filter: syscall {} ({nr}): {}",
-                program.display(),
-                v.syscall,
-                v.hint
+                "{who} was stopped by the filter: syscall {} ({nr}): {}",
+                v.syscall, v.hint
             )),
-            None => say(format_args!(
-                "{} was stopped by the filter: {}",
-                program.display(),
-                v.hint
-            )),
+            None => say(format_args!("{who} was stopped by the filter: {}", v.hint)),
         }
     }
     match (r.exit_code, r.signal) {

@@ -109,17 +109,154 @@ fn timeout_still_exits_zero() {
 
 #[test]
 fn violation_in_json() {
-    let (v, status, _) =
-        cli(br#"{"argv": ["/usr/bin/python3", "-c", "import socket; socket.socket()"]}"#);
+    let script = "import socket\ntry: socket.socket()\nexcept PermissionError as e: print('denied', e.errno)";
+    let (v, status, _) = cli(
+        serde_json::json!({"argv": ["/usr/bin/python3", "-c", script]})
+            .to_string()
+            .as_bytes(),
+    );
     assert_eq!(status, 0, "{v}");
-    assert_eq!(v["signal"], 31);
-    assert_eq!(v["violation"]["syscall"], "socket");
-    assert_eq!(v["violation"]["profile"], "minimal");
-    assert!(v["violation"]["number"].is_u64());
+    assert_eq!(v["exit_code"], 0, "{v}");
+    assert_eq!(v["stdout"], "denied 1\n", "{v}");
+    assert_eq!(v["violation"], Value::Null, "{v}");
+    let e = &v["violations"][0];
+    assert_eq!(e["syscall"], "socket", "{v}");
+    assert_eq!(e["count"], 1, "{v}");
+    assert_eq!(e["profile"], "minimal");
     assert!(
-        v["violation"]["hint"].as_str().unwrap().contains("network"),
+        e["program"]
+            .as_str()
+            .unwrap()
+            .starts_with("/usr/bin/python3"),
         "{v}"
     );
+    assert_eq!(e["change"], "\"allow\": [\"socket\"]", "{v}");
+    // Control: on_violation kill ends the program at the call and names it.
+    let (v, status, _) = cli(
+        serde_json::json!({"argv": ["/usr/bin/python3", "-c", script], "on_violation": "kill"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["signal"], 31, "{v}");
+    assert_eq!(v["stdout"], "", "{v}");
+    assert_eq!(v["violation"]["syscall"], "socket", "{v}");
+    assert!(v["violation"]["number"].is_u64());
+}
+
+#[test]
+fn hostile_policy_fields_are_refused_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_errno = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad_errno,
+        "description = \"x\"\ndefault_action = \"errno:EWHATEVER\"\nallow = [\"read\"]\n",
+    )
+    .unwrap();
+    let garbage = dir.path().join("garbage.toml");
+    std::fs::write(&garbage, "\u{0}\u{1}not toml [[[").unwrap();
+    let unreadable = dir.path().join("unreadable.toml");
+    std::fs::write(&unreadable, "description = \"x\"\n").unwrap();
+    std::fs::set_permissions(
+        &unreadable,
+        std::os::unix::fs::PermissionsExt::from_mode(0o000),
+    )
+    .unwrap();
+    let cases = [
+        (
+            serde_json::json!({"on_violation": "explode"}),
+            "on_violation",
+        ),
+        (serde_json::json!({"on_violation": 1}), "on_violation"),
+        (
+            serde_json::json!({"allow": ["socket", "nosuchcall"]}),
+            "allow[1]",
+        ),
+        (serde_json::json!({"allow": [""]}), "allow[0]"),
+        (serde_json::json!({"allow": ["a:b"]}), "allow[0]"),
+        (serde_json::json!({"allow": "socket"}), "allow"),
+        (serde_json::json!({"deny": ["@nosuchgroup"]}), "deny[0]"),
+        (
+            serde_json::json!({"profile": "unrestricted", "allow": ["socket"]}),
+            "allow[0]",
+        ),
+        (
+            serde_json::json!({"profile_file": "relative.toml"}),
+            "profile_file",
+        ),
+        (
+            serde_json::json!({"profile_file": "/nonexistent/p.toml"}),
+            "profile_file",
+        ),
+        (
+            serde_json::json!({"profile_file": bad_errno}),
+            "profile_file",
+        ),
+        (serde_json::json!({"profile_file": garbage}), "profile_file"),
+        (
+            serde_json::json!({"profile_file": "/dev/zero"}),
+            "profile_file",
+        ),
+        (
+            serde_json::json!({"profile_file": bad_errno, "profile": "shell"}),
+            "profile_file",
+        ),
+    ];
+    for (extra, field) in cases {
+        let mut req = serde_json::json!({"argv": ["/bin/true"]});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        let (v, status, _) = cli(req.to_string().as_bytes());
+        assert_eq!(status, 125, "{req}: {v}");
+        assert_eq!(v["error"]["field"], field, "{req}: {v}");
+    }
+    // Root reads any file: the unreadable file as an unprivileged user.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let req = serde_json::json!({"argv": ["/bin/true"], "profile_file": unreadable});
+    let (v, status, _) = cli_with(req.to_string().as_bytes(), |c| {
+        use std::os::unix::process::CommandExt;
+        c.uid(65534).gid(65534);
+    });
+    assert_eq!(status, 125, "{v}");
+    assert_eq!(v["error"]["field"], "profile_file", "{v}");
+    assert!(
+        v["error"]["reason"].as_str().unwrap().contains("ermission"),
+        "{v}"
+    );
+}
+
+#[test]
+fn allow_and_deny_adjust_the_profile_per_request() {
+    let script = "import socket\ntry: socket.socket(); print('made')\nexcept PermissionError: print('denied')";
+    let run = |extra: serde_json::Value| {
+        let mut req = serde_json::json!({"argv": ["/usr/bin/python3", "-c", script]});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        cli(req.to_string().as_bytes()).0
+    };
+    // Control: refused under minimal.
+    assert_eq!(run(serde_json::json!({}))["stdout"], "denied\n");
+    // The hint's change, applied, allows it.
+    let v = run(serde_json::json!({"allow": ["socket"]}));
+    assert_eq!(v["stdout"], "made\n", "{v}");
+    assert_eq!(v["violations"], serde_json::json!([]), "{v}");
+    // deny takes it away from a profile that has it.
+    let v = run(serde_json::json!({"profile": "network", "deny": ["socket"]}));
+    assert_eq!(v["stdout"], "denied\n", "{v}");
+    assert_eq!(v["violations"][0]["syscall"], "socket", "{v}");
+    // A profile file.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("sock.toml");
+    std::fs::write(&f, "description = \"minimal with sockets\"\nallow = [\"@base\", \"@fd-io\", \"@fs-read\", \"@threads\", \"socket\"]\n").unwrap();
+    let v = run(serde_json::json!({"profile_file": f}));
+    assert_eq!(v["stdout"], "made\n", "{v}");
+    assert_eq!(v["sandboxed"]["profile"], "sock", "{v}");
 }
 
 #[test]

@@ -281,7 +281,14 @@ fn violation_in_a_result_line() {
     ));
     let v = s.recv();
     assert_eq!(v["id"], "net");
+    assert_eq!(v["violations"][0]["syscall"], "socket", "{v}");
+    assert_eq!(v["violation"], Value::Null, "{v}");
+    // Asked to, it kills instead.
+    s.send(&json!({"id": "kill", "argv": ["/usr/bin/python3", "-c", "import socket; socket.socket(); print('after')"], "on_violation": "kill"}).to_string());
+    let v = s.recv();
+    assert_eq!(v["signal"], 31, "{v}");
     assert_eq!(v["violation"]["syscall"], "socket", "{v}");
+    assert_eq!(v["stdout"], "", "{v}");
     // Control: the same program under `network` is not stopped.
     s.send(&json!({"id": "net2", "argv": ["/usr/bin/python3", "-c", "import socket; socket.socket()"], "profile": "network"}).to_string());
     let v = s.recv();

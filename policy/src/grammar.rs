@@ -83,6 +83,11 @@ fn parse_entries(
                 "`=errno:NAME` cannot be used in a list, `:` separates entries; write `=NAME` (`=EACCES`)",
             )));
         }
+        // Empty entries (`::ptrace::`, a leading or trailing `:`) are ignored, as Cloudflare's
+        // library ignores them.
+        if entry.is_empty() {
+            continue;
+        }
         previous = entry;
         parse_entry(policy, entry, list_action, None, 0, exempt).map_err(err)?;
     }

@@ -118,10 +118,27 @@ impl Profile {
     pub fn load(path: &std::path::Path) -> Result<Profile, ProfileError> {
         let shown = path.display().to_string();
         let meta = std::fs::metadata(path).map_err(|e| ProfileError::Io(shown.clone(), e))?;
+        if !meta.is_file() {
+            return Err(ProfileError::Format(shown, "is not a regular file".into()));
+        }
         if meta.len() > 1 << 20 {
             return Err(ProfileError::Format(shown, "larger than 1 MiB".into()));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| ProfileError::Io(shown.clone(), e))?;
+        // Read at most the limit even if the file grows meanwhile.
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(path).map_err(|e| ProfileError::Io(shown.clone(), e))?,
+                (1 << 20) + 1,
+            ),
+            &mut bytes,
+        )
+        .map_err(|e| ProfileError::Io(shown.clone(), e))?;
+        if bytes.len() > 1 << 20 {
+            return Err(ProfileError::Format(shown, "larger than 1 MiB".into()));
+        }
+        let text = String::from_utf8(bytes)
+            .map_err(|_| ProfileError::Format(shown.clone(), "is not UTF-8 text".into()))?;
         let name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("file");
         Profile::from_toml(name, &text).map_err(|e| match e {
             ProfileError::Format(_, m) => ProfileError::Format(shown, m),
@@ -163,12 +180,12 @@ impl Profile {
 
     /// A profile from `--allow` / `--deny` lists (the `custom` profile).
     pub fn custom(allow: Option<&str>, deny: Option<&str>) -> Result<Profile, ProfileError> {
+        // Empty entries (`::ptrace::`) are ignored, as in the environment variables.
         let split = |s: &str| {
-            if s.is_empty() {
-                Vec::new()
-            } else {
-                s.split(':').map(String::from).collect()
-            }
+            s.split(':')
+                .filter(|e| !e.is_empty())
+                .map(String::from)
+                .collect()
         };
         let p = Profile {
             name: "custom".into(),
@@ -187,6 +204,28 @@ impl Profile {
         if !p.deny.iter().any(|d| d == entry) {
             p.deny.push(entry.to_string());
         }
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// This profile with more allow-list and deny-list entries (the `--allow` / `--deny` of a
+    /// named profile, the `allow` / `deny` of a request), validated again. A profile without an
+    /// allow list cannot take allow entries: it already allows everything it does not deny.
+    pub fn extended(&self, allow: &[String], deny: &[String]) -> Result<Profile, ProfileError> {
+        let mut p = self.clone();
+        if !allow.is_empty() {
+            match &mut p.allow {
+                Some(list) => list.extend(allow.iter().cloned()),
+                None => {
+                    return Err(ProfileError::Format(
+                        self.name.clone(),
+                        "has no allow list to extend (it allows every call it does not deny)"
+                            .into(),
+                    ))
+                }
+            }
+        }
+        p.deny.extend(deny.iter().cloned());
         p.validate()?;
         Ok(p)
     }

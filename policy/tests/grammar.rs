@@ -224,24 +224,23 @@ fn empty_parentheses() {
 }
 
 #[test]
-fn empty_entry_all_colons() {
-    let e = err("::::", ErrorKind::EmptyEntry, 1, "");
-    assert!(e.to_string().contains("empty entry"), "{e}");
-}
-
-#[test]
-fn empty_entry_leading_colon() {
-    err(":read", ErrorKind::EmptyEntry, 1, "");
-}
-
-#[test]
-fn empty_entry_trailing_colon() {
-    err("read:", ErrorKind::EmptyEntry, 2, "");
-}
-
-#[test]
-fn empty_entry_in_the_middle() {
-    err("read::write", ErrorKind::EmptyEntry, 2, "");
+fn empty_entries_are_ignored_as_cloudflare_does() {
+    // `::ptrace::` denies ptrace and nothing else; `::::` is an empty list.
+    for (text, same_as) in [
+        ("::ptrace::", "ptrace"),
+        (":read", "read"),
+        ("read:", "read"),
+        ("read::write", "read:write"),
+        ("::::", ""),
+    ] {
+        let (a, b) = (
+            parse(Source::Deny, text).unwrap(),
+            parse(Source::Deny, same_as).unwrap(),
+        );
+        for nr in 0..450 {
+            assert_eq!(a.decide(nr, &[0; 6]), b.decide(nr, &[0; 6]), "{text} {nr}");
+        }
+    }
 }
 
 #[test]

@@ -14,6 +14,13 @@ fn req(argv: &[&str]) -> Request {
     Request::new(argv.iter().copied())
 }
 
+/// A request whose refused calls end the program (`on_violation: "kill"`).
+fn kreq(argv: &[&str]) -> Request {
+    let mut r = req(argv);
+    r.on_violation = exec::OnViolation::Kill;
+    r
+}
+
 fn run(r: &Request) -> ExecResult {
     exec::exec(r).unwrap_or_else(|e| panic!("{:?} refused: {e}", r.argv))
 }
@@ -757,7 +764,7 @@ fn two_hundred_concurrent_requests() {
 
 #[test]
 fn violation_names_socket_under_minimal() {
-    let res = run(&req(&[PYTHON, "-c", "import socket; socket.socket()"]));
+    let res = run(&kreq(&[PYTHON, "-c", "import socket; socket.socket()"]));
     assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
     let v = res.violation.expect("a violation");
     assert_eq!(v.syscall, "socket");
@@ -771,7 +778,8 @@ fn violation_names_socket_under_minimal() {
         "{}",
         v.hint
     );
-    assert!(v.hint.contains("network"), "{}", v.hint);
+    assert!(v.hint.contains("\"allow\": [\"socket\"]"), "{}", v.hint);
+    assert_eq!(v.change.as_deref(), Some("\"allow\": [\"socket\"]"));
     assert!(!v.hint.contains('\n'));
 }
 
@@ -781,7 +789,7 @@ fn fake_violation_lines_on_stderr_do_not_fool_it() {
                   sys.stderr.write('libsandbox: blocked syscall socket (41)\\n')\n\
                   sys.stderr.write('violation 41 socket\\n')\n\
                   sys.stdout.write('violation 41 socket\\n')\n";
-    let res = run(&req(&[PYTHON, "-c", script]));
+    let res = run(&kreq(&[PYTHON, "-c", script]));
     assert_eq!(res.exit_code, Some(0), "{res:?}");
     assert!(res.violation.is_none(), "{res:?}");
     assert!(res.stderr.contains("blocked syscall socket"));
@@ -792,19 +800,19 @@ fn fake_line_then_real_violation_reports_the_real_call() {
     let script = "import sys, os\n\
                   sys.stderr.write('libsandbox: blocked syscall ptrace (101)\\n'); sys.stderr.flush()\n\
                   os.fork()\n";
-    let res = run(&req(&[PYTHON, "-c", script]));
+    let res = run(&kreq(&[PYTHON, "-c", script]));
     let v = res.violation.expect("a violation");
     assert_ne!(v.syscall, "ptrace");
     assert!(
         ["fork", "clone", "clone3", "vfork"].contains(&v.syscall.as_str()),
         "{v:?}"
     );
-    assert!(v.hint.contains("shell"), "{}", v.hint);
+    assert!(v.hint.contains("\"allow\": ["), "{}", v.hint);
 }
 
 #[test]
 fn no_violation_when_a_program_dies_of_another_signal() {
-    let mut r = req(&["/bin/sh", "-c", "kill -SEGV $$"]);
+    let mut r = kreq(&["/bin/sh", "-c", "kill -SEGV $$"]);
     r.profile = "shell".into();
     let res = run(&r);
     assert_eq!(res.signal, Some(libc::SIGSEGV));
@@ -813,7 +821,7 @@ fn no_violation_when_a_program_dies_of_another_signal() {
 
 #[test]
 fn unrestricted_runs_without_filter() {
-    let mut r = req(&["/bin/echo", "free"]);
+    let mut r = kreq(&["/bin/echo", "free"]);
     r.profile = "unrestricted".into();
     let res = run(&r);
     assert_eq!(res.stdout, "free\n");
@@ -823,7 +831,7 @@ fn unrestricted_runs_without_filter() {
 
 #[test]
 fn result_serializes_with_the_documented_fields() {
-    let res = run(&req(&["/bin/echo", "x"]));
+    let res = run(&kreq(&["/bin/echo", "x"]));
     let v = serde_json::to_value(&res).unwrap();
     let obj = v.as_object().unwrap();
     for k in [
@@ -852,7 +860,7 @@ fn result_serializes_with_the_documented_fields() {
 #[test]
 fn violation_in_a_descendant_is_named() {
     // The shell runs on; its child dies of SIGSYS (128 + 31 = 159).
-    let mut r = req(&[
+    let mut r = kreq(&[
         "/bin/sh",
         "-c",
         &format!("{PYTHON} -c 'import socket; socket.socket()'; echo after $?"),
@@ -874,7 +882,7 @@ fn a_program_that_ignores_catches_or_blocks_sigsys_is_still_stopped() {
         "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGSYS])",
     ] {
         let script = format!("import signal, socket\n{setup}\nsocket.socket()\nprint('survived')");
-        let res = run(&req(&[PYTHON, "-c", &script]));
+        let res = run(&kreq(&[PYTHON, "-c", &script]));
         assert_eq!(res.signal, Some(libc::SIGKILL), "{setup}: {res:?}");
         assert_eq!(res.stdout, "", "{setup}: the call never returned");
         assert_eq!(
@@ -889,7 +897,7 @@ fn a_program_that_ignores_catches_or_blocks_sigsys_is_still_stopped() {
 fn the_program_holds_no_descriptor_of_the_host() {
     // Not the filter's listener, the spawn pipes, the cgroup directory or anything else: only
     // its standard streams (3 is the directory listdir opens).
-    let res = run(&req(&[
+    let res = run(&kreq(&[
         PYTHON,
         "-c",
         "import os; print(sorted(os.listdir('/proc/self/fd')))",
@@ -908,7 +916,7 @@ fn a_static_program_confined_by_the_outer_filter_has_its_violation_named() {
          socket(AF_INET, SOCK_STREAM, 0); puts(\"after\"); return 0; }\n",
         sandbox_tests::Build::Static,
     );
-    let mut r = req(&[prog.to_str().unwrap()]);
+    let mut r = kreq(&[prog.to_str().unwrap()]);
     r.static_binary = sandbox_host::StaticBinaryAction::Confine;
     let res = run(&r);
     assert_eq!(res.stdout, "before\n", "{res:?}");
@@ -916,7 +924,7 @@ fn a_static_program_confined_by_the_outer_filter_has_its_violation_named() {
     assert_eq!(res.sandboxed.filter, Sandboxed::Exact);
     assert_eq!(res.violation.expect("a violation").syscall, "socket");
     // Blocked by default: the preload cannot enter it (the request asks for `confine`).
-    let (field, reason) = refused(&req(&[prog.to_str().unwrap()]));
+    let (field, reason) = refused(&kreq(&[prog.to_str().unwrap()]));
     assert_eq!(field, "argv[0]");
     assert!(reason.contains("static"), "{reason}");
 }
@@ -926,7 +934,7 @@ fn exec_failure_is_reported_as_a_refusal_of_argv0() {
     let dir = tempfile::tempdir().unwrap();
     let prog = dir.path().join("garbage");
     sandbox_tests::write_executable(&prog, "\x01\x02 not a program\n");
-    let mut r = req(&[prog.to_str().unwrap()]);
+    let mut r = kreq(&[prog.to_str().unwrap()]);
     r.static_binary = sandbox_host::StaticBinaryAction::Allow;
     let (field, reason) = refused(&r);
     assert_eq!(field, "argv[0]");
@@ -937,7 +945,7 @@ fn exec_failure_is_reported_as_a_refusal_of_argv0() {
 fn requests_after_one_whose_leftovers_were_killed_run_normally() {
     // The first request leaves a background job, killed with cgroup.kill; a cgroup once killed
     // must not be reused (this kernel kills children cloned into it).
-    let mut r = req(&["/bin/sh", "-c", "sleep 30 & echo started"]);
+    let mut r = kreq(&["/bin/sh", "-c", "sleep 30 & echo started"]);
     r.profile = "shell".into();
     for _ in 0..3 {
         let opts = RunOptions {
@@ -947,7 +955,7 @@ fn requests_after_one_whose_leftovers_were_killed_run_normally() {
         let res = exec::exec_with(&r, &opts).unwrap();
         assert_eq!(res.stdout, "started\n", "{res:?}");
         for _ in 0..5 {
-            let res = exec::exec_with(&req(&["/bin/echo", "ok"]), &opts).unwrap();
+            let res = exec::exec_with(&kreq(&["/bin/echo", "ok"]), &opts).unwrap();
             assert_eq!(
                 (res.exit_code, res.stdout.as_str()),
                 (Some(0), "ok\n"),
@@ -976,7 +984,7 @@ fn thread_seccomp(prefix: &str) -> Vec<String> {
 #[test]
 fn the_spawner_thread_alone_is_filtered_and_programs_lack_its_exemptions() {
     // One filter and no_new_privs in the program.
-    let res = run(&req(&[
+    let res = run(&kreq(&[
         "/bin/grep",
         "-E",
         "^(Seccomp|NoNewPrivs)",
@@ -999,7 +1007,7 @@ fn the_spawner_thread_alone_is_filtered_and_programs_lack_its_exemptions() {
                   print(r, ctypes.get_errno() == 38, flush=True)\n\
                   libc.syscall(112, ctypes.c_uint64(0x1234567890abcdef))\n\
                   print('survived')\n";
-    let res = run(&req(&[PYTHON, "-c", script]));
+    let res = run(&kreq(&[PYTHON, "-c", script]));
     assert_eq!(res.stdout, "-1 True\n", "{res:?}");
     assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
     assert_eq!(res.violation.expect("a violation").syscall, "setsid");
@@ -1013,18 +1021,18 @@ fn attaching_the_filter_in_each_child_gives_the_same_results() {
         spawner: false,
         ..RunOptions::default()
     };
-    let res = exec::exec_with(&req(&["/bin/echo", "attached"]), &opts).unwrap();
+    let res = exec::exec_with(&kreq(&["/bin/echo", "attached"]), &opts).unwrap();
     assert_eq!(
         (res.exit_code, res.stdout.as_str()),
         (Some(0), "attached\n")
     );
     assert_eq!(res.sandboxed.filter, Sandboxed::Exact);
-    let r = req(&[PYTHON, "-c", "import socket; socket.socket()"]);
+    let r = kreq(&[PYTHON, "-c", "import socket; socket.socket()"]);
     let res = exec::exec_with(&r, &opts).unwrap();
     assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
     assert_eq!(res.violation.expect("a violation").syscall, "socket");
     let res = exec::exec_with(
-        &req(&["/bin/grep", "^Seccomp_filters", "/proc/self/status"]),
+        &kreq(&["/bin/grep", "^Seccomp_filters", "/proc/self/status"]),
         &opts,
     )
     .unwrap();
@@ -1049,7 +1057,7 @@ fn the_host_can_change_its_credentials_while_spawners_run() {
         assert_eq!(libc::setresgid(0, 0, 0), 0);
         assert_eq!(libc::setresuid(0, 0, 0), 0);
     }
-    let res = run(&req(&["/bin/echo", "still"]));
+    let res = run(&kreq(&["/bin/echo", "still"]));
     assert_eq!((res.exit_code, res.stdout.as_str()), (Some(0), "still\n"));
 }
 
@@ -1070,7 +1078,7 @@ fn concurrent_violations_are_each_reported_to_their_own_request() {
                     1 => "import os; print('b', flush=True); os.setsid()",
                     _ => "print('c')",
                 };
-                let res = run(&req(&[PYTHON, "-c", script]));
+                let res = run(&kreq(&[PYTHON, "-c", script]));
                 let want = ["socket", "setsid", ""][i % 3];
                 let got = res.violation.as_ref().map_or("", |v| v.syscall.as_str());
                 assert_eq!(got, want, "request {i}: {res:?}");
@@ -1088,12 +1096,12 @@ fn violations_are_named_without_a_cgroup_too() {
         ..RunOptions::default()
     };
     let res = exec::exec_with(
-        &req(&[PYTHON, "-c", "import socket; socket.socket()"]),
+        &kreq(&[PYTHON, "-c", "import socket; socket.socket()"]),
         &opts,
     )
     .unwrap();
     assert_eq!(res.violation.expect("a violation").syscall, "socket");
-    let mut r = req(&[
+    let mut r = kreq(&[
         "/bin/sh",
         "-c",
         &format!("{PYTHON} -c 'import socket; socket.socket()'; echo after $?"),
@@ -1102,4 +1110,115 @@ fn violations_are_named_without_a_cgroup_too() {
     let res = exec::exec_with(&r, &opts).unwrap();
     assert_eq!(res.stdout, "after 159\n", "{res:?}");
     assert_eq!(res.violation.expect("a violation").syscall, "socket");
+}
+
+// ---- deny and report (the default) ----
+
+/// A C program that makes `socket(AF_INET)` `n` times, printing errno, then "after".
+fn socket_prog(
+    dir: &std::path::Path,
+    build: sandbox_tests::Build,
+    name: &str,
+) -> std::path::PathBuf {
+    sandbox_tests::compile_c(
+        dir,
+        name,
+        "#include <stdio.h>\n#include <errno.h>\n#include <stdlib.h>\n#include <sys/socket.h>\n\
+         int main(int c, char **v) { int n = c > 1 ? atoi(v[1]) : 1;\n\
+         for (int i = 0; i < n; i++) { int s = socket(AF_INET, SOCK_STREAM, 0);\n\
+         if (i == 0) printf(\"socket %d errno %d\\n\", s, s < 0 ? errno : 0); }\n\
+         puts(\"after\"); return 0; }\n",
+        build,
+    )
+}
+
+#[test]
+fn a_refused_call_fails_with_eperm_and_the_program_goes_on() {
+    for (build, name, confine) in [
+        (sandbox_tests::Build::Dynamic, "report_dyn", false),
+        (sandbox_tests::Build::Static, "report_static", true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let prog = socket_prog(dir.path(), build, name);
+        let p = prog.to_str().unwrap();
+        let mut r = req(&[p, "3"]);
+        if confine {
+            r.static_binary = sandbox_host::StaticBinaryAction::Confine;
+        }
+        let res = run(&r);
+        assert_eq!(res.exit_code, Some(0), "{res:?}");
+        assert_eq!(res.stdout, "socket -1 errno 1\nafter\n", "{res:?}");
+        assert!(res.violation.is_none(), "{res:?}");
+        assert_eq!(res.violations.len(), 1, "{res:?}");
+        let v = &res.violations[0];
+        assert_eq!((v.syscall.as_str(), v.count), ("socket", 3), "{v:?}");
+        assert_eq!(v.program.as_deref(), Some(p), "{v:?}");
+        assert_eq!(v.profile, "minimal");
+        assert_eq!(
+            v.change.as_deref(),
+            Some("\"allow\": [\"socket\"]"),
+            "{v:?}"
+        );
+        // Control: with on_violation kill the same program dies at the call.
+        r.on_violation = exec::OnViolation::Kill;
+        let res = run(&r);
+        assert_eq!(res.signal, Some(libc::SIGSYS), "{res:?}");
+        assert_eq!(res.stdout, "", "{res:?}");
+        assert_eq!(
+            res.violation.expect("the call that killed").syscall,
+            "socket"
+        );
+        // Control: under network the call succeeds and nothing is reported.
+        let mut r = req(&[p]);
+        r.profile = "network".into();
+        if confine {
+            r.static_binary = sandbox_host::StaticBinaryAction::Confine;
+        }
+        let res = run(&r);
+        assert!(res.stdout.starts_with("socket 3 errno 0\n"), "{res:?}");
+        assert!(res.violations.is_empty(), "{res:?}");
+    }
+}
+
+#[test]
+fn the_profile_errno_is_what_refused_calls_fail_with() {
+    let dir = tempfile::tempdir().unwrap();
+    let prog = socket_prog(dir.path(), sandbox_tests::Build::Dynamic, "report_errno");
+    let file = dir.path().join("eacces.toml");
+    std::fs::write(
+        &file,
+        "description = \"minimal, failing with EACCES\"\ndefault_action = \"errno:EACCES\"\n\
+         allow = [\"@base\", \"@fd-io\", \"@fs-read\"]\n",
+    )
+    .unwrap();
+    let mut r = req(&[prog.to_str().unwrap()]);
+    r.profile_file = Some(file.display().to_string());
+    let res = run(&r);
+    assert_eq!(res.stdout, "socket -1 errno 13\nafter\n", "{res:?}");
+    assert_eq!(res.violations[0].syscall, "socket", "{res:?}");
+}
+
+#[test]
+fn a_flood_of_refused_calls_gives_counts_not_lines() {
+    // 200,000 refused calls of one kind, and 100 distinct calls: bounded entries, exact counts.
+    let dir = tempfile::tempdir().unwrap();
+    let prog = socket_prog(dir.path(), sandbox_tests::Build::Dynamic, "report_flood");
+    let res = run(&req(&[prog.to_str().unwrap(), "200000"]));
+    assert_eq!(res.exit_code, Some(0), "{res:?}");
+    assert_eq!(res.violations.len(), 1);
+    assert_eq!(res.violations[0].count, 200_000);
+    let many = sandbox_tests::compile_c(
+        dir.path(),
+        "report_many",
+        "#include <unistd.h>\n#include <sys/syscall.h>\n\
+         int main(void) { for (long nr = 400; nr < 500; nr++) syscall(nr, 0, 0, 0);\n\
+         return 0; }\n",
+        sandbox_tests::Build::Dynamic,
+    );
+    let res = run(&req(&[many.to_str().unwrap()]));
+    assert_eq!(res.exit_code, Some(0), "{res:?}");
+    assert!(res.violations.len() <= 64, "{}", res.violations.len());
+    let itemized: u64 = res.violations.iter().map(|v| v.count).sum();
+    assert!(res.violations_omitted > 0);
+    assert!(itemized + res.violations_omitted <= 100);
 }

@@ -255,9 +255,27 @@ fn bad_action_fails_closed() {
 }
 
 #[test]
-fn empty_entries_fail_closed() {
-    assert_refused(&[("SECCOMP_SYSCALL_DENY", "::::")], "empty entry");
-    assert_refused(&[("SECCOMP_SYSCALL_DENY", "uname:")], "empty entry");
+fn empty_entries_are_ignored_as_cloudflare_does() {
+    // `::uname::` denies uname (and nothing else): uname dies, touch runs.
+    let o = run(&["/bin/uname"], &[("SECCOMP_SYSCALL_DENY", "::uname::")]);
+    assert_eq!(
+        o.status.signal(),
+        Some(libc::SIGSYS),
+        "{:?} {}",
+        o.status,
+        stderr(&o)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let o = run(
+        &["/usr/bin/touch", marker.to_str().unwrap()],
+        &[("SECCOMP_SYSCALL_DENY", "::uname::")],
+    );
+    assert!(o.status.success(), "{:?} {}", o.status, stderr(&o));
+    assert!(marker.exists());
+    // Control: without the entry, uname runs.
+    let o = run(&["/bin/uname"], &[("SECCOMP_SYSCALL_DENY", "::::")]);
+    assert!(o.status.success(), "{:?} {}", o.status, stderr(&o));
 }
 
 #[test]

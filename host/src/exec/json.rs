@@ -34,6 +34,10 @@ pub const FIELDS: &[&str] = &[
     "connect_ports",
     "secret_env",
     "redact_secrets",
+    "on_violation",
+    "allow",
+    "deny",
+    "profile_file",
 ];
 
 const LIMIT_FIELDS: &[&str] = &[
@@ -223,6 +227,19 @@ pub fn parse(input: &[u8]) -> Result<Request, Refusal> {
     if let Some(b) = optional::<bool>(&obj, "redact_secrets", "must be true or false")? {
         req.redact_secrets = b;
     }
+    if let Some(o) = optional::<super::request::OnViolation>(
+        &obj,
+        "on_violation",
+        "must be \"report\" or \"kill\"",
+    )? {
+        req.on_violation = o;
+    }
+    let entries =
+        "must be a list of strings (list-grammar entries such as \"socket\" or \"@network\")";
+    req.allow = optional::<Vec<String>>(&obj, "allow", entries)?.unwrap_or_default();
+    req.deny = optional::<Vec<String>>(&obj, "deny", entries)?.unwrap_or_default();
+    req.profile_file =
+        optional::<String>(&obj, "profile_file", "must be a string (an absolute path)")?;
     Ok(req)
 }
 

@@ -8,6 +8,7 @@
 //! [`ExecResult`] whose `violation` names the syscall a filter stopped. [`json::run_json`] is
 //! the same for `sandbox exec --json`. See `docs/exec.md`.
 
+mod advice;
 mod contain;
 pub mod env;
 pub mod json;
@@ -26,6 +27,6 @@ pub use contain::{Containment, Mechanism};
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use limits::Rlimits;
 pub use paths::{preload_layer, PreloadLayer};
-pub use request::{Limits, PathRules, Refusal, Request, Streams, Validated};
+pub use request::{Audience, Limits, OnViolation, PathRules, Refusal, Request, Streams, Validated};
 pub use run::{exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, Violation};
 pub(crate) use run::{learn_validated, run_validated};

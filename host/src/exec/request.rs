@@ -87,6 +87,41 @@ pub struct Request {
     /// Replace every secret and token found in the output with `[REDACTED:<name>]`.
     #[serde(default)]
     pub redact_secrets: bool,
+    /// What a call the profile refuses does: `report` (default: it fails with EPERM, or the
+    /// errno the profile names, the program goes on, and the result lists it) or `kill`.
+    #[serde(default)]
+    pub on_violation: OnViolation,
+    /// More allow-list entries for the profile (the list grammar, one entry per item).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// More deny-list entries for the profile.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// A profile file (absolute path, TOML like `profiles/*.toml`) used instead of `profile`.
+    #[serde(default)]
+    pub profile_file: Option<String>,
+}
+
+/// What a call the profile refuses does to the program.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnViolation {
+    /// The call fails with an errno (EPERM unless the profile's default action names
+    /// another), the program goes on, and the result counts it.
+    #[default]
+    Report,
+    /// The program is ended by SIGSYS, and the result names the call.
+    Kill,
+}
+
+/// Whom messages are written for: flags for command-line users, field names for JSON clients.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Audience {
+    /// A JSON client (`exec --json`, `serve`, the library).
+    #[default]
+    Json,
+    /// A command-line user (`sandbox run`).
+    Cli,
 }
 
 /// The deny-list entry that keeps MPTCP sockets from bypassing Landlock's TCP port rules.
@@ -204,6 +239,15 @@ pub struct Validated {
     pub secrets: Vec<(String, String)>,
     /// Replace what the leak scan finds in the returned output.
     pub redact_secrets: bool,
+    /// Report (deny with an errno) or kill.
+    pub on_violation: OnViolation,
+    /// The errno refused calls fail with in report mode, overriding the profile's.
+    pub deny_errno: Option<u16>,
+    /// Whom hints are written for.
+    pub audience: Audience,
+    /// The profile itself when the request changed it (`allow`, `deny`, `profile_file`);
+    /// `None` for a built-in profile as it is.
+    pub custom: Option<crate::policy::profile::Profile>,
 }
 
 impl Request {
@@ -231,6 +275,10 @@ impl Request {
             connect_ports: None,
             secret_env: Vec::new(),
             redact_secrets: false,
+            on_violation: OnViolation::Report,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            profile_file: None,
         }
     }
 
@@ -264,7 +312,10 @@ impl Request {
                 ),
             ));
         }
-        if !crate::policy::profile::Profile::builtin_names().any(|n| n == self.profile) {
+        let custom = self.custom_profile()?;
+        if custom.is_none()
+            && !crate::policy::profile::Profile::builtin_names().any(|n| n == self.profile)
+        {
             let names: Vec<_> = crate::policy::profile::Profile::builtin_names().collect();
             return Err(Refusal::new(
                 "profile",
@@ -286,6 +337,9 @@ impl Request {
         let rlimits = Rlimits::resolve(self.timeout_s, &self.limits)?;
         let paths = self.path_rules()?;
         let secrets = self.secrets()?;
+        let profile = custom
+            .as_ref()
+            .map_or_else(|| self.profile.clone(), |p| p.name.clone());
         Ok(Validated {
             program: PathBuf::from(&argv[0]),
             argv,
@@ -294,7 +348,7 @@ impl Request {
             timeout: Some(Duration::from_secs_f64(self.timeout_s)),
             streams: Streams::Capture,
             max_output_bytes: self.max_output_bytes as usize,
-            profile: self.profile.clone(),
+            profile,
             static_binary: self.static_binary,
             require_sandbox: self.require_sandbox,
             stdin: self.stdin.clone(),
@@ -302,6 +356,10 @@ impl Request {
             paths,
             secrets,
             redact_secrets: self.redact_secrets,
+            on_violation: self.on_violation,
+            deny_errno: None,
+            audience: Audience::Json,
+            custom,
         })
     }
 
@@ -345,6 +403,54 @@ impl Request {
             out.push((name.clone(), value.clone()));
         }
         Ok(out)
+    }
+
+    /// The profile as `profile_file`, `allow` and `deny` change it (`None`: unchanged).
+    fn custom_profile(&self) -> Result<Option<crate::policy::profile::Profile>, Refusal> {
+        use crate::policy::profile::Profile;
+        if self.profile_file.is_none() && self.allow.is_empty() && self.deny.is_empty() {
+            return Ok(None);
+        }
+        let base = match &self.profile_file {
+            Some(f) => {
+                if self.profile != DEFAULT_PROFILE {
+                    return Err(Refusal::new(
+                        "profile_file",
+                        "give either profile or profile_file, not both",
+                    ));
+                }
+                if f.contains('\0') || !Path::new(f).is_absolute() {
+                    return Err(Refusal::new(
+                        "profile_file",
+                        format!("must be an absolute path, got `{f}`"),
+                    ));
+                }
+                Profile::load(Path::new(f))
+                    .map_err(|e| Refusal::new("profile_file", e.to_string()))?
+            }
+            None => Profile::builtin(&self.profile)
+                .map_err(|e| Refusal::new("profile", e.to_string()))?,
+        };
+        // Each entry alone first, so that the refusal names the one at fault.
+        for (field, list) in [("allow", &self.allow), ("deny", &self.deny)] {
+            for (i, entry) in list.iter().enumerate() {
+                let one = std::slice::from_ref(entry);
+                let (a, d) = if field == "allow" {
+                    (one, &[][..])
+                } else {
+                    (&[][..], one)
+                };
+                base.extended(a, d)
+                    .map_err(|e| Refusal::new(format!("{field}[{i}]"), e.to_string()))?;
+            }
+        }
+        let p = base
+            .extended(&self.allow, &self.deny)
+            .map_err(|e| Refusal::new("allow", e.to_string()))?;
+        // Too large a filter shows only when compiled.
+        p.policy(crate::policy::NATIVE, None)
+            .map_err(|e| Refusal::new("allow", format!("profile {}: {e}", p.name)))?;
+        Ok(Some(p))
     }
 
     fn path_rules(&self) -> Result<PathRules, Refusal> {

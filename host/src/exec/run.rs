@@ -4,14 +4,14 @@
 
 use super::contain::{Containment, Group, Mechanism};
 use super::leaks::{Leak, Scanner};
-use super::notify::{Notifier, Registration};
+use super::notify::{Notifier, Registration, Response, Tally};
 use super::record::Recorder;
-use super::request::{io_reason, Refusal, Request, Streams, Validated};
+use super::request::{io_reason, OnViolation, Refusal, Request, Streams, Validated};
 use super::spawn::{self, SpawnError, Spec};
 #[cfg(target_arch = "x86_64")]
 use super::spawner::Spawner;
 use crate::policy::profile::Profile;
-use crate::policy::{Action, Policy, NATIVE};
+use crate::policy::{Action, NATIVE};
 use crate::report::ReportPipe;
 use crate::sandbox::{Options, Sandbox, SandboxError, Sandboxed};
 use serde::Serialize;
@@ -120,8 +120,14 @@ pub struct ExecResult {
     /// The request was cancelled (its caller went away or the server shut down) and its
     /// processes were killed.
     pub cancelled: bool,
-    /// The filter stopped the program: which call, and what would allow it.
+    /// The refused call that ended the program (`on_violation: "kill"`), and what would allow
+    /// it; `null` when no call ended it.
     pub violation: Option<Violation>,
+    /// Every refused call, once per (call, program) with a count, in order of first
+    /// appearance; at most 64 entries.
+    pub violations: Vec<Violation>,
+    /// Refused calls not itemized in `violations` because it was full.
+    pub violations_omitted: u64,
     /// Whether a filter applied, and which profile.
     pub sandboxed: SandboxInfo,
     /// Warnings about the run (for example: ran unconfined).
@@ -133,17 +139,24 @@ pub struct ExecResult {
     pub leaks: Vec<Leak>,
 }
 
-/// A syscall the filter refused, stopping the program.
+/// A syscall the filter refused.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Violation {
     /// The syscall's name (`unknown` when the filter killed without naming it).
     pub syscall: String,
     /// Its number on this architecture, when known.
     pub number: Option<u32>,
+    /// How many times this program made this call and was refused.
+    pub count: u64,
+    /// The executable that made it, when known.
+    pub program: Option<String>,
     /// The profile that refused it.
     pub profile: String,
     /// One line: what would allow it.
     pub hint: String,
+    /// The change alone, in the caller's terms (`"allow": ["socket"]`, `--allow socket`,
+    /// `--profile shell-net`); `null` when nothing can be said.
+    pub change: Option<String>,
 }
 
 /// How the request was confined.
@@ -303,7 +316,24 @@ fn audit(
 }
 
 /// One configured sandbox per (profile, static-binary action, require, library), built once.
+/// A profile the request changed gets a sandbox of its own, not kept: clients may send any
+/// number of different lists, and each kept sandbox would hold memory (and a spawner thread)
+/// for the life of the host.
 fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecError> {
+    if let Some(profile) = &v.custom {
+        let profile = v
+            .paths
+            .guard(profile.clone())
+            .map_err(|e| Refusal::new("profile", e.to_string()))?;
+        return Ok(Arc::new(Sandbox::new(Options {
+            profile,
+            on_violation: Some(Action::Trap),
+            static_binary: v.static_binary,
+            require_sandbox: v.require_sandbox,
+            libsandbox_path: opts.libsandbox_path.clone(),
+            libsandbox_sha256: None,
+        })?));
+    }
     type Key = (String, String, bool, Option<PathBuf>, bool);
     static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Sandbox>>>> = OnceLock::new();
     let key = (
@@ -429,6 +459,20 @@ fn set_nonblocking(fd: RawFd) {
     unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFL);
         libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+/// How the supervisor answers the job's refused calls: kill, or the errno asked for, else the
+/// one the profile's default action names, else EPERM.
+fn response_of(v: &Validated, sandbox: &Sandbox) -> Response {
+    match v.on_violation {
+        OnViolation::Kill => Response::Kill,
+        OnViolation::Report => Response::Errno(v.deny_errno.unwrap_or(
+            match sandbox.options().profile.default_action {
+                Action::Errno(e) => e,
+                _ => libc::EPERM as u16,
+            },
+        )),
     }
 }
 
@@ -568,7 +612,9 @@ fn run(
     // The profile's spawner thread holds the filter already and its children inherit it;
     // otherwise the child attaches one whose execve exemption names this very buffer.
     #[cfg(target_arch = "x86_64")]
-    let spawner_base = sandbox.exact_outer_policy().filter(|_| opts.spawner);
+    let spawner_base = sandbox
+        .exact_outer_policy()
+        .filter(|_| opts.spawner && v.custom.is_none());
     #[cfg(not(target_arch = "x86_64"))]
     let spawner_base: Option<&crate::policy::Policy> = None;
     let attach = spawner_base.is_none().then_some(path.as_ptr() as u64);
@@ -596,6 +642,17 @@ fn run(
         .as_ref()
         .and_then(|l| l.tmp.as_ref())
         .map(|t| ("TMPDIR", t.path().display().to_string()));
+    // A profile the outer filter cannot enforce exactly has the preload stack it; the preload
+    // has no supervisor to report to, so in report mode its filter fails refused calls with
+    // the errno itself (they are not counted) instead of trapping.
+    let response = response_of(v, sandbox);
+    if let Response::Errno(e) = response {
+        for (k, val) in plan.preload_env.iter_mut() {
+            if *k == "SECCOMP_DEFAULT_ACTION" {
+                *val = Action::Errno(e).to_string();
+            }
+        }
+    }
     // The preload's variables and TMPDIR replace any of the same name the job carries.
     let own: Vec<(&str, String)> = plan.preload_env.iter().cloned().chain(tmpdir).collect();
     let envp = v
@@ -638,7 +695,7 @@ fn run(
     }
     // Violations reach the spawner's shared listener, which finds the request by its cgroup
     // or its child.
-    let mut registration = Registration::new(group.cgroup_name());
+    let mut registration = Registration::new(group.cgroup_name(), response);
     let spec = Spec {
         path: &path,
         argv: &argv,
@@ -689,8 +746,9 @@ fn run(
             }
             None
         }
-        None => spawned.listener.map(Notifier::new),
+        None => spawned.listener.map(|l| Notifier::new(l, response)),
     };
+    let mut notified: Option<Tally> = None;
     let mut out = Stream::new(io.stdout, v.max_output_bytes);
     let mut err = Stream::new(io.stderr, v.max_output_bytes);
     let mut input = io.stdin.map(|s| {
@@ -707,7 +765,6 @@ fn run(
     let mut exited = false;
     let mut drain_until: Option<Instant> = None;
     let mut scratch = [0u8; 16 * 1024];
-    let mut violation_nr = None;
     let mut cancelled = false;
     let cancel = opts.cancel.as_ref();
 
@@ -805,8 +862,7 @@ fn run(
                 let n = notifier.as_mut().expect("checked above");
                 // POLLHUP without POLLIN: every process using the filter is gone.
                 if p.revents & libc::POLLIN == 0 || !n.handle() {
-                    violation_nr = violation_nr.or(n.first);
-                    notifier = None;
+                    notified = notifier.take().map(|n| n.tally);
                 }
             } else if input.as_ref().is_some_and(|f| f.as_raw_fd() == p.fd) {
                 let f = input.as_mut().expect("checked above");
@@ -832,10 +888,10 @@ fn run(
     }
     drop(input);
     drop(pidfd);
-    let refused = violation_nr
-        .or(notifier.as_ref().and_then(|n| n.first))
-        .or(registration.slot().first());
-    drop(notifier);
+    let mut tally = notified
+        .or(notifier.take().map(|n| n.tally))
+        .filter(|t| !t.seen.is_empty())
+        .unwrap_or_else(|| registration.slot().tally());
     // Every descendant is dead: reap the direct child, then the adopted orphans.
     let status = reap(pid).map_err(ExecError::Setup)?;
     let status = init
@@ -865,7 +921,9 @@ fn run(
             ));
         }
     }
-    let refused = refused.or(preload.and_then(|r| r.violation.map(|(nr, _)| nr)));
+    if tally.killer.is_none() {
+        tally.killer = preload.and_then(|r| r.violation.map(|(nr, _)| (nr, None)));
+    }
     // Degraded only because the caller allowed it (`preferred`): said on every run.
     if let Some(missing) = layer
         .as_ref()
@@ -879,24 +937,43 @@ fn run(
     }
     let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
     let exit_code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    let violation = match (signal, refused) {
-        (_, Some(nr)) => {
-            let name = NATIVE.syscall_name(nr).unwrap_or("unknown");
-            Some(Violation {
-                syscall: name.to_string(),
-                number: Some(nr),
-                profile: v.profile.clone(),
-                hint: hint(nr, name, &v.profile),
-            })
+    let profile = &sandbox.options().profile;
+    let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
+        let advice = super::advice::advise(nr, args, profile, v.audience);
+        Violation {
+            syscall: NATIVE.syscall_name(nr).unwrap_or("unknown").to_string(),
+            number: Some(nr),
+            count,
+            program,
+            profile: v.profile.clone(),
+            hint: advice.hint,
+            change: Some(advice.change),
         }
+    };
+    let violations: Vec<Violation> = tally
+        .seen
+        .iter()
+        .map(|s| entry(s.nr, s.program.clone(), s.count, &s.args))
+        .collect();
+    let violation = match (signal, tally.killer.clone()) {
+        (_, Some((nr, program))) => Some(
+            violations
+                .iter()
+                .find(|e| e.number == Some(nr) && e.program == program)
+                .cloned()
+                .unwrap_or_else(|| entry(nr, program, 1, &[0; 6])),
+        ),
         (Some(libc::SIGSYS), None) if filter != Sandboxed::None => Some(Violation {
             syscall: "unknown".into(),
             number: None,
+            count: 1,
+            program: None,
             profile: v.profile.clone(),
             hint: format!(
                 "a kill rule of profile {} stopped the program without naming the call",
                 v.profile
             ),
+            change: None,
         }),
         _ => None,
     };
@@ -911,6 +988,8 @@ fn run(
         timed_out,
         cancelled,
         violation,
+        violations,
+        violations_omitted: tally.omitted,
         sandboxed: SandboxInfo {
             filter,
             profile: v.profile.clone(),
@@ -919,46 +998,4 @@ fn run(
         landlock: layer.map(|l| l.prepared.status().clone()),
         leaks,
     })
-}
-
-type Builtins = Vec<(&'static str, Option<Box<Policy>>)>;
-
-/// The built-in profiles' policies on this architecture, built once.
-fn builtin_policies() -> &'static Builtins {
-    static POLICIES: OnceLock<Builtins> = OnceLock::new();
-    POLICIES.get_or_init(|| {
-        Profile::builtin_names()
-            .filter_map(|n| {
-                let p = Profile::builtin(n).ok()?;
-                Some((n, p.policy(NATIVE, None).ok()?))
-            })
-            .collect()
-    })
-}
-
-/// One line for an agent: which built-in profiles would allow the call (the filter reports
-/// no arguments, so a profile that allows it only for some arguments says so).
-pub(crate) fn hint(nr: u32, name: &str, profile: &str) -> String {
-    let mut allowing = Vec::new();
-    for (n, p) in builtin_policies() {
-        let Some(p) = p else { continue };
-        if *n == profile {
-            continue;
-        }
-        if p.constant_decision(nr) == Some(Action::Allow) {
-            allowing.push(n.to_string());
-        } else if p.rules_for(nr).iter().any(|r| r.action == Action::Allow)
-            || p.decide(nr, &[0; 6]) == Action::Allow
-        {
-            allowing.push(format!("{n} (for some arguments)"));
-        }
-    }
-    if allowing.is_empty() {
-        format!("{name} is not allowed by profile {profile}; no built-in profile allows it except unrestricted (no filter)")
-    } else {
-        format!(
-            "{name} is not allowed by profile {profile}; profiles that allow it: {}",
-            allowing.join(", ")
-        )
-    }
 }

@@ -392,7 +392,9 @@ mod tests {
             spawner,
             ..Default::default()
         };
-        crate::exec::exec_with(&Request::new(["/usr/bin/python3", "-c", &script]), &opts).unwrap()
+        let mut req = Request::new(["/usr/bin/python3", "-c", &script]);
+        req.on_violation = crate::exec::OnViolation::Kill;
+        crate::exec::exec_with(&req, &opts).unwrap()
     }
 
     #[test]

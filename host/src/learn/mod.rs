@@ -112,6 +112,10 @@ pub fn learn(
         paths,
         secrets: Vec::new(),
         redact_secrets: false,
+        on_violation: crate::exec::OnViolation::Report,
+        deny_errno: None,
+        audience: crate::exec::Audience::Cli,
+        custom: None,
     };
     let progress = settings
         .progress

@@ -1,0 +1,151 @@
+//! What would allow a refused call: the smallest change, in the caller's language.
+//!
+//! First an `allow` entry added to the profile in use (`--allow NAME` for command-line users,
+//! `"allow": ["NAME"]` for JSON clients), checked against the call's real arguments: it is
+//! proposed only if the extended profile would then let this very call through (a call the
+//! profile denies explicitly stays denied whatever the allow list says). Otherwise the closest
+//! built-in profile that allows the call *and still runs the program*: one that allows every
+//! call the current profile allows (so a shell stays a shell), the smallest such. `unrestricted`
+//! (no filter) always qualifies, so there is always an answer; it is never a profile that
+//! cannot run the program.
+
+use super::request::Audience;
+use crate::policy::profile::Profile;
+use crate::policy::{Action, Policy, NATIVE};
+use std::sync::OnceLock;
+
+/// A refused call's hint and the exact change that would allow it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Advice {
+    /// One sentence for a human or an agent.
+    pub hint: String,
+    /// The change alone: `--allow socket`, `"allow": ["socket"]`, `--profile shell-net`.
+    pub change: String,
+}
+
+/// Highest syscall number the superset check looks at.
+const MAX_NR: u32 = 512;
+
+/// Calls a policy allows whatever the arguments... or with zero arguments: the set that
+/// decides whether a program still runs under another profile.
+fn allowed_set(policy: Option<&Policy>) -> Vec<bool> {
+    (0..MAX_NR)
+        .map(|nr| match policy {
+            None => true,
+            Some(p) => NATIVE.syscall_name(nr).is_some() && p.decide(nr, &[0; 6]) == Action::Allow,
+        })
+        .collect()
+}
+
+struct Builtin {
+    name: &'static str,
+    policy: Option<Box<Policy>>,
+    allowed: Vec<bool>,
+}
+
+/// The built-in profiles with their policies and allowed sets, smallest first.
+fn builtins() -> &'static [Builtin] {
+    static ALL: OnceLock<Vec<Builtin>> = OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut v: Vec<Builtin> = Profile::builtin_names()
+            .filter_map(|name| {
+                let policy = Profile::builtin(name).ok()?.policy(NATIVE, None).ok()?;
+                let allowed = allowed_set(policy.as_deref());
+                Some(Builtin {
+                    name,
+                    policy,
+                    allowed,
+                })
+            })
+            .collect();
+        v.sort_by_key(|b| b.allowed.iter().filter(|a| **a).count());
+        v
+    })
+}
+
+/// Advice for the call `nr` with `args`, refused under `profile`.
+pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audience) -> Advice {
+    let name = NATIVE.syscall_name(nr).unwrap_or("unknown");
+    let refused = format!("{name} is not allowed by profile {}", profile.name);
+    if name != "unknown" && profile.allow.is_some() {
+        let allows = profile
+            .extended(&[name.to_string()], &[])
+            .ok()
+            .and_then(|p| p.policy(NATIVE, None).ok())
+            .is_some_and(|p| p.is_none_or(|p| p.decide(nr, args) == Action::Allow));
+        if allows {
+            let change = match audience {
+                Audience::Cli => format!("--allow {name}"),
+                Audience::Json => format!("\"allow\": [\"{name}\"]"),
+            };
+            return Advice {
+                hint: format!("{refused}; to allow it add {change}"),
+                change,
+            };
+        }
+    }
+    let current = profile
+        .policy(NATIVE, None)
+        .ok()
+        .flatten()
+        .map(|p| allowed_set(Some(&p)));
+    let runs_program = |b: &Builtin| {
+        current
+            .as_ref()
+            .is_some_and(|cur| cur.iter().zip(&b.allowed).all(|(c, o)| !c || *o))
+    };
+    let closest = builtins().iter().find(|b| {
+        b.name != profile.name
+            && b.policy
+                .as_ref()
+                .is_none_or(|p| p.decide(nr, args) == Action::Allow)
+            && runs_program(b)
+    });
+    let target = closest.map_or("unrestricted", |b| b.name);
+    let change = match audience {
+        Audience::Cli => format!("--profile {target}"),
+        Audience::Json => format!("\"profile\": \"{target}\""),
+    };
+    let why = if target == "unrestricted" {
+        "no built-in profile that still runs this program allows it except unrestricted (no filter)"
+    } else {
+        "the closest built-in profile that allows it and still runs this program"
+    };
+    Advice {
+        hint: format!("{refused}; {why}: {change}"),
+        change,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nr(name: &str) -> u32 {
+        NATIVE.syscall_number(name).unwrap()
+    }
+
+    #[test]
+    fn an_allow_entry_when_it_works() {
+        let shell = Profile::builtin("shell").unwrap();
+        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &shell, Audience::Cli);
+        assert_eq!(a.change, "--allow socket", "{a:?}");
+        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &shell, Audience::Json);
+        assert_eq!(a.change, "\"allow\": [\"socket\"]", "{a:?}");
+    }
+
+    #[test]
+    fn never_a_profile_that_cannot_run_a_shell() {
+        // Denied explicitly by @hardening: no allow entry helps; neither does a profile
+        // without exec (no-exec, network), which cannot run the shell at all.
+        let shell = Profile::builtin("shell").unwrap();
+        for call in ["ptrace", "socket"] {
+            let deny_all = shell.extended(&[], &[call.to_string()]).unwrap();
+            let a = advise(nr(call), &[2, 1, 0, 0, 0, 0], &deny_all, Audience::Cli);
+            assert!(a.change.starts_with("--profile "), "{a:?}");
+            for cannot in ["no-exec", "network", "minimal", "write"] {
+                assert_ne!(a.change, format!("--profile {cannot}"), "{a:?}");
+            }
+        }
+    }
+}
