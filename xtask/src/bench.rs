@@ -291,6 +291,14 @@ pub fn run(args: &[&str]) -> Result<()> {
         return Ok(());
     }
     let quick = args.contains(&"--quick");
+    // `--oneshot`: only the one-shot section, printed, not written.
+    if args.contains(&"--oneshot") {
+        print!(
+            "{}",
+            crate::bench_oneshot::run(if quick { 100 } else { 500 })?
+        );
+        return Ok(());
+    }
     // `--exec`: only the exec runtime's section, printed, not written (for quick iterations).
     if args.contains(&"--exec") {
         print!(
@@ -330,6 +338,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     let (rounds, per) = if quick { (3, 50) } else { (7, 300) };
     let mut doc = String::from("# Benchmarks\n\nWritten by `cargo xtask bench`; every ratio is against a baseline measured in the same run.\n\n");
     doc += &format!("Machine: {}.\n\n", machine());
+    doc += &crate::bench_oneshot::run(if quick { 100 } else { 500 })?;
     doc += &preload_startup(&so, rounds, per)?;
     doc += &attach_cost(if quick { 50 } else { 200 })?;
     doc += &crate::bench_outer::run(rounds, per)?;

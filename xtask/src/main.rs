@@ -4,13 +4,15 @@
 //! - `build-preload`: build the release `libsandbox.so` at `target/preload/libsandbox.so`
 //! - `ci`: formatting, clippy, table drift, and the whole test suite
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--exec] [--serve] [--proxy] [--leaks]`: every
-//!   benchmark, written to `docs/benchmarks.md` (`--exec`, `--serve`, `--proxy`, `--leaks`: that section only, printed)
+//! - `bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks]`: every benchmark,
+//!   written to `docs/benchmarks.md` (`--oneshot`, `--exec`, `--serve`, `--proxy`, `--leaks`:
+//!   that section only, printed)
 
 mod bench;
 mod bench_exec;
 mod bench_landlock;
 mod bench_leaks;
+mod bench_oneshot;
 mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
@@ -105,7 +107,7 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("matrix") => xtask::matrix::run(&root(), rest.contains(&"--check")),
         Some("bench") => bench::run(&rest),
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick] [--exec] [--serve] [--proxy] [--leaks]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks]>"),
     }
 }
 

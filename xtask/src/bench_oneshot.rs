@@ -1,0 +1,189 @@
+//! The one-shot section of `cargo xtask bench`: what one `sandbox run` of `/bin/true` costs
+//! in CPU time against `/bin/true` alone, as an agent pays it on every command.
+//!
+//! CPU time is user + system time of the process and every descendant it waited for
+//! (`wait4`'s rusage), so the sandbox's own work, its threads, the child's setup and the
+//! program are all counted. The variants take turns spawn by spawn, so drift and other load
+//! hit all of them alike; the figures are medians.
+
+use anyhow::{bail, Context, Result};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// One variant: a label and its argv.
+struct Variant {
+    label: String,
+    argv: Vec<String>,
+}
+
+/// CPU (user + system, ms) and wall (ms) of one run of `argv`, stdio on /dev/null, in a bare
+/// environment (PATH, HOME, LANG) as agents run commands.
+fn once(argv: &[CString], envp: &[CString]) -> Result<(f64, f64)> {
+    let mut args: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    args.push(std::ptr::null());
+    let mut env: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
+    env.push(std::ptr::null());
+    let null = c"/dev/null";
+    // SAFETY: posix_spawn file actions are initialised, used and destroyed here; every
+    // pointer passed lives until posix_spawn returns; wait4 writes into locals.
+    unsafe {
+        let mut fa: libc::posix_spawn_file_actions_t = std::mem::zeroed();
+        libc::posix_spawn_file_actions_init(&mut fa);
+        for fd in 0..3 {
+            libc::posix_spawn_file_actions_addopen(&mut fa, fd, null.as_ptr(), libc::O_RDWR, 0);
+        }
+        let mut pid = 0;
+        let t = std::time::Instant::now();
+        let rc = libc::posix_spawn(
+            &mut pid,
+            args[0],
+            &fa,
+            std::ptr::null(),
+            args.as_ptr() as *const *mut libc::c_char,
+            env.as_ptr() as *const *mut libc::c_char,
+        );
+        libc::posix_spawn_file_actions_destroy(&mut fa);
+        if rc != 0 {
+            bail!(
+                "spawning {:?}: {}",
+                argv[0],
+                std::io::Error::from_raw_os_error(rc)
+            );
+        }
+        let mut status = 0;
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::wait4(pid, &mut status, 0, &mut ru) != pid {
+            bail!("wait4: {}", std::io::Error::last_os_error());
+        }
+        let wall = t.elapsed().as_secs_f64() * 1e3;
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            bail!("{argv:?} failed: wait status {status:#x}");
+        }
+        let ms = |tv: libc::timeval| tv.tv_sec as f64 * 1e3 + tv.tv_usec as f64 / 1e3;
+        Ok((ms(ru.ru_utime) + ms(ru.ru_stime), wall))
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// The section, with `n` runs of each variant.
+pub fn run(n: usize) -> Result<String> {
+    let sandbox = crate::bench_serve::sandbox_binary()?;
+    section(&sandbox, n)
+}
+
+fn section(sandbox: &Path, n: usize) -> Result<String> {
+    let s = sandbox.display().to_string();
+    // Quiet as an unprivileged user would be: root gets a warning line per run otherwise.
+    // SAFETY: geteuid cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let run = |extra: &[&str]| {
+        let mut v = vec![s.clone(), "run".to_string()];
+        if root {
+            v.push("--allow-root".into());
+        }
+        v.extend(extra.iter().map(|e| e.to_string()));
+        v.extend(["--".to_string(), "/bin/true".to_string()]);
+        v
+    };
+    let variants = [
+        Variant {
+            label: "`/bin/true`".into(),
+            argv: vec!["/bin/true".into()],
+        },
+        Variant {
+            label: "`sandbox --version` (start-up alone)".into(),
+            argv: vec![s.clone(), "--version".into()],
+        },
+        Variant {
+            label: "`run --profile unrestricted --landlock off`".into(),
+            argv: run(&["--profile", "unrestricted", "--landlock", "off"]),
+        },
+        Variant {
+            label: "`run --profile minimal --landlock off`".into(),
+            argv: run(&["--profile", "minimal", "--landlock", "off"]),
+        },
+        Variant {
+            label: "`run --profile minimal` (Landlock on: the default)".into(),
+            argv: run(&["--profile", "minimal"]),
+        },
+        Variant {
+            label: "`run --profile shell --landlock off`".into(),
+            argv: run(&["--profile", "shell", "--landlock", "off"]),
+        },
+        Variant {
+            label: "`run --profile shell`".into(),
+            argv: run(&["--profile", "shell"]),
+        },
+    ];
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let envp: Vec<CString> = [
+        "PATH=/usr/local/bin:/usr/bin:/bin".to_string(),
+        format!("HOME={home}"),
+        "LANG=C.UTF-8".to_string(),
+    ]
+    .into_iter()
+    .map(|e| CString::new(e).expect("no NUL"))
+    .collect();
+    let argvs: Vec<Vec<CString>> = variants
+        .iter()
+        .map(|v| {
+            v.argv
+                .iter()
+                .map(|a| CString::new(std::ffi::OsStr::new(a).as_bytes()).expect("no NUL"))
+                .collect()
+        })
+        .collect();
+    // Warm-up: the preload extraction, page cache, cgroup directories.
+    for a in &argvs {
+        once(a, &envp).context("warm-up run")?;
+    }
+    let mut cpu = vec![Vec::with_capacity(n); variants.len()];
+    let mut wall = vec![Vec::with_capacity(n); variants.len()];
+    for _ in 0..n {
+        for (i, a) in argvs.iter().enumerate() {
+            let (c, w) = once(a, &envp)?;
+            cpu[i].push(c);
+            wall[i].push(w);
+        }
+    }
+    let cpu: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+    let wall: Vec<f64> = wall.iter_mut().map(|v| median(v)).collect();
+    let mut md = String::from("## One-shot: `sandbox run -- /bin/true` against `/bin/true`\n\n");
+    md += &format!(
+        "CPU time (user + system of the process and every descendant it waited for, from \
+         `wait4`) and wall time, median of {n} runs of each variant, the variants taking turns \
+         run by run; bare environment (PATH, HOME, LANG), stdio on /dev/null{}.\n\n",
+        if root {
+            ", `--allow-root` because the bench runs as root"
+        } else {
+            ""
+        }
+    );
+    md += "| variant | CPU ms | CPU vs `/bin/true` | wall ms |\n|---|---:|---:|---:|\n";
+    for (i, v) in variants.iter().enumerate() {
+        md += &format!(
+            "| {} | {:.3} | {:.2}x | {:.3} |\n",
+            v.label,
+            cpu[i],
+            cpu[i] / cpu[0],
+            wall[i]
+        );
+    }
+    md += &format!(
+        "\n`run --profile minimal` costs **{:.2}x** the CPU time of `/bin/true` (target at most \
+         2.5x); the Landlock layer adds **{:+.0}%** to `run --profile shell` ({:.3} ms against \
+         {:.3} ms with `--landlock off`; target at most 5%) and {:+.0}% to `run --profile \
+         minimal`.\n\n",
+        cpu[4] / cpu[0],
+        (cpu[6] / cpu[5] - 1.0) * 100.0,
+        cpu[6],
+        cpu[5],
+        (cpu[4] / cpu[3] - 1.0) * 100.0,
+    );
+    Ok(md)
+}
