@@ -151,7 +151,11 @@ fn extract_default() -> Result<PathBuf, ExtractError> {
         std::env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
-            .or_else(|| home.filter(|h| h.is_absolute()).map(|h| h.join(".cache"))),
+            // A HOME that does not exist (`/nonexistent` of system users) is not created.
+            .or_else(|| {
+                home.filter(|h| h.is_absolute() && h.is_dir())
+                    .map(|h| h.join(".cache"))
+            }),
     ];
     for base in candidates.into_iter().flatten() {
         let dir = base.join("sandbox");

@@ -5,7 +5,7 @@
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 /// A static `cat FILE`, which can also try `--socket PORT`, `--write PATH` and `--exec`.
@@ -699,4 +699,34 @@ fn config_libsandbox_path_is_verified() {
         assert_eq!(text(&o.stderr).lines().count(), 1, "{o:?}");
         assert!(text(&o.stderr).contains("libsandboxSha256"), "{o:?}");
     }
+}
+
+#[test]
+fn a_home_that_does_not_exist_is_not_created() {
+    // System users have HOME=/nonexistent: the library goes to a private temporary directory
+    // instead of creating that HOME (control: an existing HOME gets .cache/sandbox).
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("nonexistent");
+    let go = |home: &Path| {
+        Command::new(SANDBOX)
+            .args(["env", "--json", "--profile", "minimal"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let o = go(&home);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(!home.exists(), "HOME was created");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let lib = v["LD_PRELOAD"].as_str().unwrap();
+    assert!(
+        Path::new(lib).is_file() && !lib.starts_with(home.to_str().unwrap()),
+        "{lib}"
+    );
+    let o = go(dir.path());
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(dir.path().join(".cache/sandbox").is_dir());
 }
