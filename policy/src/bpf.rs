@@ -97,14 +97,10 @@ impl Out<'_> {
 }
 
 #[derive(Clone, Copy)]
-enum Leaf {
-    Ret(Action),
-}
-
-#[derive(Clone, Copy)]
 struct Range {
     start: u32,
-    leaf: Leaf,
+    /// What the filter returns for the syscalls of this range.
+    action: Action,
 }
 
 const MAX_RANGES: usize = MAX_NR + 2;
@@ -113,7 +109,7 @@ const MAX_RANGES: usize = MAX_NR + 2;
 pub fn compile(policy: &Policy, out: &mut [Insn]) -> Result<usize, ErrorKind> {
     let mut ranges = [Range {
         start: 0,
-        leaf: Leaf::Ret(Action::Kill),
+        action: Action::Kill,
     }; MAX_RANGES];
     let n = build_ranges(policy, &mut ranges);
     let ranges = &ranges[..n];
@@ -200,7 +196,7 @@ fn build_ranges(policy: &Policy, ranges: &mut [Range; MAX_RANGES]) -> usize {
         if current != Some(action) {
             ranges[n] = Range {
                 start: if n == 0 { 0 } else { nr },
-                leaf: Leaf::Ret(action),
+                action,
             };
             n += 1;
             current = Some(action);
@@ -232,7 +228,7 @@ impl Shared {
             inline: [false; MAX_RANGES],
         };
         for r in ranges {
-            let Leaf::Ret(a) = r.leaf;
+            let a = r.action;
             if !s.actions[..s.n].contains(&a) && s.n < MAX_SHARED {
                 s.actions[s.n] = a;
                 s.n += 1;
@@ -246,7 +242,7 @@ impl Shared {
         if sub.len() != 1 || self.inline[index] {
             return None;
         }
-        let Leaf::Ret(a) = sub[0].leaf;
+        let a = sub[0].action;
         let i = self.actions[..self.n].iter().position(|x| *x == a)?;
         Some(self.base + i)
     }
@@ -257,7 +253,7 @@ impl Shared {
 /// so this ends).
 fn emit_tree(ranges: &[Range], o: &mut Out<'_>) {
     if ranges.len() == 1 {
-        let Leaf::Ret(a) = ranges[0].leaf;
+        let a = ranges[0].action;
         o.push(ret(a));
         return;
     }
@@ -298,7 +294,7 @@ fn emit_node(
     marks: &mut [bool; MAX_RANGES],
 ) {
     if ranges.len() == 1 {
-        let Leaf::Ret(a) = ranges[0].leaf;
+        let a = ranges[0].action;
         o.push(ret(a));
         return;
     }

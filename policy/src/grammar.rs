@@ -91,7 +91,6 @@ fn parse_entries(
         previous = entry;
         parse_entry(policy, entry, list_action, None, 0, exempt).map_err(err)?;
     }
-    policy.finish();
     Ok(())
 }
 
@@ -491,6 +490,5 @@ pub fn from_env(
         parse_list(policy, Source::Deny, d, action)?;
     }
     policy.add_trap_support();
-    policy.finish();
     Ok(true)
 }

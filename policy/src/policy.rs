@@ -125,7 +125,6 @@ pub struct Policy {
     n_alts: usize,
     conds: [Cond; MAX_CONDS],
     n_conds: usize,
-    sorted: bool,
 }
 
 const NO_RULE: Rule = Rule {
@@ -173,7 +172,6 @@ impl Policy {
             n_alts: 0,
             conds: [NO_COND; MAX_CONDS],
             n_conds: 0,
-            sorted: true,
         }
     }
 
@@ -187,7 +185,6 @@ impl Policy {
         self.n_rules = 0;
         self.n_alts = 0;
         self.n_conds = 0;
-        self.sorted = true;
     }
 
     /// Target architecture.
@@ -276,7 +273,7 @@ impl Policy {
         };
         // Keep the rules in evaluation order at all times (insertion after every rule that
         // sorts before or equal), so `decide`, `rules_for` and the compiler, which only borrow
-        // the policy, never see an unsorted list even when `finish` was not called.
+        // the policy, never see an unsorted list.
         let at = self.rules[..self.n_rules]
             .partition_point(|r| Self::eval_key(r) <= Self::eval_key(&rule));
         self.rules.copy_within(at..self.n_rules, at + 1);
@@ -296,17 +293,8 @@ impl Policy {
         )
     }
 
-    /// Orders rules for evaluation: by syscall, then strictest action first (allow rules last),
-    /// then in the order they were written. [`Policy::add_rule`] already keeps that order, so
-    /// this is a cheap check kept for callers that expect it.
-    pub fn finish(&mut self) {
-        if !self.sorted {
-            self.rules[..self.n_rules].sort_unstable_by_key(Self::eval_key);
-            self.sorted = true;
-        }
-    }
-
-    /// All rules, in evaluation order once [`Policy::finish`] has run.
+    /// All rules, in evaluation order: by syscall, then strictest action first (allow rules last),
+    /// then in the order they were written ([`Policy::add_rule`] keeps that order).
     pub fn rules(&self) -> &[Rule] {
         &self.rules[..self.n_rules]
     }

@@ -190,8 +190,13 @@ fn pool() -> &'static Mutex<Vec<Place>> {
     })
 }
 
-/// Removes the idle cgroups at exit (skipped if another thread holds the pool).
+/// Removes the idle cgroups at exit (skipped if another thread holds the pool, and in a
+/// forked child, whose pool entries are its parent's).
 extern "C" fn drain_pool() {
+    let owner = *OWNER.lock().unwrap_or_else(|e| e.into_inner());
+    if owner != std::process::id() {
+        return;
+    }
     if let Some(p) = POOL_ONCE.get() {
         if let Ok(mut idle) = p.try_lock() {
             for cg in idle.drain(..) {
@@ -226,17 +231,31 @@ fn take_idle() -> Option<Cg> {
     }
 }
 
-/// Makes the host a child subreaper, once.
-fn become_subreaper() {
-    static DONE: OnceLock<bool> = OnceLock::new();
-    DONE.get_or_init(|| {
-        // SAFETY: prctl with integer arguments; affects only this process.
-        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-        if rc != 0 {
-            tracing::warn!(error = %std::io::Error::last_os_error(), "cannot become a child subreaper");
+/// The process the idle pool, the in-use set and the subreaper setting belong to. A process
+/// forked from a host inherits its memory but not its subreaper setting, and the pooled and
+/// in-use cgroups are its parent's: nothing of that is cached across `fork` by pid alone.
+static OWNER: Mutex<u32> = Mutex::new(0);
+
+/// Makes this process a child subreaper on its first request, and again in a forked child,
+/// forgetting (not removing) the parent's pooled and in-use cgroups there.
+fn claim() {
+    let me = std::process::id();
+    let mut owner = OWNER.lock().unwrap_or_else(|e| e.into_inner());
+    if *owner == me {
+        return;
+    }
+    if *owner != 0 {
+        if let Some(p) = POOL_ONCE.get() {
+            p.lock().unwrap_or_else(|e| e.into_inner()).clear();
         }
-        rc == 0
-    });
+        active().lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+    // SAFETY: prctl with integer arguments; affects only this process.
+    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    if rc != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "cannot become a child subreaper");
+    }
+    *owner = me;
 }
 
 impl Cg {
@@ -310,7 +329,7 @@ pub(crate) struct Group {
 impl Group {
     /// Prepares the containment for one request.
     pub(crate) fn new(want: Containment) -> std::io::Result<Group> {
-        become_subreaper();
+        claim();
         let idle = match (want, base()) {
             (Containment::Subreaper, _) | (_, None) => None,
             _ => take_idle(),
@@ -713,4 +732,63 @@ fn tree(child: i32) -> Vec<(i32, Stat)> {
     all.into_iter()
         .filter(|(p, _)| members.contains(p))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether this process is a child subreaper.
+    fn is_subreaper() -> bool {
+        let mut v: libc::c_int = 0;
+        // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer.
+        unsafe {
+            libc::prctl(
+                libc::PR_GET_CHILD_SUBREAPER,
+                &mut v as *mut libc::c_int,
+                0,
+                0,
+                0,
+            )
+        };
+        v != 0
+    }
+
+    #[test]
+    fn a_forked_child_becomes_a_subreaper_itself_and_forgets_the_parents_pool() {
+        claim();
+        assert!(is_subreaper());
+        pool()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Place {
+                name: "sandbox-exec-parent".into(),
+                dir: PathBuf::from("/nonexistent-parent-cgroup"),
+                rel: String::new(),
+            });
+        // SAFETY: the child calls only prctl, the pool's and the owner's locks and _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // Control: the flag is not inherited, so a child that trusted a cached "done"
+            // would not be a subreaper.
+            let inherited = is_subreaper();
+            claim();
+            let forgot = pool().lock().map(|p| p.is_empty()).unwrap_or(false);
+            let code = if !inherited && is_subreaper() && forgot {
+                0
+            } else {
+                1
+            };
+            // SAFETY: ends the child without running the parent's exit handlers.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        pool()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p| p.name != "sandbox-exec-parent");
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    }
 }

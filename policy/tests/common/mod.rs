@@ -477,6 +477,5 @@ pub fn random_policy(rng: &mut Rng, arch: Arch) -> Policy {
             p.add_rule(nr, action, &refs).unwrap();
         }
     }
-    p.finish();
     p
 }
