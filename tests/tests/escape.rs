@@ -1288,8 +1288,8 @@ impl Drop for Sleeper {
 
 #[test]
 fn fcntl_and_ioctl_route_no_signal_to_another_process() {
-    // The fcntl forms work on a pipe, which every profile has; FIOSETOWN needs a socket, which
-    // only `network` lets a program create (the others stop socketpair itself).
+    // The fcntl forms work on a pipe; FIOSETOWN needs a socket, here a Unix socket pair, which
+    // every profile lets a program create.
     let cases: [(&str, &str, libc::c_int, &[&str]); 3] = [
         (
             "fcntl",
@@ -1303,7 +1303,12 @@ fn fcntl_and_ioctl_route_no_signal_to_another_process() {
             libc::SIGTERM,
             &["minimal", "write", "shell", "network"],
         ),
-        ("ioctl", "ioctl(FIOSETOWN)", libc::SIGIO, &["network"]),
+        (
+            "ioctl",
+            "ioctl(FIOSETOWN)",
+            libc::SIGIO,
+            &["minimal", "write", "shell", "network"],
+        ),
     ];
     for (mode, owner_call, signal, profiles) in cases {
         // Control: unsandboxed, the attacker ends a `sleep` it did not start.

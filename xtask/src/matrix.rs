@@ -877,6 +877,7 @@ pub fn run(root: &Path, check: bool) -> Result<()> {
             (Some(b), Some(e)) if b < e => format!("{}{BEGIN}\n{table}{}", &old[..b], &old[e..]),
             _ => format!("{old}\n## Command matrix\n\n{BEGIN}\n{table}{END}\n"),
         };
+        let new = crate::agent_matrix::updated_doc(&new)?;
         std::fs::write(&path, new)?;
         println!("wrote {}", path.display());
     }
