@@ -334,6 +334,11 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
         return Ok(());
     }
+    // `--oci`: only the OCI export/import section, printed, not written.
+    if args.contains(&"--oci") {
+        print!("{}", crate::bench_oci::run(if quick { 70 } else { 700 })?);
+        return Ok(());
+    }
     let so = xtask::matrix::preload()?;
     let (rounds, per) = if quick { (3, 50) } else { (7, 300) };
     let mut doc = String::from("# Benchmarks\n\nWritten by `cargo xtask bench`; every ratio is against a baseline measured in the same run.\n\n");
@@ -348,6 +353,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &crate::bench_proxy::run(if quick { 400 } else { 4000 })?;
     doc += &crate::bench_leaks::run(if quick { 5 } else { 21 })?;
     doc += &crate::bench_landlock::run(if quick { 3 } else { 10 }, if quick { 20 } else { 50 })?;
+    doc += &crate::bench_oci::run(if quick { 70 } else { 700 })?;
     print!("{doc}");
     if !quick {
         crate::write_doc(Path::new("docs/benchmarks.md"), &doc)?;

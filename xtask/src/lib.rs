@@ -1,5 +1,7 @@
-//! The parts of `cargo xtask` that tests share: the command matrix and the syscall benchmark.
+//! The parts of `cargo xtask` that tests share: the command matrix, the syscall benchmark and
+//! the release bundle.
 
 pub mod agent_matrix;
 pub mod bench_syscalls;
+pub mod dist;
 pub mod matrix;

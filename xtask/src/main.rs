@@ -12,6 +12,7 @@ mod bench;
 mod bench_exec;
 mod bench_landlock;
 mod bench_leaks;
+mod bench_oci;
 mod bench_oneshot;
 mod bench_outer;
 mod bench_proxy;
@@ -107,7 +108,15 @@ fn main() -> Result<()> {
         Some("ci") => ci(),
         Some("matrix") => xtask::matrix::run(&root(), rest.contains(&"--check")),
         Some("bench") => bench::run(&rest),
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks]>"),
+        Some("dist") => {
+            let opts = xtask::dist::DistOptions {
+                profile: "release".into(),
+                out: root().join("target/dist"),
+            };
+            println!("{}", xtask::dist::dist(&root(), &opts)?.display());
+            Ok(())
+        }
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | dist | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--oci]>"),
     }
 }
 

@@ -18,7 +18,7 @@ use std::format;
 use std::string::{String, ToString};
 use std::vec::Vec;
 
-/// Largest JSON accepted (moby's default profile is about 20 KB).
+/// Largest JSON accepted (moby's default profile is about 13 KB).
 pub const MAX_IMPORT_BYTES: usize = 1 << 20;
 
 /// The capabilities Docker gives a container unless told otherwise (`includes.caps` and

@@ -1,0 +1,198 @@
+//! `cargo xtask dist`: the release bundle `target/dist/sandbox-<version>-<target>.tar.gz`.
+//!
+//! It holds `bin/sandbox`, `lib/libsandbox.so` (extracted from that very binary, so the two
+//! never disagree), the built-in profiles, one man page per subcommand (clap_mangen), bash, zsh
+//! and fish completions (clap_complete), README and licences, and `SHA256SUMS` of every file;
+//! `target/dist/SHA256SUMS` has the tarball's. The binary is built with the workspace and
+//! cargo's home remapped (`--remap-path-prefix`), so no path of the build machine is baked in
+//! and the bundle works wherever it is unpacked.
+
+use anyhow::{bail, Context, Result};
+use clap::CommandFactory;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// How the binary is built: `release` for the bundle; tests use `dev`, which is faster and
+/// carries debug information, so it checks the path remapping harder.
+pub struct DistOptions {
+    /// Cargo profile.
+    pub profile: String,
+    /// Where the tarball and `SHA256SUMS` go.
+    pub out: PathBuf,
+}
+
+/// The host target triple, from `rustc -vV`.
+fn host_triple() -> Result<String> {
+    let o = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .arg("-vV")
+        .output()
+        .context("running rustc -vV")?;
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .context("rustc -vV printed no host line")
+}
+
+fn cargo_home() -> PathBuf {
+    std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo")
+        })
+}
+
+/// Builds the bundle; returns the tarball's path.
+pub fn dist(root: &Path, opts: &DistOptions) -> Result<PathBuf> {
+    let version = env!("CARGO_PKG_VERSION");
+    let triple = host_triple()?;
+    let name = format!("sandbox-{version}-{triple}");
+    let target_dir = root.join("target/dist-build");
+    let remap = format!(
+        "--remap-path-prefix={}=/sandbox --remap-path-prefix={}=/cargo",
+        root.display(),
+        cargo_home().display()
+    );
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "-p", "sandbox-host", "--bin", "sandbox"])
+        .args(["--profile", &opts.profile, "--target-dir"])
+        .arg(&target_dir)
+        .env("RUSTFLAGS", &remap)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .current_dir(root)
+        .status()
+        .context("starting cargo build")?;
+    if !status.success() {
+        bail!("cargo build of the sandbox binary failed: {status}");
+    }
+    let dir_name = if opts.profile == "dev" {
+        "debug"
+    } else {
+        &opts.profile
+    };
+    let built = target_dir.join(dir_name).join("sandbox");
+
+    let stage_parent = tempfile::tempdir()?;
+    let stage = stage_parent.path().join(&name);
+    let mkdir = |p: &str| -> Result<PathBuf> {
+        let d = stage.join(p);
+        std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+        Ok(d)
+    };
+    let bin = mkdir("bin")?.join("sandbox");
+    std::fs::copy(&built, &bin).with_context(|| format!("copying {}", built.display()))?;
+    let lib = mkdir("lib")?.join("libsandbox.so");
+    let o = Command::new(&bin)
+        .arg("extract")
+        .arg("--to")
+        .arg(&lib)
+        .output()?;
+    if !o.status.success() {
+        bail!(
+            "sandbox extract: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
+    let profiles = mkdir("share/sandbox/profiles")?;
+    for entry in std::fs::read_dir(root.join("profiles"))? {
+        let p = entry?.path();
+        if p.extension().is_some_and(|e| e == "toml") {
+            std::fs::copy(&p, profiles.join(p.file_name().unwrap()))?;
+        }
+    }
+    man_pages(&mkdir("share/man/man1")?)?;
+    for (shell, dir) in [
+        (
+            sandbox_host::cli::Shell::Bash,
+            "share/bash-completion/completions",
+        ),
+        (sandbox_host::cli::Shell::Zsh, "share/zsh/site-functions"),
+        (
+            sandbox_host::cli::Shell::Fish,
+            "share/fish/vendor_completions.d",
+        ),
+    ] {
+        let mut text = Vec::new();
+        sandbox_host::cli::completions(shell, &mut text);
+        std::fs::write(mkdir(dir)?.join(shell.file_name()), text)?;
+    }
+    for f in ["README.md", "LICENSE-MIT", "LICENSE-APACHE"] {
+        std::fs::copy(root.join(f), stage.join(f)).with_context(|| format!("copying {f}"))?;
+    }
+    let sums = sha256_lines(&stage)?;
+    std::fs::write(stage.join("SHA256SUMS"), sums)?;
+
+    std::fs::create_dir_all(&opts.out)?;
+    let tarball = opts.out.join(format!("{name}.tar.gz"));
+    // Reproducible archive: sorted names, fixed owner and time.
+    let status = Command::new("tar")
+        .args([
+            "--sort=name",
+            "--owner=0",
+            "--group=0",
+            "--numeric-owner",
+            "--mtime=@0",
+            "-czf",
+        ])
+        .arg(&tarball)
+        .arg("-C")
+        .arg(stage_parent.path())
+        .arg(&name)
+        .env("GZIP", "-n")
+        .status()
+        .context("starting tar")?;
+    if !status.success() {
+        bail!("tar failed: {status}");
+    }
+    let hash = hex(&Sha256::digest(std::fs::read(&tarball)?));
+    std::fs::write(
+        opts.out.join("SHA256SUMS"),
+        format!("{hash}  {name}.tar.gz\n"),
+    )?;
+    Ok(tarball)
+}
+
+/// `sandbox.1` and `sandbox-<subcommand>.1` for every subcommand, from the CLI definition.
+fn man_pages(dir: &Path) -> Result<()> {
+    let cmd = sandbox_host::cli::Cli::command();
+    let mut pages = vec![("sandbox".to_string(), cmd.clone())];
+    for sub in cmd.get_subcommands() {
+        let name = format!("sandbox-{}", sub.get_name());
+        pages.push((name.clone(), sub.clone().name(name)));
+    }
+    for (name, page) in pages {
+        let mut text = Vec::new();
+        clap_mangen::Man::new(page)
+            .source(format!("sandbox {}", env!("CARGO_PKG_VERSION")))
+            .render(&mut text)?;
+        std::fs::write(dir.join(format!("{name}.1")), text)?;
+    }
+    Ok(())
+}
+
+/// `sha256sum` lines for every file under `dir`, sorted by path.
+fn sha256_lines(dir: &Path) -> Result<String> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    let mut out = String::new();
+    for f in files {
+        let rel = f.strip_prefix(dir)?.display().to_string();
+        out += &format!("{}  {rel}\n", hex(&Sha256::digest(std::fs::read(&f)?)));
+    }
+    Ok(out)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

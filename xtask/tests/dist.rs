@@ -1,0 +1,113 @@
+//! `cargo xtask dist`: the bundle unpacked somewhere else runs, holds what it says it holds,
+//! and carries no path of the machine that built it. Built with the dev profile (faster, and
+//! its debug information would show a missed path remapping first).
+
+use std::path::Path;
+use std::process::Command;
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn the_bundle_works_unpacked_elsewhere_without_build_paths() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let opts = xtask::dist::DistOptions {
+        profile: "dev".into(),
+        out: out.path().to_path_buf(),
+    };
+    let tarball = xtask::dist::dist(root, &opts).unwrap();
+    let name = tarball.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with(&format!("sandbox-{}-", env!("CARGO_PKG_VERSION"))),
+        "{name}"
+    );
+    assert!(name.ends_with(".tar.gz"));
+    let sums = std::fs::read_to_string(out.path().join("SHA256SUMS")).unwrap();
+    assert!(sums.ends_with(&format!("  {name}\n")), "{sums}");
+
+    let place = tempfile::tempdir().unwrap();
+    let o = Command::new("tar")
+        .arg("-xzf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(place.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let top = place.path().join(name.trim_end_matches(".tar.gz"));
+    let check = Command::new("sha256sum")
+        .args(["--quiet", "-c", "SHA256SUMS"])
+        .current_dir(&top)
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{check:?}");
+
+    // One man page per subcommand plus sandbox.1; completions for three shells; profiles.
+    let subcommands = [
+        "run",
+        "env",
+        "extract",
+        "check",
+        "profiles",
+        "inspect",
+        "exec",
+        "serve",
+        "export",
+        "import",
+        "completions",
+    ];
+    for s in subcommands {
+        assert!(
+            top.join(format!("share/man/man1/sandbox-{s}.1")).is_file(),
+            "{s}"
+        );
+    }
+    for f in [
+        "share/man/man1/sandbox.1",
+        "share/bash-completion/completions/sandbox",
+        "share/zsh/site-functions/_sandbox",
+        "share/fish/vendor_completions.d/sandbox.fish",
+        "share/sandbox/profiles/minimal.toml",
+        "lib/libsandbox.so",
+        "README.md",
+        "LICENSE-MIT",
+        "LICENSE-APACHE",
+    ] {
+        assert!(top.join(f).is_file(), "{f}");
+    }
+
+    // It runs from there, with a bare environment.
+    let sandbox = top.join("bin/sandbox");
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(&sandbox)
+            .args(args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home.path())
+            .env("LANG", "C.UTF-8")
+            .current_dir(place.path())
+            .output()
+            .unwrap()
+    };
+    let o = run(&["run", "--allow-root", "--", "/bin/echo", "hi"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "hi\n", "{o:?}");
+    let o = run(&["env"]);
+    assert!(o.status.success(), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("export LD_PRELOAD="),
+        "{o:?}"
+    );
+
+    // No build path: not the workspace, not cargo's home (registry sources).
+    let home_cargo = std::env::var("CARGO_HOME")
+        .unwrap_or_else(|_| format!("{}/.cargo", std::env::var("HOME").unwrap_or_default()));
+    for f in ["bin/sandbox", "lib/libsandbox.so"] {
+        let bytes = std::fs::read(top.join(f)).unwrap();
+        for p in [root.to_str().unwrap(), home_cargo.as_str()] {
+            assert!(!contains(&bytes, p.as_bytes()), "{f} contains {p}");
+        }
+    }
+}
