@@ -326,6 +326,12 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
         return Ok(());
     }
+    // `--learn`: only the learn section, printed, not written.
+    if args.contains(&"--learn") {
+        let (rounds, per) = if quick { (3, 5) } else { (7, 20) };
+        print!("{}", crate::bench_learn::run(rounds, per)?);
+        return Ok(());
+    }
     // `--proxy`: only the proxy section, printed, not written.
     if args.contains(&"--proxy") {
         print!(
@@ -354,6 +360,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &crate::bench_leaks::run(if quick { 5 } else { 21 })?;
     doc += &crate::bench_landlock::run(if quick { 3 } else { 10 }, if quick { 20 } else { 50 })?;
     doc += &crate::bench_oci::run(if quick { 70 } else { 700 })?;
+    doc += &crate::bench_learn::run(if quick { 3 } else { 7 }, if quick { 5 } else { 20 })?;
     print!("{doc}");
     if !quick {
         crate::write_doc(Path::new("docs/benchmarks.md"), &doc)?;

@@ -4,14 +4,15 @@
 //! - `build-preload`: build the release `libsandbox.so` at `target/preload/libsandbox.so`
 //! - `ci`: formatting, clippy, table drift, and the whole test suite
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks]`: every benchmark,
-//!   written to `docs/benchmarks.md` (`--oneshot`, `--exec`, `--serve`, `--proxy`, `--leaks`:
-//!   that section only, printed)
+//! - `bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--learn]`: every
+//!   benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--exec`, `--serve`, `--proxy`,
+//!   `--leaks`, `--learn`: that section only, printed)
 
 mod bench;
 mod bench_exec;
 mod bench_landlock;
 mod bench_leaks;
+mod bench_learn;
 mod bench_oci;
 mod bench_oneshot;
 mod bench_outer;
@@ -116,7 +117,7 @@ fn main() -> Result<()> {
             println!("{}", xtask::dist::dist(&root(), &opts)?.display());
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | dist | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--oci]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | dist | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn]>"),
     }
 }
 
