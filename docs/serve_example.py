@@ -36,7 +36,9 @@ for rid in requests:
     r = results[rid]
     if "error" in r:
         print(f"{rid}: refused: {r['error']['field']}: {r['error']['reason']}")
-    elif r["violation"]:
+    elif r["violation"]:  # only with "on_violation": "kill"
         print(f"{rid}: stopped: {r['violation']['syscall']}")
     else:
         print(f"{rid}: exit {r['exit_code']}: {r['stdout'].strip()}")
+        for v in r["violations"]:  # refused calls failed with an errno; the program went on
+            print(f"  refused {v['syscall']} x{v['count']}: {v['change']}")
