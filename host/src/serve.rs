@@ -269,8 +269,16 @@ fn error_line(id: Option<&str>, field: &str, reason: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// An error line of a request that was run; a program that could not be started also carries
+/// the shell's status (`"exit_code": 126` or `127`) after the reason.
 fn exec_error_line(id: &str, e: &ExecError) -> Vec<u8> {
-    error_line(Some(id), e.field(), &e.reason())
+    let mut line = error_line(Some(id), e.field(), &e.reason());
+    if let Some(code) = e.exit_code() {
+        // `...}}\n` becomes `...,"exit_code":N}}\n`.
+        line.truncate(line.len() - 3);
+        line.extend_from_slice(format!(",\"exit_code\":{code}}}}}\n").as_bytes());
+    }
+    line
 }
 
 const SHUTTING_DOWN: &str = "not run: the server is shutting down";

@@ -300,6 +300,35 @@ fn violation_in_a_result_line() {
 // ---- bad input: an error line, and the server keeps going ----
 
 #[test]
+fn programs_that_cannot_run_get_126_or_127_in_their_error_line() {
+    let dir = tempdir();
+    let script = dir.path().join("script");
+    std::fs::write(&script, "#!/bin/sh\necho ran\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let path = script.to_str().unwrap();
+    let mut s = Server::start(&[]);
+    s.send(&request("x", &[path]));
+    let v = s.recv();
+    let reason = assert_error(&v, json!("x"), "argv[0]");
+    assert!(reason.contains("not executable"), "{reason}");
+    assert_eq!(v["error"]["exit_code"], json!(126), "{v}");
+    s.send(&request("m", &["no-such-program-here"]));
+    let v = s.recv();
+    assert_error(&v, json!("m"), "argv[0]");
+    assert_eq!(v["error"]["exit_code"], json!(127), "{v}");
+    // Control: the same file with its execute bit runs, and a bare name is found in PATH.
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    s.send(&json!({"id": "ok", "argv": [path], "profile": "shell"}).to_string());
+    let v = s.recv();
+    assert_eq!(v["stdout"], json!("ran\n"), "{v}");
+    s.send(&request("bare", &["true"]));
+    let v = s.recv();
+    assert_eq!(v["exit_code"], json!(0), "{v}");
+    assert!(v["program"].as_str().unwrap().ends_with("/true"), "{v}");
+    assert_eq!(s.finish(), (0, String::new()));
+}
+
+#[test]
 fn bad_lines_get_error_lines_and_the_server_keeps_serving() {
     let mut s = Server::start(&[]);
     let cases: &[(&[u8], Value, &str)] = &[
@@ -332,7 +361,7 @@ fn bad_lines_get_error_lines_and_the_server_keeps_serving() {
             "argv[0]",
         ),
         (
-            b"{\"id\": \"rel\", \"argv\": [\"echo\"]}",
+            b"{\"id\": \"rel\", \"argv\": [\"bin/echo\"]}",
             json!("rel"),
             "argv[0]",
         ),

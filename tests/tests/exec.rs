@@ -144,7 +144,7 @@ fn refuses_empty_argument() {
 
 #[test]
 fn refuses_relative_program() {
-    let (field, reason) = refused(&req(&["echo", "hi"]));
+    let (field, reason) = refused(&req(&["bin/echo", "hi"]));
     assert_eq!(field, "argv[0]");
     assert!(reason.contains("absolute"), "{reason}");
 }

@@ -1,6 +1,7 @@
 //! `sandbox exec --json`: one request as JSON in, one result (or one error) as JSON out.
 //!
-//! Every refusal is `{"error": {"field": F, "reason": R}}` with exit status 125; a request that
+//! Every refusal is `{"error": {"field": F, "reason": R}}` with exit status 125 (126 or 127, and
+//! `exit_code` in the error, for a program that cannot be executed or is not found); a request that
 //! ran gives its result with exit status 0, whatever the program did.
 
 use super::request::{Limits, Refusal, Request};
@@ -65,12 +66,20 @@ pub fn run_json(input: &[u8]) -> (String, i32) {
                 REFUSED_STATUS,
             ),
         },
-        Err(e) => (error_of(&e), REFUSED_STATUS),
+        Err(e) => (error_of(&e), e.exit_code().unwrap_or(REFUSED_STATUS)),
     }
 }
 
+/// The error object; a program that could not be started also carries the shell's status
+/// (`exit_code` 126 or 127), which is then the command's exit status too.
 fn error_of(e: &ExecError) -> String {
-    error_json(e.field(), &e.reason())
+    let mut text = error_json(e.field(), &e.reason());
+    if let Some(code) = e.exit_code() {
+        // `...}}` becomes `...,"exit_code":N}}`: the same order as in `serve`'s lines.
+        text.truncate(text.len() - 2);
+        text.push_str(&format!(",\"exit_code\":{code}}}}}"));
+    }
+    text
 }
 
 /// `{"error":{"field":...,"reason":...}}`.

@@ -183,6 +183,10 @@ pub struct Refusal {
     pub field: String,
     /// What is wrong with it.
     pub reason: String,
+    /// The shell's status for a program that cannot run: 126 (found but not executable), 127
+    /// (not found); absent for every other refusal (status 125).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
 }
 
 impl Refusal {
@@ -191,9 +195,23 @@ impl Refusal {
         Refusal {
             field: field.into(),
             reason: reason.into(),
+            exit_code: None,
+        }
+    }
+
+    /// A program that cannot be run, with the status a shell gives it (126 or 127).
+    pub fn cannot_run(field: impl Into<String>, reason: impl Into<String>, code: i32) -> Refusal {
+        Refusal {
+            exit_code: Some(code),
+            ..Refusal::new(field, reason)
         }
     }
 }
+
+/// Status of a program that exists but cannot be executed (as `env` and shells give).
+pub const EXIT_CANNOT_EXECUTE: i32 = 126;
+/// Status of a program that was not found.
+pub const EXIT_NOT_FOUND: i32 = 127;
 
 /// How a program's standard streams are connected.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -293,6 +311,7 @@ impl Request {
             env::check_key(k).map_err(|r| Refusal::new(format!("env.{k}"), r))?;
             env::check_value(v).map_err(|r| Refusal::new(format!("env.{k}"), r))?;
         }
+
         if !self.timeout_s.is_finite() || !(MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(&self.timeout_s)
         {
             return Err(Refusal::new(
@@ -340,11 +359,18 @@ impl Request {
         let profile = custom
             .as_ref()
             .map_or_else(|| self.profile.clone(), |p| p.name.clone());
+        // Last: a request that is wrong in any other way is refused as such (125) first.
+        let env = env::scrubbed(&self.env);
+        let search = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
+        let program = resolve_program(&argv[0], search)?;
         Ok(Validated {
-            program: PathBuf::from(&argv[0]),
+            program,
             argv,
             cwd,
-            env: env::scrubbed(&self.env),
+            env,
             timeout: Some(Duration::from_secs_f64(self.timeout_s)),
             streams: Streams::Capture,
             max_output_bytes: self.max_output_bytes as usize,
@@ -556,27 +582,85 @@ fn validate_argv(argv: &[String]) -> Result<Vec<String>, Refusal> {
             return Err(Refusal::new(format!("argv[{i}]"), "must not contain NUL"));
         }
     }
-    let program = Path::new(&argv[0]);
-    if !program.is_absolute() {
-        return Err(Refusal::new(
+    Ok(argv.to_vec())
+}
+
+/// The file `argv[0]` names, found as `execvp` finds it: a name with a slash is used as given
+/// (absolute only: the host's working directory means nothing to the caller); a bare name is
+/// looked up in the absolute directories of `search` (the request's `PATH`, else the scrubbed
+/// default), where the first executable regular file wins and a non-executable match is
+/// remembered for the status. Relative `PATH` entries are skipped: they would name the
+/// host's directory, not the caller's. Not found gives 127, found but not executable 126.
+fn resolve_program(name: &str, search: &str) -> Result<PathBuf, Refusal> {
+    if name.contains('/') {
+        let program = Path::new(name);
+        if !program.is_absolute() {
+            return Err(Refusal::new(
+                "argv[0]",
+                format!("must be an absolute path or a name looked up in PATH, got `{name}`"),
+            ));
+        }
+        return match std::fs::metadata(program) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Refusal::cannot_run(
+                "argv[0]",
+                format!("`{name}`: does not exist"),
+                EXIT_NOT_FOUND,
+            )),
+            Err(e) => Err(Refusal::cannot_run(
+                "argv[0]",
+                format!("`{name}`: {}", io_reason(&e)),
+                EXIT_CANNOT_EXECUTE,
+            )),
+            Ok(m) if !m.is_file() => Err(Refusal::cannot_run(
+                "argv[0]",
+                format!("`{name}` is not a regular file"),
+                EXIT_CANNOT_EXECUTE,
+            )),
+            Ok(_) if !executable(program) => Err(Refusal::cannot_run(
+                "argv[0]",
+                format!("`{name}`: permission denied (not executable)"),
+                EXIT_CANNOT_EXECUTE,
+            )),
+            Ok(_) => Ok(program.to_path_buf()),
+        };
+    }
+    let mut denied: Option<PathBuf> = None;
+    for dir in search.split(':').filter(|d| d.starts_with('/')) {
+        let candidate = Path::new(dir).join(name);
+        match std::fs::metadata(&candidate) {
+            Ok(m) if m.is_file() && executable(&candidate) => return Ok(candidate),
+            Ok(_) => {
+                denied.get_or_insert(candidate);
+            }
+            Err(_) => {}
+        }
+    }
+    Err(match denied {
+        Some(p) => Refusal::cannot_run(
             "argv[0]",
             format!(
-                "must be an absolute path (no PATH lookup), got `{}`",
-                argv[0]
+                "`{name}`: found `{}` in PATH, but it is not an executable file",
+                p.display()
             ),
-        ));
-    }
-    match std::fs::metadata(program) {
-        Err(e) => Err(Refusal::new(
+            EXIT_CANNOT_EXECUTE,
+        ),
+        None => Refusal::cannot_run(
             "argv[0]",
-            format!("`{}`: {}", argv[0], io_reason(&e)),
-        )),
-        Ok(m) if !m.is_file() => Err(Refusal::new(
-            "argv[0]",
-            format!("`{}` is not a regular file", argv[0]),
-        )),
-        Ok(_) => Ok(argv.to_vec()),
-    }
+            format!("`{name}`: not found in PATH `{search}`"),
+            EXIT_NOT_FOUND,
+        ),
+    })
+}
+
+/// Whether the host may execute `path` (`faccessat(X_OK, AT_EACCESS)`): root passes only when
+/// some execute bit is set, as `execve` requires.
+fn executable(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid NUL-terminated path; faccessat only reads it.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0 }
 }
 
 fn validate_cwd(cwd: &str) -> Result<PathBuf, Refusal> {

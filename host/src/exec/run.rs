@@ -101,6 +101,8 @@ impl Default for RunOptions {
 /// What happened to one request that ran.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExecResult {
+    /// The file that ran: `argv[0]` itself, or where a bare name was found in `PATH`.
+    pub program: String,
     /// The exit status, when the program exited (not killed by a signal).
     pub exit_code: Option<i32>,
     /// The signal that ended the program, if one did.
@@ -200,6 +202,19 @@ impl ExecError {
             ExecError::Sandbox(SandboxError::Unavailable(_)) => "require_sandbox",
             ExecError::Sandbox(SandboxError::Profile(..)) => "profile",
             ExecError::Sandbox(_) | ExecError::Setup(_) => "sandbox",
+        }
+    }
+
+    /// The status a shell would give (126: found but cannot be executed, 127: not found), for
+    /// a program that could not be started; `None` for every other error (125).
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            ExecError::Refused(r) => r.exit_code,
+            ExecError::Spawn { source, .. } => Some(match source.raw_os_error() {
+                Some(libc::ENOENT) => super::request::EXIT_NOT_FOUND,
+                _ => super::request::EXIT_CANNOT_EXECUTE,
+            }),
+            _ => None,
         }
     }
 
@@ -978,6 +993,7 @@ fn run(
         _ => None,
     };
     Ok(ExecResult {
+        program: v.program.to_string_lossy().into_owned(),
         exit_code,
         signal,
         stdout,
