@@ -579,7 +579,11 @@ fn a_bare_name_is_looked_up_in_the_request_path_and_the_result_names_the_file() 
     let (v, status, _) = cli(r.to_string().as_bytes());
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["program"], json!(mine), "{v}");
-    assert_eq!(v["stdout"], json!(format!("mine {}\n", mine.display())), "{v}");
+    assert_eq!(
+        v["stdout"],
+        json!(format!("mine {}\n", mine.display())),
+        "{v}"
+    );
     // A non-executable file earlier in PATH is skipped, as execvp skips it.
     std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o644)).unwrap();
     let (v, status, _) = cli(r.to_string().as_bytes());
@@ -588,12 +592,18 @@ fn a_bare_name_is_looked_up_in_the_request_path_and_the_result_names_the_file() 
     // holding an executable `echo`).
     std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (v, status, _) = cli_with(
-        json!({"argv": ["echo"], "env": {"PATH": "."}}).to_string().as_bytes(),
+        json!({"argv": ["echo"], "env": {"PATH": "."}})
+            .to_string()
+            .as_bytes(),
         |c| {
             c.current_dir(dir.path());
         },
     );
-    assert_eq!((status, &v["error"]["exit_code"]), (127, &json!(127)), "{v}");
+    assert_eq!(
+        (status, &v["error"]["exit_code"]),
+        (127, &json!(127)),
+        "{v}"
+    );
 }
 
 // ---- hostile ----
