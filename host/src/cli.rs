@@ -73,6 +73,14 @@ pub struct PathArgs {
     /// Landlock: required (refuse without it), preferred (default; say what is missing) or off.
     #[arg(long, value_name = "MODE")]
     pub landlock: Option<crate::landlock::Mode>,
+    /// Namespaces (own PID space and /proc, private /tmp, read-only .git/hooks and
+    /// .git/config): required, preferred (default; say when unavailable) or off.
+    #[arg(long, value_name = "MODE")]
+    pub isolation: Option<crate::exec::isolation::Mode>,
+    /// A path mounted read-only over itself (repeatable); one that does not exist must be in
+    /// the workspace and cannot be created.
+    #[arg(long = "read-only", value_name = "PATH")]
+    pub read_only: Vec<String>,
 }
 
 impl PathArgs {
@@ -85,6 +93,7 @@ impl PathArgs {
             &self.deny_read,
             self.connect_ports.as_deref(),
         )
+        .and_then(|r| r.with_isolation(self.isolation.unwrap_or_default(), &self.read_only))
         .map_err(|r| self.flag_message(&r))
     }
 
@@ -95,6 +104,8 @@ impl PathArgs {
             "writable_paths" => "--allow-write",
             "deny_read" => "--deny-read",
             "connect_ports" => "--connect-ports",
+            "isolation" => "--isolation",
+            "read_only_paths" => "--read-only",
             _ => "--landlock",
         };
         format!("{flag}: {}", r.reason)

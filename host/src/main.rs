@@ -327,6 +327,15 @@ fn cmd_check() -> i32 {
             }
         }
     }
+    // Namespaces are optional (`--isolation preferred` runs without them and says so).
+    for line in sandbox_host::exec::isolation::preflight() {
+        let tag = if line.ends_with(": yes") {
+            "ok   "
+        } else {
+            "warn "
+        };
+        println!("{tag} isolation: {line}");
+    }
     match extract::extracted() {
         Ok(p) => println!("ok    preload: {}", p.display()),
         Err(e) => {

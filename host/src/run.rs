@@ -190,6 +190,31 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             )),
             None => say("landlock: off"),
         }
+        match &r.isolation {
+            Some(i) if i.namespaces.is_empty() => say(format_args!(
+                "isolation {}: no namespaces ({})",
+                i.mode,
+                i.unavailable.as_deref().unwrap_or("unavailable")
+            )),
+            Some(i) => {
+                let ro: Vec<String> = i
+                    .read_only
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                say(format_args!(
+                    "isolation {}: namespaces {}; fresh /proc, private /tmp; read-only: {}",
+                    i.mode,
+                    i.namespaces.join(", "),
+                    if ro.is_empty() {
+                        "nothing".to_string()
+                    } else {
+                        ro.join(", ")
+                    }
+                ))
+            }
+            None => say("isolation: off"),
+        }
     }
     if r.timed_out {
         say(format_args!(

@@ -39,6 +39,8 @@ pub const FIELDS: &[&str] = &[
     "allow",
     "deny",
     "profile_file",
+    "isolation",
+    "read_only_paths",
 ];
 
 const LIMIT_FIELDS: &[&str] = &[
@@ -249,6 +251,15 @@ pub fn parse(input: &[u8]) -> Result<Request, Refusal> {
     req.deny = optional::<Vec<String>>(&obj, "deny", entries)?.unwrap_or_default();
     req.profile_file =
         optional::<String>(&obj, "profile_file", "must be a string (an absolute path)")?;
+    if let Some(m) = optional::<super::isolation::Mode>(
+        &obj,
+        "isolation",
+        "must be \"required\", \"preferred\" or \"off\"",
+    )? {
+        req.isolation = m;
+    }
+    req.read_only_paths =
+        optional::<Vec<String>>(&obj, "read_only_paths", paths)?.unwrap_or_default();
     Ok(req)
 }
 

@@ -100,6 +100,8 @@ pub(crate) struct Layer {
     pub prepared: Arc<Prepared>,
     /// The job's TMPDIR, removed on drop (none when the profile's filter refuses writes).
     pub tmp: Option<tempfile::TempDir>,
+    /// The paths the job may write.
+    pub writable: Vec<PathBuf>,
 }
 
 /// The layer's rules for a command under `sandbox` run in `cwd`, with `temp` writable: the
@@ -182,7 +184,11 @@ pub(crate) fn layer(
         .transpose()?;
     let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
     match landlock::prepare_cached(&spec, rules.mode, max_abi).map_err(refusal)? {
-        Some(prepared) => Ok(Some(Layer { prepared, tmp })),
+        Some(prepared) => Ok(Some(Layer {
+            prepared,
+            tmp,
+            writable: spec.writable,
+        })),
         None => Ok(None),
     }
 }

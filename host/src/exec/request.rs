@@ -2,6 +2,7 @@
 //! offending field and the reason (seed 001 section 2, plus code-injecting variables).
 
 use super::env;
+use super::isolation::Mode as IsolationMode;
 use super::limits::Rlimits;
 use crate::landlock::{self, Field, Mode as LandlockMode};
 use crate::sandbox::StaticBinaryAction;
@@ -100,6 +101,15 @@ pub struct Request {
     /// A profile file (absolute path, TOML like `profiles/*.toml`) used instead of `profile`.
     #[serde(default)]
     pub profile_file: Option<String>,
+    /// Namespaces (own PID space and `/proc`, private `/tmp`, read-only `.git/hooks` and
+    /// `.git/config`): `required`, `preferred` (default: without them where the machine has
+    /// none, said on every run) or `off`.
+    #[serde(default)]
+    pub isolation: IsolationMode,
+    /// Paths mounted read-only over themselves (absolute; one that does not exist must be
+    /// inside the workspace, and cannot be created).
+    #[serde(default)]
+    pub read_only_paths: Vec<String>,
 }
 
 /// What a call the profile refuses does to the program.
@@ -140,6 +150,10 @@ pub struct PathRules {
     pub deny_read: Vec<PathBuf>,
     /// TCP ports the program may connect to (network profiles only).
     pub connect_ports: Option<Vec<u16>>,
+    /// The namespace layer's mode.
+    pub isolation: IsolationMode,
+    /// Paths to mount read-only over themselves.
+    pub read_only: Vec<PathBuf>,
 }
 
 /// Resource-limit overrides; each absent field keeps its default.
@@ -297,6 +311,8 @@ impl Request {
             allow: Vec::new(),
             deny: Vec::new(),
             profile_file: None,
+            isolation: IsolationMode::default(),
+            read_only_paths: Vec::new(),
         }
     }
 
@@ -486,7 +502,8 @@ impl Request {
             &self.writable_paths,
             &self.deny_read,
             self.connect_ports.as_deref(),
-        )
+        )?
+        .with_isolation(self.isolation, &self.read_only_paths)
     }
 }
 
@@ -549,7 +566,30 @@ impl PathRules {
             writable,
             deny_read: denied,
             connect_ports: connect_ports.map(<[u16]>::to_vec),
+            isolation: IsolationMode::default(),
+            read_only: Vec::new(),
         })
+    }
+
+    /// Adds the namespace layer's fields (`isolation`, `read_only_paths[i]`: absolute, no
+    /// NUL or newline; whether they exist is checked when the job runs, against its
+    /// workspace).
+    pub fn with_isolation(
+        mut self,
+        mode: IsolationMode,
+        read_only: &[String],
+    ) -> Result<PathRules, Refusal> {
+        for (i, p) in read_only.iter().enumerate() {
+            if p.contains('\0') || p.contains('\n') || !Path::new(p).is_absolute() {
+                return Err(Refusal::new(
+                    format!("read_only_paths[{i}]"),
+                    format!("must be an absolute path without NUL or newline, got `{p}`"),
+                ));
+            }
+            self.read_only.push(PathBuf::from(p));
+        }
+        self.isolation = mode;
+        Ok(self)
     }
 
     /// Whether Landlock's TCP port rules will be in force for the job.

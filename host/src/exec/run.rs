@@ -139,6 +139,8 @@ pub struct ExecResult {
     /// Secrets of `secret_env` and well-known tokens found in stdout and stderr: what, where,
     /// in which encoding (never the value). With `redact_secrets` they were replaced.
     pub leaks: Vec<Leak>,
+    /// What the namespace layer did (`null` when it was off).
+    pub isolation: Option<super::isolation::Status>,
 }
 
 /// A syscall the filter refused.
@@ -653,10 +655,6 @@ fn run(
         None => std::env::current_dir().map_err(ExecError::Setup)?,
     };
     let layer = super::paths::layer(&v.paths, sandbox, &here)?;
-    let tmpdir = layer
-        .as_ref()
-        .and_then(|l| l.tmp.as_ref())
-        .map(|t| ("TMPDIR", t.path().display().to_string()));
     // A profile the outer filter cannot enforce exactly has the preload stack it; the preload
     // has no supervisor to report to, so in report mode its filter fails refused calls with
     // the errno itself (they are not counted) instead of trapping.
@@ -668,6 +666,22 @@ fn run(
             }
         }
     }
+    let isolation = isolation_layer(v, &here, layer.as_ref())?;
+    let isolated = isolation.as_ref().ok();
+    // After the mounts the program changes to its directory by name: an inherited working
+    // directory would still be the one beneath them.
+    let here_c = match isolated {
+        Some(_) if cwd.is_none() => Some(c_string("cwd", here.as_os_str().as_bytes())?),
+        _ => None,
+    };
+    // In its own mount namespace the job's /tmp is private: TMPDIR is /tmp itself.
+    let tmpdir = match isolated {
+        Some(i) if i.namespaces.private_tmp => Some(("TMPDIR", "/tmp".to_string())),
+        _ => layer
+            .as_ref()
+            .and_then(|l| l.tmp.as_ref())
+            .map(|t| ("TMPDIR", t.path().display().to_string())),
+    };
     // The preload's variables and TMPDIR replace any of the same name the job carries.
     let own: Vec<(&str, String)> = plan.preload_env.iter().cloned().chain(tmpdir).collect();
     let envp = v
@@ -715,7 +729,7 @@ fn run(
         path: &path,
         argv: &argv,
         envp: &envp,
-        cwd: cwd.as_ref(),
+        cwd: cwd.as_ref().or(here_c.as_ref()),
         stdio: io.child_fds().map_err(ExecError::Setup)?,
         report: report.as_ref().map(|(_, fd)| fd.as_raw_fd()),
         cgroup: group.dir_fd(),
@@ -728,9 +742,11 @@ fn run(
         listener: plan.notify,
         #[cfg(target_arch = "x86_64")]
         spawner,
-        namespaces: None,
+        namespaces: isolated.map(|i| &i.namespaces),
         listen: &[],
-        landlock_rules: None,
+        landlock_rules: isolated
+            .and(layer.as_ref())
+            .and_then(|l| l.prepared.raw_rules()),
     };
     let spawned = spawn::spawn(&spec).map_err(|e| ExecError::Spawn {
         program: v.argv[0].clone(),
@@ -950,6 +966,23 @@ fn run(
             missing.join("; ")
         ));
     }
+    let isolation = match isolation {
+        Ok(l) => Some(l.status.clone()),
+        Err(why) if why.is_empty() => None,
+        Err(why) => {
+            warnings.push(format!(
+                "sandbox: warning: namespaces unavailable ({why}); ran without isolation (own \
+                 PID space and /proc, private /tmp, read-only .git/hooks); pass isolation \
+                 \"required\" to refuse instead"
+            ));
+            Some(super::isolation::Status {
+                mode: v.paths.isolation,
+                namespaces: Vec::new(),
+                read_only: Vec::new(),
+                unavailable: Some(why),
+            })
+        }
+    };
     let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
     let exit_code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     let profile = &sandbox.options().profile;
@@ -1013,5 +1046,60 @@ fn run(
         warnings,
         landlock: layer.map(|l| l.prepared.status().clone()),
         leaks,
+        isolation,
     })
+}
+
+/// The job's namespace layer: `Ok` with it, or `Err` with why there is none (empty: off).
+fn isolation_layer(
+    v: &Validated,
+    here: &std::path::Path,
+    landlock: Option<&super::paths::Layer>,
+) -> Result<Result<super::isolation::Layer, String>, ExecError> {
+    let workspace = v
+        .paths
+        .workspace
+        .clone()
+        .unwrap_or_else(|| here.to_path_buf());
+    let mut visible: Vec<&std::path::Path> = vec![here, &workspace, &v.program];
+    visible.extend(v.paths.writable.iter().map(PathBuf::as_path));
+    visible.extend(v.paths.read_only.iter().map(PathBuf::as_path));
+    // Absolute paths among the arguments name files the caller means (`touch /tmp/x/f`).
+    let named: Vec<PathBuf> = v.argv[1..]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.starts_with("/tmp/"))
+        .map(|p| {
+            if p.exists() {
+                p
+            } else {
+                p.parent().map(PathBuf::from).unwrap_or(p)
+            }
+        })
+        .filter(|p| p.exists())
+        .collect();
+    visible.extend(named.iter().map(PathBuf::as_path));
+    // Landlock's rule for a private /tmp would reach into directories bound back there: not
+    // when it must keep something under /tmp unreadable.
+    let home_deny = std::env::var_os("HOME")
+        .filter(|h| std::path::Path::new(h).is_absolute())
+        .map(|h| crate::landlock::default_deny_read(std::path::Path::new(&h)))
+        .unwrap_or_default();
+    let private_tmp = landlock.is_none()
+        || !home_deny
+            .iter()
+            .chain(&v.paths.deny_read)
+            .any(|d| d.starts_with("/tmp"));
+    // Without Landlock nothing limits writes: kept-visible directories stay writable.
+    let everything = [PathBuf::from("/")];
+    let writable = landlock.map_or(&everything[..], |l| &l.writable[..]);
+    let inputs = super::isolation::Inputs {
+        mode: v.paths.isolation,
+        workspace: &workspace,
+        read_only: &v.paths.read_only,
+        visible: &visible,
+        writable,
+        private_tmp,
+    };
+    Ok(super::isolation::layer(&inputs)?)
 }

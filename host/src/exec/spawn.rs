@@ -83,16 +83,23 @@ pub(crate) struct Namespaces {
     pub net: bool,
     /// Mounts made in the new mount namespace, in order (needs `isolate`).
     pub mounts: Vec<Mount>,
+    /// The mounts include a private `/tmp` (which the job's Landlock rules then cover).
+    pub private_tmp: bool,
 }
 
-/// One mount in the new mount namespace.
-#[allow(dead_code)] // Made by the isolation layer.
+/// One step of the mount plan in the new mount namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Mount {
     /// A fresh `proc` for the new PID namespace at this path.
     Proc(CString),
+    /// Opens this directory (`O_PATH`) into slot N, to bind it back once it is hidden.
+    Open(CString, usize),
     /// An empty tmpfs (mode 1777) at this path.
     Tmpfs(CString),
+    /// Creates this directory (it may exist).
+    Mkdir(CString),
+    /// Binds the directory of slot N at this path: read-only unless the flag says writable.
+    Expose(CString, usize, bool),
     /// This path bound over itself read-only (recursively).
     ReadOnly(CString),
     /// This path bound over itself, writable: it becomes a mount point, which cannot be
@@ -423,6 +430,17 @@ unsafe fn fail(c: &Ctx, stage: Stage, rc: isize) -> ! {
     let sh = unsafe { &*c.sh };
     sh.failed[1].store((-rc) as i32, Ordering::Relaxed);
     sh.failed[0].store(stage as i32, Ordering::Release);
+    // An init (or the program it starts, on the init's memory) tells the host itself: the
+    // kernel clears the word at exit only for memory that others still use. A plain child
+    // must not (the host would reuse the stack it still runs on).
+    #[cfg(target_arch = "x86_64")]
+    if !c.ns.is_null() {
+        sh.phase.store(RELEASED, Ordering::Release);
+        // SAFETY: a raw wake on the shared word.
+        unsafe {
+            ksys!(c; libc::SYS_futex, &sh.phase as *const AtomicU32, libc::FUTEX_WAKE, 1, 0);
+        }
+    }
     // SAFETY: raw exit_group.
     unsafe {
         ksys!(c; libc::SYS_exit_group, 127);

@@ -63,6 +63,7 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
     ("sendmsg", 3),
     ("mount", 5),
     ("mount_setattr", 5),
+    ("mkdirat", 3),
     ("landlock_create_ruleset", 3),
     ("landlock_add_rule", 4),
     ("rt_sigtimedwait", 4),

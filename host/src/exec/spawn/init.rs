@@ -53,12 +53,20 @@ struct PathBeneath {
 struct RawMount {
     kind: u32,
     path: *const c_char,
+    slot: usize,
+    writable: bool,
 }
 
 const PROC: u32 = 1;
 const TMPFS: u32 = 2;
 const READ_ONLY: u32 = 3;
 const PIN: u32 = 4;
+const OPEN: u32 = 5;
+const MKDIR: u32 = 6;
+const EXPOSE: u32 = 7;
+
+/// At most this many directories are kept visible under a private `/tmp`.
+pub(crate) const MAX_EXPOSED: usize = 16;
 
 /// What the init reads, prepared by the host.
 #[repr(C)]
@@ -82,6 +90,9 @@ pub(super) struct NsCtx {
     g_stack: u64,
     g_stack_size: u64,
     cap_last: i32,
+    private_tmp: bool,
+    /// The host's own dumpable setting (restored after the id maps are written).
+    host_dumpable: i32,
 }
 
 /// A page shared between the host and an init (`MAP_SHARED`), holding [`Shared`].
@@ -219,18 +230,26 @@ impl Prepared {
             .mounts
             .iter()
             .map(|m| {
-                let (kind, path) = match m {
-                    super::Mount::Proc(p) => (PROC, p),
-                    super::Mount::Tmpfs(p) => (TMPFS, p),
-                    super::Mount::ReadOnly(p) => (READ_ONLY, p),
-                    super::Mount::Pin(p) => (PIN, p),
+                let (kind, path, slot, writable) = match m {
+                    super::Mount::Proc(p) => (PROC, p, 0, false),
+                    super::Mount::Open(p, i) => (OPEN, p, *i, false),
+                    super::Mount::Tmpfs(p) => (TMPFS, p, 0, false),
+                    super::Mount::Mkdir(p) => (MKDIR, p, 0, false),
+                    super::Mount::Expose(p, i, w) => (EXPOSE, p, *i, *w),
+                    super::Mount::ReadOnly(p) => (READ_ONLY, p, 0, false),
+                    super::Mount::Pin(p) => (PIN, p, 0, false),
                 };
                 RawMount {
                     kind,
                     path: path.as_ptr(),
+                    slot,
+                    writable,
                 }
             })
             .collect();
+        if mounts.iter().any(|m| m.slot >= MAX_EXPOSED) {
+            return Err(invalid("too many directories to keep visible under /tmp"));
+        }
         let stack = PROGRAM_STACK
             .with(|s| s.take())
             .map_or_else(Stack::new, Ok)?;
@@ -254,6 +273,9 @@ impl Prepared {
             g_stack,
             g_stack_size: (super::STACK_SIZE + super::GUARD) as u64,
             cap_last: cap_last(),
+            private_tmp: ns.private_tmp,
+            // SAFETY: PR_GET_DUMPABLE has no side effects.
+            host_dumpable: unsafe { libc::prctl(libc::PR_GET_DUMPABLE) },
         });
         let mut flags = libc::CLONE_NEWUSER as u64;
         if ns.isolate {
@@ -389,14 +411,21 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
         let sh = &*c.sh;
         // The host's end is gone when the host is: so is everything here.
         must!(c, Stage::Signals; libc::SYS_prctl, libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0);
+        // A non-dumpable host makes a non-dumpable copy, whose /proc files belong to root:
+        // dumpable just long enough to write its own id maps.
+        must!(c, Stage::IdMap; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 1, 0, 0);
         write_file(c, c"/proc/self/setgroups", c"deny".as_ptr(), 4);
         write_file(c, c"/proc/self/gid_map", n.gid_map, n.gid_len);
         write_file(c, c"/proc/self/uid_map", n.uid_map, n.uid_len);
+        if n.host_dumpable == 0 {
+            must!(c, Stage::IdMap; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 0, 0, 0);
+        }
         if n.net {
             network(c, n);
         }
+        let mut slots = [-1 as RawFd; MAX_EXPOSED];
         for i in 0..n.nmounts {
-            mount(c, &*n.mounts.add(i));
+            mount(c, &*n.mounts.add(i), &mut slots);
         }
         let mut cc = *c;
         if !n.landlock.is_null() {
@@ -514,8 +543,46 @@ unsafe fn network(c: &Ctx, n: &NsCtx) {
     }
 }
 
-/// One mount of the plan.
-unsafe fn mount(c: &Ctx, m: &RawMount) {
+/// The path of descriptor `fd` under the new `/proc`: `/proc/self/fd/N`.
+fn fd_path(fd: RawFd, buf: &mut [u8; 32]) -> *const c_char {
+    let prefix = b"/proc/self/fd/";
+    buf[..prefix.len()].copy_from_slice(prefix);
+    let mut digits = [0u8; 10];
+    let mut n = fd as u32;
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        buf[prefix.len() + i] = digits[len - 1 - i];
+    }
+    buf[prefix.len() + len] = 0;
+    buf.as_ptr().cast()
+}
+
+/// Makes the mount at `path` read-only (only that bit changes: flags the kernel locked on
+/// the mount below, nosuid, nodev..., stay).
+unsafe fn read_only(c: &Ctx, path: *const c_char) {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: a raw call on a C string and a local.
+    unsafe {
+        must!(c, Stage::Mounts; libc::SYS_mount_setattr, libc::AT_FDCWD, path,
+            libc::AT_RECURSIVE, &attr as *const MountAttr, std::mem::size_of::<MountAttr>());
+    }
+}
+
+/// One step of the mount plan.
+unsafe fn mount(c: &Ctx, m: &RawMount, slots: &mut [RawFd; MAX_EXPOSED]) {
     // SAFETY: raw calls on C strings prepared by the host.
     unsafe {
         let none = std::ptr::null::<c_char>();
@@ -534,17 +601,28 @@ unsafe fn mount(c: &Ctx, m: &RawMount) {
                 must!(c, Stage::Mounts; libc::SYS_mount, m.path, m.path, none,
                     libc::MS_BIND | libc::MS_REC, none);
                 if m.kind == READ_ONLY {
-                    // Only the read-only bit changes: the flags the kernel locked on the
-                    // mount below (nosuid, nodev...) stay.
-                    let attr = MountAttr {
-                        attr_set: MOUNT_ATTR_RDONLY,
-                        attr_clr: 0,
-                        propagation: 0,
-                        userns_fd: 0,
-                    };
-                    must!(c, Stage::Mounts; libc::SYS_mount_setattr, libc::AT_FDCWD, m.path,
-                        libc::AT_RECURSIVE, &attr as *const MountAttr,
-                        std::mem::size_of::<MountAttr>());
+                    read_only(c, m.path);
+                }
+            }
+            OPEN => {
+                slots[m.slot] = must!(c, Stage::Mounts; libc::SYS_openat, libc::AT_FDCWD,
+                    m.path, libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY, 0)
+                    as RawFd;
+            }
+            MKDIR => {
+                let rc = ksys!(c; libc::SYS_mkdirat, libc::AT_FDCWD, m.path, 0o755);
+                if rc < 0 && rc != -libc::EEXIST as isize {
+                    super::fail(c, Stage::Mounts, rc);
+                }
+            }
+            EXPOSE => {
+                let mut buf = [0u8; 32];
+                let src = fd_path(slots[m.slot], &mut buf);
+                must!(c, Stage::Mounts; libc::SYS_mount, src, m.path, none,
+                    libc::MS_BIND | libc::MS_REC, none);
+                ksys!(c; libc::SYS_close, slots[m.slot]);
+                if !m.writable {
+                    read_only(c, m.path);
                 }
             }
             _ => super::fail(c, Stage::Mounts, -libc::EINVAL as isize),
@@ -577,7 +655,8 @@ unsafe fn ruleset(c: &Ctx, n: &NsCtx) -> RawFd {
             let rule = [access, port];
             must!(c, Stage::Paths; libc::SYS_landlock_add_rule, fd, 2, rule.as_ptr(), 0);
         }
-        for (path, access) in [(c"/proc", r.read), (c"/tmp", r.all)] {
+        let tmp = if n.private_tmp { 2 } else { 1 };
+        for (path, access) in [(c"/proc", r.read), (c"/tmp", r.all)].into_iter().take(tmp) {
             let dir = ksys!(c; libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(),
                 libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY, 0);
             if dir >= 0 {

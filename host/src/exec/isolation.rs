@@ -1,0 +1,500 @@
+//! The namespace layer of a job: whether this machine can create unprivileged namespaces,
+//! and what the job's mount namespace holds (a fresh `/proc`, a private `/tmp`, read-only
+//! binds over the repository's code-running files and the asked paths). The namespaces
+//! themselves and the init that runs in them are `spawn/init.rs`. See docs/isolation.md.
+
+use super::request::Refusal;
+use super::spawn::{Mount, Namespaces};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+/// Variable that makes the host treat namespaces as unavailable (to see how a command fares
+/// on a machine without them); its value is given as the reason.
+pub const FORCE_UNAVAILABLE_VAR: &str = "SANDBOX_ISOLATION_UNAVAILABLE";
+
+/// How strictly the namespace layer must be in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Namespaces or the program does not run.
+    Required,
+    /// Namespaces where the machine allows them; without, the run says so every time.
+    #[default]
+    Preferred,
+    /// No namespaces.
+    Off,
+}
+
+impl Mode {
+    /// The lowercase name used on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Required => "required",
+            Mode::Preferred => "preferred",
+            Mode::Off => "off",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "required" => Ok(Mode::Required),
+            "preferred" => Ok(Mode::Preferred),
+            "off" => Ok(Mode::Off),
+            _ => Err(format!(
+                "unknown isolation mode `{s}` (required, preferred or off)"
+            )),
+        }
+    }
+}
+
+/// What the layer did for one job, for results and `sandbox run -v`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Status {
+    /// The mode asked for.
+    pub mode: Mode,
+    /// The namespaces the program ran in (empty when they were unavailable).
+    pub namespaces: Vec<String>,
+    /// Paths mounted read-only over themselves (the repository's hooks and config, the
+    /// asked paths; placeholders for those that did not exist).
+    pub read_only: Vec<PathBuf>,
+    /// Why there were no namespaces (`preferred` on a machine without them).
+    pub unavailable: Option<String>,
+}
+
+/// The namespaces the layer creates.
+const NAMESPACES: &[&str] = &["user", "pid", "mount", "ipc", "uts"];
+
+/// Why namespaces cannot be used here, if they cannot (probed once per process; the
+/// override variable is read every time).
+pub fn unavailable() -> Option<String> {
+    if let Some(v) = std::env::var_os(FORCE_UNAVAILABLE_VAR).filter(|v| !v.is_empty()) {
+        return Some(format!(
+            "{FORCE_UNAVAILABLE_VAR}={} (namespaces treated as unavailable)",
+            v.to_string_lossy()
+        ));
+    }
+    static PROBE: OnceLock<Option<String>> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let flags = libc::CLONE_NEWUSER
+                | libc::CLONE_NEWPID
+                | libc::CLONE_NEWNS
+                | libc::CLONE_NEWIPC
+                | libc::CLONE_NEWUTS;
+            probe(flags).err().map(|e| {
+                let mut why = format!("cannot create user, PID and mount namespaces: {e}");
+                if let Some(r) = reasons().first() {
+                    why.push_str(&format!(" ({r})"));
+                }
+                why
+            })
+        })
+        .clone()
+}
+
+/// Whether a child can `unshare(flags)`: forks, tries, exits with the errno.
+fn probe(flags: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: the child only makes async-signal-safe calls (unshare, _exit).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: in the child: unshare and _exit only.
+        unsafe {
+            let rc = libc::unshare(flags);
+            let errno = if rc == 0 {
+                0
+            } else {
+                *libc::__errno_location()
+            };
+            libc::_exit(errno.min(255));
+        }
+    }
+    let mut status = 0;
+    // SAFETY: reaps the child we forked.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+        Some(0) => Ok(()),
+        Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
+        None => Err(std::io::Error::other("the probe died")),
+    }
+}
+
+/// Known reasons a machine refuses unprivileged user namespaces, as found here.
+fn reasons() -> Vec<String> {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    let mut out = Vec::new();
+    if read("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        out.push("sysctl kernel.unprivileged_userns_clone = 0".to_string());
+    }
+    if read("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        out.push("sysctl user.max_user_namespaces = 0".to_string());
+    }
+    if read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        out.push(
+            "AppArmor restricts unprivileged user namespaces \
+             (sysctl kernel.apparmor_restrict_unprivileged_userns = 1)"
+                .to_string(),
+        );
+    }
+    if Path::new("/.dockerenv").exists() || Path::new("/run/.containerenv").exists() {
+        out.push(
+            "running inside a container, whose seccomp profile or capabilities may refuse \
+             namespaces"
+                .to_string(),
+        );
+    }
+    out
+}
+
+/// `sandbox check`'s preflight: one line per namespace kind (works, or why not), then the
+/// machine settings that explain a refusal.
+pub fn preflight() -> Vec<String> {
+    let kinds: [(&str, libc::c_int); 4] = [
+        ("user", libc::CLONE_NEWUSER),
+        ("pid", libc::CLONE_NEWUSER | libc::CLONE_NEWPID),
+        ("mount", libc::CLONE_NEWUSER | libc::CLONE_NEWNS),
+        ("network", libc::CLONE_NEWUSER | libc::CLONE_NEWNET),
+    ];
+    let mut lines: Vec<String> = kinds
+        .iter()
+        .map(|(name, flags)| match probe(*flags) {
+            Ok(()) => format!("{name} namespace: yes"),
+            Err(e) => format!("{name} namespace: no ({e})"),
+        })
+        .collect();
+    if lines.iter().any(|l| !l.ends_with(": yes")) {
+        for r in reasons() {
+            lines.push(format!("because: {r}"));
+        }
+    }
+    if let Some(v) = std::env::var_os(FORCE_UNAVAILABLE_VAR).filter(|v| !v.is_empty()) {
+        lines.push(format!(
+            "{FORCE_UNAVAILABLE_VAR}={} is set: runs treat namespaces as unavailable",
+            v.to_string_lossy()
+        ));
+    }
+    lines
+}
+
+/// The namespaces of one job and the host-side state they need (placeholders), undone on
+/// drop.
+#[derive(Debug)]
+pub(crate) struct Layer {
+    /// What the init creates and mounts.
+    pub namespaces: Namespaces,
+    /// What results report.
+    pub status: Status,
+    placeholders: Vec<PathBuf>,
+}
+
+impl Drop for Layer {
+    fn drop(&mut self) {
+        for p in &self.placeholders {
+            release_placeholder(p);
+        }
+    }
+}
+
+fn c_path(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("paths were checked for NUL")
+}
+
+/// The repository files that run code on the user's side later: for the repository the
+/// workspace is in (found upwards, as git does).
+fn repository_files(workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut pins = Vec::new();
+    let mut protect = Vec::new();
+    let Some(dot_git) = workspace
+        .ancestors()
+        .map(|a| a.join(".git"))
+        .find(|g| g.symlink_metadata().is_ok())
+    else {
+        return (pins, protect);
+    };
+    let git_dir = if dot_git.is_dir() {
+        // A mount point cannot be renamed or removed: `.git` stays where git looks.
+        pins.push(dot_git.clone());
+        dot_git
+    } else {
+        // `gitdir: PATH` (worktrees, submodules): the file itself says where hooks are.
+        protect.push(dot_git.clone());
+        let text = std::fs::read_to_string(&dot_git).unwrap_or_default();
+        match text.trim().strip_prefix("gitdir:").map(str::trim) {
+            Some(d) => dot_git.parent().unwrap_or(Path::new("/")).join(d),
+            None => return (pins, protect),
+        }
+    };
+    // A worktree's git directory names the common one, which holds hooks and config.
+    let common = match std::fs::read_to_string(git_dir.join("commondir")) {
+        Ok(c) => {
+            protect.push(git_dir.join("commondir"));
+            let common = git_dir.join(c.trim());
+            std::fs::canonicalize(&common).unwrap_or(common)
+        }
+        Err(_) => {
+            // Created, it would point git at other hooks: protected while absent too.
+            protect.push(git_dir.join("commondir"));
+            git_dir.clone()
+        }
+    };
+    if git_dir.join("config.worktree").exists() {
+        protect.push(git_dir.join("config.worktree"));
+    }
+    protect.push(common.join("hooks"));
+    protect.push(common.join("config"));
+    (pins, protect)
+}
+
+/// Placeholders this host made, with how many jobs use each.
+fn placeholders() -> &'static Mutex<HashMap<PathBuf, usize>> {
+    static MAP: OnceLock<Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
+    MAP.get_or_init(Default::default)
+}
+
+/// Makes `path` exist so that a read-only mount can cover it: the first missing component
+/// becomes an empty file (when it is `path` itself and `dir` is false) or an empty directory.
+/// Returns what was created (to remove after the job), or `None` when nothing was needed.
+fn placeholder(path: &Path, dir: bool) -> std::io::Result<Option<PathBuf>> {
+    let first_missing = path
+        .ancestors()
+        .take_while(|a| a.symlink_metadata().is_err())
+        .last()
+        .map(Path::to_path_buf);
+    let Some(missing) = first_missing else {
+        return Ok(None);
+    };
+    let mut map = placeholders().lock().unwrap_or_else(|e| e.into_inner());
+    if missing == path && !dir {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .open(&missing)?;
+    } else {
+        std::fs::create_dir(&missing)?;
+    }
+    *map.entry(missing.clone()).or_insert(0) += 1;
+    Ok(Some(missing))
+}
+
+/// One job is done with a placeholder: the last one removes it (if still empty).
+fn release_placeholder(p: &Path) {
+    let mut map = placeholders().lock().unwrap_or_else(|e| e.into_inner());
+    let Some(n) = map.get_mut(p) else { return };
+    *n -= 1;
+    if *n == 0 {
+        map.remove(p);
+        if p.is_dir() {
+            let _ = std::fs::remove_dir(p);
+        } else if p.metadata().is_ok_and(|m| m.len() == 0) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A placeholder another job of this host already made for `path` (then it is reused).
+fn existing_placeholder(path: &Path) -> Option<PathBuf> {
+    let mut map = placeholders().lock().unwrap_or_else(|e| e.into_inner());
+    let hit = map
+        .keys()
+        .find(|k| path.starts_with(k) && k.symlink_metadata().is_ok())
+        .cloned()?;
+    *map.get_mut(&hit)? += 1;
+    Some(hit)
+}
+
+/// The directories under `/tmp` the job names (its working directory, workspace, writable
+/// and read-only paths, the program's directory), outermost only: they are bound into the
+/// private `/tmp` at the same place.
+fn under_tmp(paths: &[&Path]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = paths
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .map(|p| {
+            if p.is_dir() {
+                p
+            } else {
+                p.parent().map(Path::to_path_buf).unwrap_or(p)
+            }
+        })
+        .filter(|p| p.starts_with("/tmp") && p != Path::new("/tmp"))
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    let all = dirs.clone();
+    dirs.retain(|d| !all.iter().any(|o| o != d && d.starts_with(o)));
+    dirs
+}
+
+/// What one job's namespaces hold.
+pub(crate) struct Inputs<'a> {
+    /// The mode asked for.
+    pub mode: Mode,
+    /// The workspace: the repository found from it gets its hooks and config protected; a
+    /// read-only path that does not exist must be inside it.
+    pub workspace: &'a Path,
+    /// The asked read-only paths (absolute, checked for NUL).
+    pub read_only: &'a [PathBuf],
+    /// Paths the job names, kept visible when they are under `/tmp`.
+    pub visible: &'a [&'a Path],
+    /// Landlock's writable set: these stay writable when re-exposed under `/tmp`.
+    pub writable: &'a [PathBuf],
+    /// Mount a private `/tmp` (not when Landlock denies reading something under `/tmp`: its
+    /// rule for the new `/tmp` would reach into the directories bound back there).
+    pub private_tmp: bool,
+}
+
+/// Resolves the layer for a job. `Ok(None)`: off, or unavailable under `preferred` (the
+/// caller warns); `required` without namespaces is refused naming `isolation`.
+pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
+    if inputs.mode == Mode::Off {
+        return Ok(Err(String::new()));
+    }
+    if let Some(why) = unavailable() {
+        if inputs.mode == Mode::Required {
+            return Err(Refusal::new(
+                "isolation",
+                format!("namespaces are required but unavailable: {why}"),
+            ));
+        }
+        return Ok(Err(why));
+    }
+    let (pins, mut protect) = repository_files(inputs.workspace);
+    let mut mounts = vec![Mount::Proc(c_path(Path::new("/proc")))];
+    // The repository's git directories stay visible too (a worktree's may be elsewhere).
+    let mut visible = inputs.visible.to_vec();
+    let parents: Vec<&Path> = pins
+        .iter()
+        .chain(&protect)
+        .filter_map(|p| p.parent())
+        .collect();
+    visible.extend(parents);
+    let exposed = if inputs.private_tmp {
+        under_tmp(&visible)
+    } else {
+        Vec::new()
+    };
+    for (i, d) in exposed.iter().enumerate() {
+        mounts.push(Mount::Open(c_path(d), i));
+    }
+    if inputs.private_tmp {
+        mounts.push(Mount::Tmpfs(c_path(Path::new("/tmp"))));
+    }
+    for (i, d) in exposed.iter().enumerate() {
+        for a in d
+            .ancestors()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .filter(|a| a.starts_with("/tmp") && *a != Path::new("/tmp"))
+        {
+            mounts.push(Mount::Mkdir(c_path(a)));
+        }
+        let writable = inputs
+            .writable
+            .iter()
+            .any(|w| std::fs::canonicalize(w).is_ok_and(|w| d.starts_with(&w) || w.starts_with(d)));
+        mounts.push(Mount::Expose(c_path(d), i, writable));
+    }
+    for p in &pins {
+        mounts.push(Mount::Pin(c_path(p)));
+    }
+    let mut placeholders = Vec::new();
+    let fail = |field: String, e: std::io::Error, p: &Path| {
+        Refusal::new(
+            field,
+            format!(
+                "cannot protect `{}` while it does not exist: {e}",
+                p.display()
+            ),
+        )
+    };
+    for (i, p) in inputs.read_only.iter().enumerate() {
+        if p.symlink_metadata().is_err() && !p.starts_with(inputs.workspace) {
+            return Err(Refusal::new(
+                format!("read_only_paths[{i}]"),
+                format!(
+                    "`{}` does not exist and is outside the workspace `{}`",
+                    p.display(),
+                    inputs.workspace.display()
+                ),
+            ));
+        }
+        protect.push(p.clone());
+    }
+    let mut read_only = Vec::new();
+    for p in protect {
+        let target = if p.symlink_metadata().is_ok() {
+            std::fs::canonicalize(&p).unwrap_or(p.clone())
+        } else {
+            let made = match existing_placeholder(&p) {
+                Some(m) => Some(m),
+                None => match placeholder(&p, p.ends_with("hooks")) {
+                    Ok(m) => m,
+                    // What the caller cannot create, the command (same user, no
+                    // capabilities) cannot either.
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::EACCES | libc::EPERM | libc::EROFS)
+                        ) =>
+                    {
+                        None
+                    }
+                    Err(e) => return Err(fail("read_only_paths".into(), e, &p)),
+                },
+            };
+            match made {
+                Some(m) => {
+                    placeholders.push(m.clone());
+                    m
+                }
+                None => continue,
+            }
+        };
+        if !read_only.contains(&target) {
+            read_only.push(target);
+        }
+    }
+    // Outer mounts first, so that inner ones land on top of them.
+    read_only.sort_by_key(|p| p.components().count());
+    for p in &read_only {
+        mounts.push(Mount::ReadOnly(c_path(p)));
+    }
+    Ok(Ok(Layer {
+        namespaces: Namespaces {
+            isolate: true,
+            net: false,
+            private_tmp: inputs.private_tmp,
+            mounts,
+        },
+        status: Status {
+            mode: inputs.mode,
+            namespaces: NAMESPACES.iter().map(|s| s.to_string()).collect(),
+            read_only,
+            unavailable: None,
+        },
+        placeholders,
+    }))
+}

@@ -1,0 +1,559 @@
+//! The namespace layer through `sandbox run` and `sandbox exec --json`, as root and as uid
+//! 65534: each attack on the outside (reading another process's environment, listing and
+//! signalling processes, leaving files in /tmp, planting a git hook) beside a control that
+//! shows it works with `--isolation off`. The Landlock layer is off in these runs (and the
+//! filter too, with `unrestricted`), so that the namespaces alone are what stops them.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+
+const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
+
+/// Who runs the sandbox: root, or uid 65534 through setpriv.
+#[derive(Clone, Copy, Debug)]
+enum As {
+    Root,
+    Nobody,
+}
+
+const BOTH: [As; 2] = [As::Root, As::Nobody];
+
+fn command(who: As, program: &str) -> Command {
+    let mut c = match who {
+        As::Root => Command::new(program),
+        As::Nobody => {
+            let mut c = Command::new("setpriv");
+            c.args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+                program,
+            ]);
+            c
+        }
+    };
+    let home = match who {
+        As::Root => "/root",
+        As::Nobody => "/nonexistent",
+    };
+    c.env_clear()
+        .env("PATH", PATH)
+        .env("HOME", home)
+        .env("LANG", "C.UTF-8")
+        .stdin(Stdio::null());
+    c
+}
+
+/// `sandbox run ARGS` as `who` in `cwd`, with Landlock off unless ARGS say otherwise.
+fn run(who: As, cwd: &Path, args: &[&str]) -> Output {
+    let mut c = command(who, SANDBOX);
+    c.arg("run").arg("--allow-root");
+    if !args.contains(&"--landlock") {
+        c.args(["--landlock", "off"]);
+    }
+    c.args(args).current_dir(cwd).output().expect("sandbox run")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A world-writable workspace (uid 65534 can use it too), removed on drop.
+fn workspace() -> tempfile::TempDir {
+    let d = tempfile::Builder::new().prefix("iso-ws").tempdir().unwrap();
+    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    d
+}
+
+fn chmod_r(p: &Path) {
+    let st = Command::new("chmod")
+        .arg("-R")
+        .arg("a+rwX")
+        .arg(p)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// A process outside the sandbox with a secret in its environment, run as `who`.
+fn outside_sleeper(who: As) -> Child {
+    command(who, "/bin/sleep")
+        .arg("300")
+        .env("SECRET_TOKEN", "tok-4711")
+        .spawn()
+        .unwrap()
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn another_process_environment_is_out_of_reach() {
+    for who in BOTH {
+        let ws = workspace();
+        let sleeper = Killed(outside_sleeper(who));
+        let environ = format!("/proc/{}/environ", sleeper.0.id());
+        let args = [
+            "--profile",
+            "unrestricted",
+            "--",
+            "/bin/cat",
+            environ.as_str(),
+        ];
+        let (out, _) = text(&run(who, ws.path(), &args));
+        assert!(!out.contains("tok-4711"), "{who:?}: {out}");
+        // Control: without namespaces the same command prints the secret.
+        let mut off = vec!["--isolation", "off"];
+        off.extend(args);
+        let (out, err) = text(&run(who, ws.path(), &off));
+        assert!(
+            out.contains("SECRET_TOKEN=tok-4711"),
+            "{who:?}: {out} {err}"
+        );
+    }
+}
+
+#[test]
+fn only_the_sandboxed_tree_is_listed_and_pid_1_is_the_init() {
+    for who in BOTH {
+        let ws = workspace();
+        let sleeper = Killed(outside_sleeper(who));
+        let pid = sleeper.0.id().to_string();
+        let script =
+            "ls /proc | grep -E '^[0-9]+$' | tr '\\n' ' '; echo; cat /proc/1/comm; echo $$";
+        let args = ["--profile", "unrestricted", "--", "/bin/sh", "-c", script];
+        let (out, err) = text(&run(who, ws.path(), &args));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 3, "{who:?}: {out} {err}");
+        let pids: Vec<&str> = lines[0].split_whitespace().collect();
+        assert!(!pids.contains(&pid.as_str()), "{who:?}: {out}");
+        assert!(pids.len() <= 6 && pids.contains(&"1"), "{who:?}: {out}");
+        assert_eq!(lines[2], "2", "the command is the init's child: {out}");
+        // Control: without namespaces the outside process is listed.
+        let mut off = vec!["--isolation", "off"];
+        off.extend(args);
+        let (out, _) = text(&run(who, ws.path(), &off));
+        assert!(
+            out.lines()
+                .next()
+                .unwrap()
+                .split_whitespace()
+                .any(|p| p == pid),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn an_outside_process_cannot_be_signalled() {
+    for who in BOTH {
+        let ws = workspace();
+        let mut sleeper = Killed(outside_sleeper(who));
+        let pid = sleeper.0.id().to_string();
+        let args = [
+            "--profile",
+            "unrestricted",
+            "--",
+            "/bin/kill",
+            "-TERM",
+            pid.as_str(),
+        ];
+        let o = run(who, ws.path(), &args);
+        assert_ne!(o.status.code(), Some(0), "{who:?}: {:?}", text(&o));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(
+            sleeper.0.try_wait().unwrap().is_none(),
+            "{who:?}: the sleeper died"
+        );
+        // Control: without namespaces the signal arrives.
+        let mut off = vec!["--isolation", "off"];
+        off.extend(args);
+        let o = run(who, ws.path(), &off);
+        assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+        let st = sleeper.0.wait().unwrap();
+        assert!(!st.success());
+    }
+}
+
+#[test]
+fn tmp_written_inside_is_not_visible_outside() {
+    for who in BOTH {
+        let ws = workspace();
+        let marker = format!("/tmp/iso-marker-{}-{who:?}", std::process::id());
+        let script = format!("echo x > {marker} && cat {marker} && echo \"$TMPDIR\"");
+        let args = [
+            "--profile",
+            "unrestricted",
+            "--",
+            "/bin/sh",
+            "-c",
+            script.as_str(),
+        ];
+        let (out, err) = text(&run(who, ws.path(), &args));
+        assert_eq!(out, "x\n/tmp\n", "{who:?}: {err}");
+        assert!(!Path::new(&marker).exists(), "{who:?}: {marker} leaked");
+        // Control: without namespaces the file stays behind.
+        let mut off = vec!["--isolation", "off"];
+        off.extend(args);
+        let (out, _) = text(&run(who, ws.path(), &off));
+        assert!(out.starts_with("x\n"));
+        assert!(Path::new(&marker).exists());
+        fs::remove_file(&marker).unwrap();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "git {args:?}");
+}
+
+/// Writes a hook, the repository config and a normal file; prints what worked.
+const PLANT: &str = "for f in \"$HOOKS/pre-commit\" \"$GITDIR/config\" file.txt; do \
+    if echo evil >> \"$f\" 2>/dev/null; then echo \"wrote $f\"; else echo \"refused $f\"; fi; done";
+
+fn plant(who: As, cwd: &Path, gitdir: &Path, extra: &[&str]) -> String {
+    let script = PLANT
+        .replace("$HOOKS", &gitdir.join("hooks").display().to_string())
+        .replace("$GITDIR", &gitdir.display().to_string());
+    let mut args = extra.to_vec();
+    args.extend([
+        "--profile",
+        "unrestricted",
+        "--",
+        "/bin/sh",
+        "-c",
+        script.as_str(),
+    ]);
+    text(&run(who, cwd, &args)).0
+}
+
+#[test]
+fn git_hooks_and_config_are_read_only_while_the_workspace_is_writable() {
+    for who in BOTH {
+        let ws = workspace();
+        git(ws.path(), &["init", "-q"]);
+        fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+        chmod_r(ws.path());
+        let gitdir = ws.path().join(".git");
+        let out = plant(who, ws.path(), &gitdir, &[]);
+        assert!(
+            out.contains("refused") && out.contains("wrote file.txt"),
+            "{who:?}: {out}"
+        );
+        assert_eq!(out.matches("refused").count(), 2, "{who:?}: {out}");
+        assert!(!gitdir.join("hooks/pre-commit").exists());
+        // `.git` itself cannot be moved aside and replaced.
+        let (out, _) = text(&run(
+            who,
+            ws.path(),
+            &[
+                "--profile",
+                "unrestricted",
+                "--",
+                "/bin/sh",
+                "-c",
+                "mv .git .git-old && echo moved",
+            ],
+        ));
+        assert_eq!(out, "", "{who:?}");
+        // Control: without namespaces the hook is planted.
+        let out = plant(who, ws.path(), &gitdir, &["--isolation", "off"]);
+        assert!(!out.contains("refused"), "{who:?}: {out}");
+        assert!(gitdir.join("hooks/pre-commit").exists());
+    }
+}
+
+#[test]
+fn a_worktree_protects_the_hooks_its_gitdir_file_points_to() {
+    for who in BOTH {
+        let root = workspace();
+        let main = root.path().join("main");
+        fs::create_dir(&main).unwrap();
+        git(&main, &["init", "-q"]);
+        git(
+            &main,
+            &[
+                "-c",
+                "user.email=a@b",
+                "-c",
+                "user.name=a",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "x",
+            ],
+        );
+        git(&main, &["worktree", "add", "-q", "../wt"]);
+        let wt = root.path().join("wt");
+        assert!(wt.join(".git").is_file());
+        chmod_r(root.path());
+        let common = main.join(".git");
+        let out = plant(who, &wt, &common, &[]);
+        assert_eq!(out.matches("refused").count(), 2, "{who:?}: {out}");
+        assert!(out.contains("wrote file.txt"), "{who:?}: {out}");
+        // The gitdir: file cannot be pointed elsewhere either.
+        let (out, _) = text(&run(
+            who,
+            &wt,
+            &[
+                "--profile",
+                "unrestricted",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo 'gitdir: /tmp' > .git && echo wrote",
+            ],
+        ));
+        assert_eq!(out, "", "{who:?}");
+        let out = plant(who, &wt, &common, &["--isolation", "off"]);
+        assert!(!out.contains("refused"), "{who:?}: {out}");
+    }
+}
+
+#[test]
+fn a_protected_path_that_does_not_exist_cannot_be_created() {
+    for who in BOTH {
+        let ws = workspace();
+        let target = ws.path().join("deploy/secrets.env");
+        let ro = target.display().to_string();
+        let script = "mkdir -p deploy && echo x > deploy/secrets.env && echo created";
+        let args = [
+            "--read-only",
+            ro.as_str(),
+            "--profile",
+            "unrestricted",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ];
+        let (out, _) = text(&run(who, ws.path(), &args));
+        assert_eq!(out, "", "{who:?}");
+        // The placeholder is gone afterwards.
+        assert!(!ws.path().join("deploy").exists(), "{who:?}");
+        // A missing file in an existing directory: an empty placeholder file covers it.
+        fs::create_dir(ws.path().join("deploy")).unwrap();
+        chmod_r(ws.path());
+        let (out, _) = text(&run(who, ws.path(), &args));
+        assert_eq!(out, "", "{who:?}");
+        assert!(!target.exists(), "{who:?}");
+        // Control: without the option the file is created.
+        let (out, _) = text(&run(who, ws.path(), &args[2..]));
+        assert_eq!(out, "created\n");
+        assert!(target.exists());
+        fs::remove_dir_all(ws.path().join("deploy")).unwrap();
+    }
+}
+
+#[test]
+fn orphans_are_gone_when_the_command_ends() {
+    for who in BOTH {
+        let ws = workspace();
+        let tag = format!("31{}", std::process::id() % 1000);
+        let script = format!("setsid sleep {tag}1 & (sleep {tag}2 &) ; echo started");
+        let o = run(
+            who,
+            ws.path(),
+            &["--profile", "unrestricted", "--", "/bin/sh", "-c", &script],
+        );
+        assert_eq!(text(&o).0, "started\n");
+        let left: Vec<String> = fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| fs::read_to_string(e.path().join("cmdline")).ok())
+            .filter(|c| c.contains(&tag))
+            .collect();
+        assert!(left.is_empty(), "{who:?}: {left:?}");
+    }
+}
+
+#[test]
+fn static_programs_run_in_the_namespaces() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("pid.c");
+    fs::write(&src, "#include <stdio.h>\n#include <unistd.h>\nint main(void){printf(\"%d\\n\", (int)getpid());return 3;}\n").unwrap();
+    let prog = dir.path().join("pid");
+    let st = Command::new("gcc")
+        .args(["-static", "-o"])
+        .arg(&prog)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    chmod_r(dir.path());
+    let p = prog.display().to_string();
+    for who in BOTH {
+        let ws = workspace();
+        let args = [
+            "--static-binary",
+            "confine",
+            "--profile",
+            "minimal",
+            "--",
+            p.as_str(),
+        ];
+        let o = run(who, ws.path(), &args);
+        assert_eq!(
+            (o.status.code(), text(&o).0.as_str()),
+            (Some(3), "2\n"),
+            "{who:?}: {:?}",
+            text(&o)
+        );
+        let mut off = vec!["--isolation", "off"];
+        off.extend(args);
+        let o = run(who, ws.path(), &off);
+        assert_eq!(o.status.code(), Some(3));
+        assert_ne!(text(&o).0, "2\n");
+    }
+}
+
+#[test]
+fn violations_and_exit_statuses_pass_through_the_init() {
+    for who in BOTH {
+        let ws = workspace();
+        let o = run(
+            who,
+            ws.path(),
+            &[
+                "--profile",
+                "minimal",
+                "--on-violation",
+                "kill",
+                "--",
+                "/usr/bin/python3",
+                "-c",
+                "import socket; socket.socket()",
+            ],
+        );
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(159), "{who:?}: {err}");
+        assert!(err.contains("syscall socket"), "{who:?}: {err}");
+        let o = run(who, ws.path(), &["--", "/bin/sh", "-c", "exit 42"]);
+        assert_eq!(o.status.code(), Some(42));
+    }
+}
+
+#[test]
+fn degraded_mode_forced_in_the_host() {
+    let ws = workspace();
+    let mut c = command(As::Root, SANDBOX);
+    c.env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
+        .args(["run", "--allow-root", "--", "/bin/true"])
+        .current_dir(ws.path());
+    let o = c.output().unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(err.matches("namespaces unavailable").count(), 1, "{err}");
+    assert!(err.contains("SANDBOX_ISOLATION_UNAVAILABLE=test"), "{err}");
+    let mut c = command(As::Root, SANDBOX);
+    c.env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
+        .args([
+            "run",
+            "--allow-root",
+            "--isolation",
+            "required",
+            "--",
+            "/bin/true",
+        ])
+        .current_dir(ws.path());
+    let o = c.output().unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("isolation") && err.contains("unavailable"),
+        "{err}"
+    );
+    // The same through exec --json: a result with the warning, and a refusal naming the field.
+    for (mode, want) in [
+        ("preferred", "warnings"),
+        ("required", "\"field\":\"isolation\""),
+    ] {
+        let mut c = command(As::Root, SANDBOX);
+        c.env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
+            .args(["exec", "--json"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let req = format!("{{\"argv\":[\"/bin/true\"],\"isolation\":\"{mode}\"}}");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(req.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        let (out, _) = text(&o);
+        assert!(out.contains(want), "{mode}: {out}");
+        if mode == "preferred" {
+            assert!(out.contains("namespaces unavailable"), "{out}");
+        }
+    }
+}
+
+#[test]
+fn hostile_read_only_paths_are_refused_naming_the_field() {
+    let ws = workspace();
+    for (path, why) in [
+        ("relative/path", "absolute"),
+        ("/nonexistent-outside/x", "outside the workspace"),
+    ] {
+        let o = run(
+            As::Root,
+            ws.path(),
+            &["--read-only", path, "--", "/bin/true"],
+        );
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(125), "{path}: {err}");
+        assert!(
+            err.contains("--read-only") || err.contains("read_only_paths"),
+            "{err}"
+        );
+        assert!(err.contains(why), "{err}");
+    }
+    for body in [
+        r#"{"argv":["/bin/true"],"read_only_paths":["/tmp/a\u0000b"]}"#,
+        r#"{"argv":["/bin/true"],"read_only_paths":["/nonexistent-outside/x"]}"#,
+        r#"{"argv":["/bin/true"],"isolation":"sometimes"}"#,
+    ] {
+        let mut child = command(As::Root, SANDBOX)
+            .args(["exec", "--json"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        let (out, _) = text(&o);
+        assert!(
+            out.contains("read_only_paths") || out.contains("isolation"),
+            "{body}: {out}"
+        );
+        assert!(out.contains("\"error\""), "{body}: {out}");
+    }
+}
