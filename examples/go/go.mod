@@ -1,0 +1,3 @@
+module example.com/sandbox-clients
+
+go 1.19
