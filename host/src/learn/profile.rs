@@ -25,7 +25,6 @@ pub fn profile_text(rec: &Recording, command: &str, base: &str) -> String {
         "description = {}\n",
         toml_string(&format!("Learned from {command}"))
     );
-    out += "default_action = \"kill\"\n";
     out += "allow = [\n";
     out +=
         "  # Needed by the sandbox itself between attaching the filter and exec (every program\n";
