@@ -92,7 +92,10 @@ pub fn learn(
         .map_err(|e| failure(format_args!("--base: {e}"), EXIT_SANDBOX))?;
     let unrestricted = Profile::builtin("unrestricted").map_err(|e| failure(e, EXIT_SANDBOX))?;
     let sandbox = Sandbox::new(Options::new(unrestricted)).map_err(|e| failure(e, EXIT_SANDBOX))?;
+    // No Landlock and no namespaces: the command runs as it would without the sandbox (its
+    // writes land where it makes them, its /tmp and pids are the machine's), only observed.
     let paths = PathRules::new(crate::landlock::Mode::Off, None, &[], &[], None)
+        .and_then(|p| p.with_isolation(crate::exec::isolation::Mode::Off, &[]))
         .map_err(|r| failure(r.reason, EXIT_SANDBOX))?;
     let job = Validated {
         program: resolved.clone(),
