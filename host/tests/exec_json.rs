@@ -702,3 +702,93 @@ fn bash_c_runs_under_shell_as_agents_start_it() {
     assert_eq!(v["violation"], Value::Null, "{v}");
     assert!(stderr.is_empty(), "{stderr}");
 }
+
+// ---- limits that were hit are named, never a silent success ----
+
+/// Runs `script` with `sh -c` under `shell` in `dir` with `extra` fields; the result.
+fn sh_in(dir: &std::path::Path, script: &str, extra: Value) -> Value {
+    let mut r = json!({"argv": ["/bin/sh", "-c", script], "profile": "shell", "cwd": dir});
+    for (k, v) in extra.as_object().unwrap() {
+        r[k] = v.clone();
+    }
+    let (v, status, _) = cli(r.to_string().as_bytes());
+    assert_eq!(status, 0, "{v}");
+    v
+}
+
+fn hits(v: &Value) -> Vec<String> {
+    serde_json::from_value(v["limits_hit"].clone()).unwrap_or_else(|_| panic!("{v}"))
+}
+
+#[test]
+fn a_file_cut_at_the_size_limit_is_named_even_when_the_shell_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = json!({"limits": {"fsize_bytes": 100000}});
+    // Control: below the limit nothing is said.
+    let v = sh_in(
+        dir.path(),
+        "head -c 50000 /dev/zero > small; echo done",
+        limits.clone(),
+    );
+    assert_eq!((hits(&v), &v["warnings"]), (vec![], &json!([])), "{v}");
+    // A descendant (head) dies of SIGXFSZ, the shell goes on and exits 0: named all the same.
+    let v = sh_in(
+        dir.path(),
+        "head -c 300000 /dev/zero > big; echo done",
+        limits.clone(),
+    );
+    assert_eq!(
+        (v["exit_code"].clone(), v["stdout"].clone()),
+        (json!(0), json!("done\n"))
+    );
+    assert_eq!(
+        std::fs::metadata(dir.path().join("big")).unwrap().len(),
+        100000
+    );
+    assert_eq!(hits(&v), vec!["fsize"], "{v}");
+    let w = v["warnings"][0].as_str().unwrap();
+    assert!(
+        w.contains("limit hit: fsize") && w.contains("limits.fsize_bytes"),
+        "{w}"
+    );
+    assert!(w.contains("big"), "the file is named: {w}");
+    // The program itself killed by SIGXFSZ.
+    let v = sh_in(dir.path(), "exec head -c 300000 /dev/zero > big2", limits);
+    assert_eq!(
+        (v["signal"].clone(), hits(&v)),
+        (json!(25), vec!["fsize".to_string()]),
+        "{v}"
+    );
+}
+
+#[test]
+fn time_output_and_cpu_limits_hit_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = sh_in(dir.path(), "echo quick", json!({"timeout_s": 5}));
+    assert_eq!(hits(&v), Vec::<String>::new(), "control: {v}");
+    let v = sh_in(dir.path(), "sleep 5", json!({"timeout_s": 1}));
+    assert_eq!(hits(&v), vec!["time"], "{v}");
+    assert!(
+        v["warnings"][0].as_str().unwrap().contains("timeout_s"),
+        "{v}"
+    );
+    let v = sh_in(
+        dir.path(),
+        "head -c 5000 /dev/zero",
+        json!({"max_output_bytes": 1024}),
+    );
+    assert_eq!(
+        (hits(&v), &v["stdout_truncated"]),
+        (vec!["output".to_string()], &json!(true))
+    );
+    let v = sh_in(
+        dir.path(),
+        "exec /usr/bin/python3 -c 'while True: pass'",
+        json!({"limits": {"cpu_seconds": 1}, "timeout_s": 10}),
+    );
+    assert_eq!(
+        (v["signal"].clone(), hits(&v)),
+        (json!(24), vec!["cpu".to_string()]),
+        "{v}"
+    );
+}

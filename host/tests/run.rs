@@ -759,3 +759,29 @@ fn a_program_cannot_open_the_memory_of_the_sandbox_that_runs_it() {
     let result: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(result["stdout"], "refused 13\n", "{result}");
 }
+
+#[test]
+fn a_file_cut_at_the_callers_size_limit_is_said_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |bytes: u32| {
+        let script = format!(
+            "ulimit -f 100; exec {SANDBOX} run --allow-root --profile shell -- sh -c 'head -c {bytes} /dev/zero > f{bytes}; echo ok'"
+        );
+        Command::new("/bin/bash")
+            .args(["-c", &script])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    // Control: under the limit (100 blocks of 1 KiB), quiet.
+    let o = run(50_000);
+    assert_eq!((o.status.code(), err(&o)), (Some(0), String::new()));
+    let o = run(200_000);
+    assert_eq!(o.status.code(), Some(0), "the shell goes on: {}", err(&o));
+    let e = err(&o);
+    assert!(
+        e.contains("sandbox: limit hit: fsize") && e.contains("f200000"),
+        "{e}"
+    );
+}

@@ -11,6 +11,7 @@
 mod advice;
 mod contain;
 pub mod env;
+mod hits;
 pub mod isolation;
 pub mod json;
 pub mod leaks;

@@ -46,6 +46,11 @@ fn allows(sandbox: &Sandbox) -> Allows {
     }
 }
 
+/// Whether `sandbox`'s filter lets a program create files (no filter: yes).
+pub(crate) fn writes_allowed(sandbox: &Sandbox) -> bool {
+    allows(sandbox).writes
+}
+
 /// The per-host directory under which each job gets its private TMPDIR. One directory for
 /// all jobs of this host, so that the cached ruleset stays valid across jobs; each job gets a
 /// fresh subdirectory, removed afterwards. Roots of hosts that are gone are removed.

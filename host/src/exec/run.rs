@@ -136,6 +136,9 @@ pub struct ExecResult {
     pub warnings: Vec<String>,
     /// What the Landlock layer enforced (`null` when it was off).
     pub landlock: Option<crate::landlock::Status>,
+    /// The resource limits the run hit, by name (`time`, `output`, `cpu`, `fsize`, `memory`),
+    /// each also said in `warnings`; `[]` when none.
+    pub limits_hit: Vec<String>,
     /// Secrets of `secret_env` and well-known tokens found in stdout and stderr: what, where,
     /// in which encoding (never the value). With `redact_secrets` they were replaced.
     pub leaks: Vec<Leak>,
@@ -655,6 +658,9 @@ fn run(
         None => std::env::current_dir().map_err(ExecError::Setup)?,
     };
     let layer = super::paths::layer(&v.paths, sandbox, &here)?;
+    // Files changed from here on are the run's (the file-size check in `limits_hit`); a
+    // second's slack for file systems with coarse timestamps.
+    let started_at = std::time::SystemTime::now() - Duration::from_secs(1);
     // A profile the outer filter cannot enforce exactly has the preload stack it; the preload
     // has no supervisor to report to, so in report mode its filter fails refused calls with
     // the errno itself (they are not counted) instead of trapping.
@@ -985,6 +991,17 @@ fn run(
     };
     let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
     let exit_code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let limits_hit = limits_hit(
+        v,
+        sandbox,
+        &here,
+        layer.as_ref(),
+        started_at,
+        signal,
+        timed_out,
+        stdout_truncated || stderr_truncated,
+        &mut warnings,
+    );
     let profile = &sandbox.options().profile;
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
         let advice = super::advice::advise(nr, args, profile, v.audience);
@@ -1045,6 +1062,7 @@ fn run(
         },
         warnings,
         landlock: layer.map(|l| l.prepared.status().clone()),
+        limits_hit,
         leaks,
         isolation,
     })
@@ -1102,4 +1120,73 @@ fn isolation_layer(
         private_tmp,
     };
     Ok(super::isolation::layer(&inputs)?)
+}
+
+/// The limits the run hit (module `hits`), each with its warning line added to `warnings`.
+#[allow(clippy::too_many_arguments)]
+fn limits_hit(
+    v: &Validated,
+    sandbox: &Sandbox,
+    here: &std::path::Path,
+    layer: Option<&super::paths::Layer>,
+    started_at: std::time::SystemTime,
+    signal: Option<i32>,
+    timed_out: bool,
+    truncated: bool,
+    warnings: &mut Vec<String>,
+) -> Vec<String> {
+    use super::hits::{file_at_limit, warning, Hit};
+    let json = v.audience == super::request::Audience::Json;
+    let field = |j: &'static str, c: Option<&'static str>| if json { Some(j) } else { c };
+    let mut hits = Vec::new();
+    if timed_out {
+        hits.push((
+            Hit::Time,
+            String::new(),
+            field("timeout_s", Some("--timeout")),
+        ));
+    }
+    if truncated && v.streams == Streams::Capture {
+        hits.push((Hit::Output, String::new(), field("max_output_bytes", None)));
+    }
+    if signal == Some(libc::SIGXCPU) {
+        hits.push((
+            Hit::Cpu,
+            String::new(),
+            field("limits.cpu_seconds", Some("--timeout")),
+        ));
+    }
+    let fsize = v.rlimits.fsize_bytes;
+    let fsize_field = field("limits.fsize_bytes", Some("`ulimit -f` before sandbox run"));
+    if signal == Some(libc::SIGXFSZ) {
+        hits.push((Hit::Fsize, format!(" of {fsize} bytes"), fsize_field));
+    } else if fsize != libc::RLIM_INFINITY && super::paths::writes_allowed(sandbox) {
+        // A descendant's SIGXFSZ is seen by its parent only: look for the file it left.
+        let mut roots: Vec<std::path::PathBuf> = Vec::new();
+        roots.push(
+            v.paths
+                .workspace
+                .clone()
+                .unwrap_or_else(|| here.to_path_buf()),
+        );
+        roots.extend(v.paths.writable.iter().cloned());
+        roots.extend(
+            layer
+                .and_then(|l| l.tmp.as_ref())
+                .map(|t| t.path().to_path_buf()),
+        );
+        if let Some(f) = file_at_limit(&roots, fsize, started_at) {
+            hits.push((
+                Hit::Fsize,
+                format!(" of {fsize} bytes ({} is that long)", f.display()),
+                fsize_field,
+            ));
+        }
+    }
+    hits.into_iter()
+        .map(|(hit, detail, field)| {
+            warnings.push(warning(hit, &detail, field));
+            hit.name().to_string()
+        })
+        .collect()
 }
