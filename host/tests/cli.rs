@@ -156,13 +156,20 @@ fn confine_stops_a_static_program_opening_a_socket() {
         "it connects unsandboxed: {}",
         text(&control.stderr)
     );
+    // By default the call fails with EPERM, the program goes on, and the call is reported.
     let o = f.run(Some(CONFINE), &["./static-cat", "--socket", &port]);
-    assert!(killed_by_sigsys(&o), "{:?} {}", o.status, text(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     assert!(
-        text(&o.stderr).contains("stopped by the filter: syscall socket"),
+        text(&o.stderr).contains("was refused socket (41)"),
         "{}",
         text(&o.stderr)
     );
+    assert!(!accepted(), "no connection under confine");
+    // With --on-violation kill, the filter ends it and names the call.
+    let mut kill = CONFINE.to_vec();
+    kill.extend(["--on-violation", "kill"]);
+    let o = f.run(Some(&kill), &["./static-cat", "--socket", &port]);
+    assert!(killed_by_sigsys(&o), "{:?} {}", o.status, text(&o.stderr));
     assert!(!accepted(), "no connection under confine");
 }
 
@@ -190,6 +197,16 @@ fn confine_stops_a_static_program_exec() {
     let control = f.run(None, &["./static-cat", "--exec"]);
     assert_eq!(text(&control.stdout), "EXECED\n", "it execs unsandboxed");
     let o = f.run(Some(CONFINE), &["./static-cat", "--exec"]);
+    assert_ne!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("was refused execve (59)"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(text(&o.stdout), "");
+    let mut kill = CONFINE.to_vec();
+    kill.extend(["--on-violation", "kill"]);
+    let o = f.run(Some(&kill), &["./static-cat", "--exec"]);
     assert!(killed_by_sigsys(&o), "{:?} {}", o.status, text(&o.stderr));
     assert_eq!(text(&o.stdout), "");
 }

@@ -1222,3 +1222,25 @@ fn a_flood_of_refused_calls_gives_counts_not_lines() {
     assert!(res.violations_omitted > 0);
     assert!(itemized + res.violations_omitted <= 100);
 }
+
+#[test]
+fn a_host_holding_more_descriptors_than_the_request_limit_still_spawns() {
+    // A profile file gets a filter attached in the child, whose listener needs a descriptor
+    // number below the request's RLIMIT_NOFILE. Hold more than that many in this process.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("p.toml");
+    std::fs::write(
+        &file,
+        "description = \"minimal by file\"\nallow = [\"@base\", \"@fd-io\", \"@fs-read\"]\n",
+    )
+    .unwrap();
+    let held: Vec<std::fs::File> = (0..400)
+        .map(|_| std::fs::File::open("/dev/null").unwrap())
+        .collect();
+    let mut r = req(&["/bin/echo", "spawned"]);
+    r.profile_file = Some(file.display().to_string());
+    r.limits.nofile = Some(64);
+    let res = run(&r);
+    assert_eq!(res.stdout, "spawned\n", "{res:?}");
+    drop(held);
+}

@@ -352,8 +352,8 @@ struct Known {
     map: HashMap<i32, (Arc<Slot>, OwnedFd)>,
 }
 
-/// Threads remembered at most; the cache starts over when full.
-const KNOWN_MAX: usize = 256;
+/// Threads remembered at most (one descriptor each); the cache starts over when full.
+const KNOWN_MAX: usize = 64;
 /// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead its group.
 const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
 
@@ -380,6 +380,9 @@ impl Known {
         if fd < 0 {
             return;
         }
+        // Entries of finished requests hold descriptors for nothing: they go first, so the
+        // cache holds at most the threads of running requests (and never more than the cap).
+        self.map.retain(|_, (slot, _)| Arc::strong_count(slot) > 1);
         if self.map.len() >= KNOWN_MAX {
             self.map.clear();
         }

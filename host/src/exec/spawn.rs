@@ -543,6 +543,22 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if !c.ns.is_null() {
             init::drop_capabilities(c);
         }
+        // The listener the filter creates takes the lowest free descriptor, which must be
+        // below RLIMIT_NOFILE: a host holding more descriptors than the request's limit (a busy
+        // server) would make seccomp fail with EMFILE. Every descriptor above the program's
+        // own is close-on-exec by now, so closing them here only does early what exec does.
+        // (Under an init, the program shares the init's table: nothing is closed there.)
+        #[cfg(target_arch = "x86_64")]
+        let own_table = c.ns.is_null();
+        #[cfg(not(target_arch = "x86_64"))]
+        let own_table = true;
+        if c.has_filter && c.listener && own_table {
+            let first = if c.report >= 0 { 4 } else { 3 };
+            let rc = ksys!(c; libc::SYS_close_range, first, u32::MAX, 0);
+            if rc < 0 {
+                fail(c, Stage::Filter, rc);
+            }
+        }
         if c.has_filter {
             // A single-threaded child: no TSYNC (which NEW_LISTENER would not allow anyway).
             let flags = if c.listener {
