@@ -547,12 +547,9 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
         // below RLIMIT_NOFILE: a host holding more descriptors than the request's limit (a busy
         // server) would make seccomp fail with EMFILE. Every descriptor above the program's
         // own is close-on-exec by now, so closing them here only does early what exec does.
-        // (Under an init, the program shares the init's table: nothing is closed there.)
-        #[cfg(target_arch = "x86_64")]
-        let own_table = c.ns.is_null();
-        #[cfg(not(target_arch = "x86_64"))]
-        let own_table = true;
-        if c.has_filter && c.listener && own_table {
+        // (Under an init the program shares the init's table until exec; the init needs none
+        // of its descriptors once the program runs and closes them all then.)
+        if c.has_filter && c.listener {
             let first = if c.report >= 0 { 4 } else { 3 };
             let rc = ksys!(c; libc::SYS_close_range, first, u32::MAX, 0);
             if rc < 0 {
