@@ -706,7 +706,7 @@ fn run(
         let above = spawn::dup_above(pipe.child_fd(), 4).map_err(ExecError::Setup)?;
         Some((pipe, above))
     };
-    let limits = v.rlimits.plan().map_err(ExecError::Setup)?;
+    let mut limits = v.rlimits.plan().map_err(ExecError::Setup)?;
     let io = match v.streams {
         Streams::Capture => pipes(v.stdin.is_some()),
         Streams::Inherit => inherited().map(|[i, o, e]| Pipes {
@@ -720,7 +720,21 @@ fn run(
 
     let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
     *mechanism = Some(group.mechanism());
-    if !group.limit_processes(v.rlimits.processes) && v.rlimits.processes_required {
+    if group.limit_processes(v.rlimits.processes) {
+    } else if isolated.is_some() {
+        // No pids controller, but a user namespace of its own: RLIMIT_NPROC counts the
+        // processes of the caller's uid in that namespace only (per-namespace accounting), and
+        // the program, which holds no capability in the initial namespace, cannot exceed it,
+        // not even as root.
+        let n = v.rlimits.processes as libc::rlim_t;
+        limits.push((
+            libc::RLIMIT_NPROC as libc::c_int,
+            libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            },
+        ));
+    } else if v.rlimits.processes_required {
         return Err(ExecError::Refused(Refusal::new(
             "limits.processes",
             "this machine gives request cgroups no pids controller (cgroup v2 with the pids \
