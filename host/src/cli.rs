@@ -112,6 +112,50 @@ impl PathArgs {
     }
 }
 
+/// The network: host, none, or only the allowlist proxy (docs/isolation.md).
+#[derive(clap::Args, Clone, Default)]
+pub struct NetArgs {
+    /// host (the host's network), none (loopback only) or proxy (only the allowlist proxy);
+    /// default: proxy with --allow-domain, none with only --allow-host-port, else by profile.
+    #[arg(long, value_name = "MODE")]
+    pub network: Option<crate::network::Mode>,
+    /// A domain the proxy lets through; `*.example.com` covers its subdomains (repeatable).
+    #[arg(long = "allow-domain", value_name = "NAME")]
+    pub allow_domain: Vec<String>,
+    /// Pin NAME to ADDR for the proxy, like curl's option; an internal address is then
+    /// allowed for that name (repeatable).
+    #[arg(long, value_name = "NAME:ADDR")]
+    pub resolve: Vec<String>,
+    /// Make the host's 127.0.0.1:PORT reachable as 127.0.0.1:PORT inside (repeatable).
+    #[arg(long = "allow-host-port", value_name = "PORT")]
+    pub allow_host_port: Vec<u16>,
+}
+
+impl NetArgs {
+    /// The validated network request, with errors naming the flag.
+    pub fn network(&self) -> Result<crate::network::Network, String> {
+        let pins = crate::proxy::Pins::parse_list(&self.resolve).map_err(|(_, e)| {
+            format!("--resolve: {e}; expected NAME:ADDR (api.example.com:127.0.0.1)")
+        })?;
+        crate::network::Network::new(
+            self.network,
+            &self.allow_domain,
+            pins,
+            &self.allow_host_port,
+            crate::proxy::Naming::Flags,
+        )
+        .map_err(|r| {
+            let flag = match r.field.split(['[', '.']).next().unwrap_or_default() {
+                "allow_domains" => "--allow-domain",
+                "resolve" => "--resolve",
+                "host_ports" => "--allow-host-port",
+                _ => "--network",
+            };
+            format!("{flag}: {}", r.reason)
+        })
+    }
+}
+
 #[derive(Subcommand)]
 pub enum Cmd {
     /// Run a program under the sandbox.
@@ -126,6 +170,8 @@ pub enum Cmd {
         verbose: bool,
         #[command(flatten)]
         paths: PathArgs,
+        #[command(flatten)]
+        net: NetArgs,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         argv: Vec<String>,

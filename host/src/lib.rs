@@ -14,6 +14,7 @@ pub mod extract;
 pub mod interchange;
 pub mod landlock;
 pub mod learn;
+pub mod network;
 pub mod outer;
 pub mod platform;
 pub mod proxy;

@@ -2,7 +2,7 @@
 //! languages, extract the library, and explain what works here and why.
 
 use clap::Parser;
-use sandbox_host::cli::{Cli, Cmd, PathArgs, PolicyArgs, ProfilesCmd};
+use sandbox_host::cli::{Cli, Cmd, NetArgs, PathArgs, PolicyArgs, ProfilesCmd};
 use sandbox_host::config::ExecConfig;
 use sandbox_host::exec::OnViolation;
 use sandbox_host::run::{self, RunSettings, EXIT_SANDBOX};
@@ -133,8 +133,9 @@ fn main() {
             timeout,
             verbose,
             paths,
+            net,
             argv,
-        } => cmd_run(&policy, &paths, timeout, verbose, &argv),
+        } => cmd_run(&policy, &paths, &net, timeout, verbose, &argv),
         Cmd::Env {
             policy,
             paths,
@@ -183,6 +184,7 @@ fn main() {
 fn cmd_run(
     policy: &PolicyArgs,
     paths: &PathArgs,
+    net: &NetArgs,
     timeout: Option<u64>,
     verbose: bool,
     argv: &[String],
@@ -217,6 +219,14 @@ fn cmd_run(
         Ok(p) => p,
         Err(e) => return fail(e),
     };
+    let network = match net.network() {
+        Ok(n) => n,
+        Err(e) => return fail(e),
+    };
+    opts.profile = match network.guard(opts.profile) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
     let sandbox = match Sandbox::new(opts) {
         Ok(s) => s,
         Err(e) => return fail(e),
@@ -228,6 +238,7 @@ fn cmd_run(
         paths,
         on_violation,
         deny_errno,
+        network,
     };
     run::run(&sandbox, &argv[0], &argv[1..], &settings)
 }

@@ -40,6 +40,8 @@ pub struct RunSettings {
     pub on_violation: OnViolation,
     /// The errno refused calls fail with in report mode (default: the profile's, else EPERM).
     pub deny_errno: Option<u16>,
+    /// The network mode and the proxy's rules (flags name options in refusals).
+    pub network: crate::network::Network,
 }
 
 /// Prints one `sandbox: ...` line on stderr.
@@ -121,6 +123,7 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         deny_errno: settings.deny_errno,
         audience: Audience::Cli,
         custom: None,
+        network: settings.network.clone(),
     };
     // The spawner path, as for exec requests: its thread holds the filter's listener, so
     // violations are named without taking the listener from the child (which a non-dumpable

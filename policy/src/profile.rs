@@ -240,6 +240,19 @@ impl Profile {
         Ok(p)
     }
 
+    /// The same profile with one more allow-list entry, validated again; a profile without
+    /// an allow list (deny list only, or none) already allows it and is returned unchanged.
+    pub fn with_allow(&self, entry: &str) -> Result<Profile, ProfileError> {
+        let mut p = self.clone();
+        if let Some(allow) = &mut p.allow {
+            if !allow.iter().any(|a| a == entry) {
+                allow.push(entry.to_string());
+            }
+        }
+        p.validate()?;
+        Ok(p)
+    }
+
     /// Whether the profile installs no filter at all.
     pub fn is_unrestricted(&self) -> bool {
         self.allow.is_none() && self.deny.is_empty()

@@ -41,6 +41,10 @@ pub const FIELDS: &[&str] = &[
     "profile_file",
     "isolation",
     "read_only_paths",
+    "network",
+    "allow_domains",
+    "resolve",
+    "host_ports",
 ];
 
 const LIMIT_FIELDS: &[&str] = &[
@@ -260,6 +264,29 @@ pub fn parse(input: &[u8]) -> Result<Request, Refusal> {
     }
     req.read_only_paths =
         optional::<Vec<String>>(&obj, "read_only_paths", paths)?.unwrap_or_default();
+    req.network = optional::<crate::network::Mode>(
+        &obj,
+        "network",
+        "must be \"host\", \"none\" or \"proxy\"",
+    )?;
+    req.allow_domains = optional::<Vec<String>>(
+        &obj,
+        "allow_domains",
+        "must be a list of strings (domain names, `*.example.com` for subdomains)",
+    )?
+    .unwrap_or_default();
+    req.resolve = optional::<BTreeMap<String, String>>(
+        &obj,
+        "resolve",
+        "must be an object mapping names to addresses ({\"api.example.com\": \"127.0.0.1\"})",
+    )?
+    .unwrap_or_default();
+    req.host_ports = optional::<Vec<u16>>(
+        &obj,
+        "host_ports",
+        "must be a list of port numbers (1 to 65535)",
+    )?
+    .unwrap_or_default();
     Ok(req)
 }
 

@@ -110,6 +110,19 @@ pub struct Request {
     /// inside the workspace, and cannot be created).
     #[serde(default)]
     pub read_only_paths: Vec<String>,
+    /// The network: `host`, `none` (loopback only) or `proxy` (only the allowlist proxy);
+    /// absent, it follows the other network fields and the profile (docs/isolation.md).
+    #[serde(default)]
+    pub network: Option<crate::network::Mode>,
+    /// Domains the proxy lets through (`example.com`, `*.example.com`); implies `proxy`.
+    #[serde(default)]
+    pub allow_domains: Vec<String>,
+    /// Names pinned to addresses for the proxy (`{"api.example.com": "127.0.0.1"}`).
+    #[serde(default)]
+    pub resolve: BTreeMap<String, String>,
+    /// Ports of the host's loopback reachable at the same address inside (`none`, `proxy`).
+    #[serde(default)]
+    pub host_ports: Vec<u16>,
 }
 
 /// What a call the profile refuses does to the program.
@@ -280,6 +293,8 @@ pub struct Validated {
     /// The profile itself when the request changed it (`allow`, `deny`, `profile_file`);
     /// `None` for a built-in profile as it is.
     pub custom: Option<crate::policy::profile::Profile>,
+    /// The network mode and the proxy's rules.
+    pub network: crate::network::Network,
 }
 
 impl Request {
@@ -313,6 +328,10 @@ impl Request {
             profile_file: None,
             isolation: IsolationMode::default(),
             read_only_paths: Vec::new(),
+            network: None,
+            allow_domains: Vec::new(),
+            resolve: BTreeMap::new(),
+            host_ports: Vec::new(),
         }
     }
 
@@ -382,6 +401,12 @@ impl Request {
             .find(|(k, _)| k == "PATH")
             .map_or("", |(_, v)| v.as_str());
         let program = resolve_program(&argv[0], search)?;
+        let network = crate::network::Network::from_fields(
+            self.network,
+            &self.allow_domains,
+            &self.resolve,
+            &self.host_ports,
+        )?;
         Ok(Validated {
             program,
             argv,
@@ -402,6 +427,7 @@ impl Request {
             deny_errno: None,
             audience: Audience::Json,
             custom,
+            network,
         })
     }
 

@@ -344,6 +344,7 @@ fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecErr
         let profile = v
             .paths
             .guard(profile.clone())
+            .and_then(|p| v.network.guard(p))
             .map_err(|e| Refusal::new("profile", e.to_string()))?;
         return Ok(Arc::new(Sandbox::new(Options {
             profile,
@@ -354,7 +355,7 @@ fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecErr
             libsandbox_sha256: None,
         })?));
     }
-    type Key = (String, String, bool, Option<PathBuf>, bool);
+    type Key = (String, String, bool, Option<PathBuf>, bool, bool);
     static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Sandbox>>>> = OnceLock::new();
     let key = (
         v.profile.clone(),
@@ -362,6 +363,7 @@ fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecErr
         v.require_sandbox,
         opts.libsandbox_path.clone(),
         v.paths.port_rules(),
+        v.network.mode == Some(crate::network::Mode::Proxy),
     );
     let cache = CACHE.get_or_init(Default::default);
     if let Some(s) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
@@ -369,6 +371,7 @@ fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecErr
     }
     let profile = Profile::builtin(&v.profile)
         .and_then(|p| v.paths.guard(p))
+        .and_then(|p| v.network.guard(p))
         .map_err(|e| Refusal::new("profile", e.to_string()))?;
     let options = Options {
         profile,

@@ -119,6 +119,10 @@ pub fn learn(
         deny_errno: None,
         audience: crate::exec::Audience::Cli,
         custom: None,
+        network: crate::network::Network {
+            mode: Some(crate::network::Mode::Host),
+            ..Default::default()
+        },
     };
     let progress = settings
         .progress
