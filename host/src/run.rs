@@ -218,6 +218,41 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             }
             None => say("isolation: off"),
         }
+        let n = &r.network;
+        say(format_args!(
+            "network {}{}{}",
+            n.mode,
+            n.proxy
+                .as_deref()
+                .map(|p| format!(", proxy at {p}"))
+                .unwrap_or_default(),
+            if n.host_ports.is_empty() {
+                String::new()
+            } else {
+                let ports: Vec<String> = n.host_ports.iter().map(u16::to_string).collect();
+                format!(", host ports {}", ports.join(", "))
+            }
+        ));
+    }
+    // Each destination the proxy refused, once, with what would allow it (clients often
+    // hide the proxy's answer).
+    for d in r.network.destinations.iter().filter(|d| !d.allowed) {
+        let change = match d.reason.as_deref() {
+            Some(r) if r.starts_with("resolves to ") => {
+                let addr = r["resolves to ".len()..]
+                    .split(' ')
+                    .next()
+                    .unwrap_or_default();
+                format!("if intended, pin it with --resolve {}:{addr}", d.host)
+            }
+            _ => format!("to allow it, add --allow-domain {}", d.host),
+        };
+        say(format_args!(
+            "the proxy refused {}:{} ({}); {change}",
+            d.host,
+            d.port,
+            d.reason.as_deref().unwrap_or("refused")
+        ));
     }
     if r.timed_out {
         say(format_args!(

@@ -17,12 +17,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 /// What the profile's filter allows, for the layer's defaults.
-struct Allows {
-    writes: bool,
-    tcp: bool,
+pub(super) struct Allows {
+    /// Creating files.
+    pub writes: bool,
+    /// TCP sockets.
+    pub tcp: bool,
 }
 
-fn allows(sandbox: &Sandbox) -> Allows {
+/// What `sandbox`'s filter allows.
+pub(super) fn allows(sandbox: &Sandbox) -> Allows {
     let Some(policy) = sandbox.profile_policy() else {
         // No filter (unrestricted): everything the filter could refuse is allowed.
         return Allows {

@@ -144,6 +144,8 @@ pub struct ExecResult {
     pub leaks: Vec<Leak>,
     /// What the namespace layer did (`null` when it was off).
     pub isolation: Option<super::isolation::Status>,
+    /// The network mode and, through the proxy and host ports, every destination tried.
+    pub network: super::NetworkReport,
 }
 
 /// A syscall the filter refused.
@@ -691,12 +693,32 @@ fn run(
             .and_then(|l| l.tmp.as_ref())
             .map(|t| ("TMPDIR", t.path().display().to_string())),
     };
-    // The preload's variables and TMPDIR replace any of the same name the job carries.
-    let own: Vec<(&str, String)> = plan.preload_env.iter().cloned().chain(tmpdir).collect();
+    let net = super::net::Plan::new(
+        &v.network,
+        super::paths::allows(sandbox).tcp,
+        super::net::unavailable().as_deref(),
+    )?;
+    // The isolation layer's namespaces, with a network namespace when the mode needs one.
+    let namespaces = match (isolated, net.namespaces()) {
+        (Some(i), n) => Some(super::spawn::Namespaces {
+            net: n.is_some(),
+            ..i.namespaces.clone()
+        }),
+        (None, n) => n,
+    };
+    // The preload's variables, TMPDIR and the proxy's replace any of the same name the job
+    // carries.
+    let own: Vec<(&str, String)> = plan
+        .preload_env
+        .iter()
+        .cloned()
+        .chain(tmpdir)
+        .chain(net.env())
+        .collect();
     let envp = v
         .env
         .iter()
-        .filter(|(k, _)| !own.iter().any(|(p, _)| p == k))
+        .filter(|(k, _)| !own.iter().any(|(p, _)| p == k) && net.keeps(k))
         .map(|(k, val)| (k.as_str(), val.as_str()))
         .chain(own.iter().map(|(k, val)| (*k, val.as_str())))
         .map(|(k, val)| c_string("env", format!("{k}={val}").as_bytes()))
@@ -765,8 +787,8 @@ fn run(
         listener: plan.notify,
         #[cfg(target_arch = "x86_64")]
         spawner,
-        namespaces: isolated.map(|i| &i.namespaces),
-        listen: &[],
+        namespaces: namespaces.as_ref(),
+        listen: &net.listen,
         landlock_rules: isolated
             .and(layer.as_ref())
             .and_then(|l| l.prepared.raw_rules()),
@@ -788,9 +810,16 @@ fn run(
     registration.add_child(pid);
 
     let pidfd = spawned.pidfd;
-    // Listeners made inside the sandbox's network namespace (none asked yet); the init, when
-    // there is one, tells how the program itself ended.
-    let _listeners = spawned.listeners;
+    // The proxy and host-port relays serve the listeners made inside the sandbox's network
+    // namespace; the init, when there is one, tells how the program itself ended.
+    let mut net_warning = None;
+    let served =
+        super::net::Running::start(&net, &v.network, spawned.listeners).unwrap_or_else(|e| {
+            net_warning = Some(format!(
+                "sandbox: the proxy could not be started ({e}); the program had no way out"
+            ));
+            None
+        });
     let init = spawned.init;
     let mut notifier = match recorder {
         // The recorder's thread answers every call; the run only waits for the program.
@@ -958,7 +987,11 @@ fn run(
     let (mut stdout, stdout_truncated) = out.finish();
     let (mut stderr, stderr_truncated) = err.finish();
     let leaks = scan_leaks(v, &mut stdout, &mut stderr);
+    let network = served
+        .as_ref()
+        .map_or_else(super::NetworkReport::host, super::net::Running::finish);
     let mut warnings = plan.warnings;
+    warnings.extend(net_warning);
     let mut filter = plan.planned;
     // The preload's handshake confirms the exact filter it stacks; without it only the
     // outer filter (with its loader exemptions) applied.
@@ -1082,6 +1115,7 @@ fn run(
         limits_hit,
         leaks,
         isolation,
+        network,
     })
 }
 

@@ -1,0 +1,204 @@
+//! The network layer of a job: which mode it runs in, the listeners its network namespace
+//! needs (the proxy's, one per host port), the variables that point its clients at the
+//! proxy, and, once it runs, the proxy and relays the host serves on those listeners. See
+//! `crate::network` for the modes and docs/isolation.md for what each stops.
+
+use crate::network::{proxy_env, proxy_env_names, Mode, Network};
+use crate::proxy::{Config, Destination, Proxy};
+use serde::Serialize;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::os::fd::OwnedFd;
+
+/// What the job's network will be, decided before it starts.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    /// The mode carried out.
+    pub mode: Mode,
+    /// Listeners to create inside the network namespace: the proxy's first (in `proxy`
+    /// mode), then one per host port.
+    pub listen: Vec<SocketAddrV4>,
+    /// The proxy's port inside (`proxy` mode).
+    pub proxy_port: Option<u16>,
+}
+
+impl Plan {
+    /// Decides the mode: as asked, else from the profile and the machine. `unavailable` says
+    /// why network namespaces cannot be made here, if they cannot.
+    pub(crate) fn new(
+        net: &Network,
+        profile_allows_sockets: bool,
+        unavailable: Option<&str>,
+    ) -> Result<Plan, super::Refusal> {
+        let mode = net.effective_mode(profile_allows_sockets, unavailable.is_none());
+        if let (true, Some(why)) = (mode.isolates(), unavailable) {
+            // Asked for explicitly: the protection cannot be given, so nothing runs.
+            return Err(super::Refusal::new(
+                "network",
+                format!(
+                    "{mode} needs a network namespace, which this machine cannot create: {why}"
+                ),
+            ));
+        }
+        let mut listen = Vec::new();
+        let proxy_port = (mode == Mode::Proxy).then(|| net.proxy_port());
+        if let Some(p) = proxy_port {
+            listen.push(SocketAddrV4::new(Ipv4Addr::LOCALHOST, p));
+        }
+        if mode.isolates() {
+            for p in &net.host_ports {
+                listen.push(SocketAddrV4::new(Ipv4Addr::LOCALHOST, *p));
+            }
+        }
+        Ok(Plan {
+            mode,
+            listen,
+            proxy_port,
+        })
+    }
+
+    /// The proxy's variables for the job (`proxy` mode), which replace its own.
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
+        self.proxy_port.map(proxy_env).unwrap_or_default()
+    }
+
+    /// Whether the job's own variable `key` is passed on: proxy settings are dropped under
+    /// `none` and `proxy` (what they name is not reachable from the namespace).
+    pub(crate) fn keeps(&self, key: &str) -> bool {
+        self.mode == Mode::Host || !proxy_env_names().contains(&key)
+    }
+
+    /// The namespaces the mode needs (a user namespace, which makes the others possible
+    /// without privileges, and a network namespace with loopback up).
+    pub(crate) fn namespaces(&self) -> Option<super::spawn::Namespaces> {
+        self.mode.isolates().then(|| super::spawn::Namespaces {
+            net: true,
+            ..Default::default()
+        })
+    }
+}
+
+/// Why this machine cannot create a network namespace in a user namespace, if it cannot
+/// (probed once per process: a forked child tries `unshare`).
+pub(crate) fn unavailable() -> Option<String> {
+    static PROBE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            // SAFETY: the child only calls unshare and _exit, both async-signal-safe.
+            let pid = unsafe { libc::fork() };
+            if pid < 0 {
+                return Some(format!("fork failed: {}", std::io::Error::last_os_error()));
+            }
+            if pid == 0 {
+                // SAFETY: in the forked child: unshare, then _exit with the errno.
+                unsafe {
+                    let rc = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET);
+                    let errno = if rc == 0 {
+                        0
+                    } else {
+                        *libc::__errno_location()
+                    };
+                    libc::_exit(errno.min(255));
+                }
+            }
+            let mut status = 0;
+            // SAFETY: reaps the child forked above.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+                Some(0) => None,
+                Some(e) => Some(format!(
+                    "user and network namespaces: {}",
+                    std::io::Error::from_raw_os_error(e)
+                )),
+                None => Some("the namespace probe died".to_string()),
+            }
+        })
+        .clone()
+}
+
+/// The proxy and relays of a running job; dropping it stops them.
+pub(crate) struct Running {
+    proxy: Proxy,
+    plan: Plan,
+    host_ports: Vec<u16>,
+}
+
+impl Running {
+    /// Serves the proxy and the host-port relays on the listeners the namespace holds
+    /// (in the order of `Plan::listen`).
+    pub(crate) fn start(
+        plan: &Plan,
+        net: &Network,
+        listeners: Vec<OwnedFd>,
+    ) -> std::io::Result<Option<Running>> {
+        if !plan.mode.isolates() {
+            return Ok(None);
+        }
+        let proxy = Proxy::new(Config::new(net.allow.clone(), net.pins.clone(), net.naming));
+        let mut fds = listeners.into_iter();
+        if plan.proxy_port.is_some() {
+            let fd = fds
+                .next()
+                .ok_or_else(|| std::io::Error::other("the proxy's listener is missing"))?;
+            proxy.serve(TcpListener::from(fd))?;
+        }
+        for p in &net.host_ports {
+            let fd = fds
+                .next()
+                .ok_or_else(|| std::io::Error::other("a host port's listener is missing"))?;
+            let to = SocketAddr::from((Ipv4Addr::LOCALHOST, *p));
+            proxy.relay(TcpListener::from(fd), to)?;
+        }
+        Ok(Some(Running {
+            proxy,
+            plan: plan.clone(),
+            host_ports: net.host_ports.clone(),
+        }))
+    }
+
+    /// Stops serving and reports what was tried.
+    pub(crate) fn finish(&self) -> Report {
+        self.proxy.stop();
+        Report {
+            mode: self.plan.mode,
+            proxy: self.plan.proxy_port.map(|p| format!("127.0.0.1:{p}")),
+            host_ports: self.host_ports.clone(),
+            destinations: self.proxy.destinations(),
+            destinations_dropped: self.proxy.destinations_dropped(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.proxy.stop();
+    }
+}
+
+/// The network part of a result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The mode the program ran in.
+    pub mode: Mode,
+    /// The proxy's address inside (`proxy` mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<String>,
+    /// Host ports reachable inside.
+    pub host_ports: Vec<u16>,
+    /// Every destination tried through the proxy or a host port, in the order first seen.
+    pub destinations: Vec<Destination>,
+    /// Attempts at new destinations beyond the record's capacity.
+    pub destinations_dropped: u64,
+}
+
+impl Report {
+    /// The report of a job that ran with the host's network.
+    pub(crate) fn host() -> Report {
+        Report {
+            mode: Mode::Host,
+            proxy: None,
+            host_ports: Vec::new(),
+            destinations: Vec::new(),
+            destinations_dropped: 0,
+        }
+    }
+}
