@@ -2,7 +2,8 @@
 //! terminal, stdin from /dev/null): `none` cannot reach a listener on the host's loopback
 //! (control: `host` can), `--allow-host-port` opens exactly one port, `proxy` reaches an
 //! allowed name over HTTP and CONNECT and refuses another with nothing arriving at its
-//! listener, and hostile values are refused with 125 or a JSON error naming the field.
+//! listener, and hostile values are refused with 125 or a JSON error naming the field. The
+//! protection tests run as root and as an unprivileged user.
 
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -47,15 +48,14 @@ impl Listener {
 
 /// Who runs `sandbox`: root (as CI does) or an unprivileged user.
 #[derive(Clone, Copy, Debug)]
-#[allow(dead_code)] // Nobody joins WHO once unprivileged namespaced runs work.
 enum As {
     Root,
     Nobody,
 }
 
-/// Who the protection tests run as. Unprivileged runs in a network namespace need the
-/// engine's id-mapping to work for a non-dumpable host; add `As::Nobody` here with it.
-const WHO: [As; 1] = [As::Root];
+/// Who the protection tests run as: root passes permission checks, so each also runs as an
+/// unprivileged user.
+const WHO: [As; 2] = [As::Root, As::Nobody];
 
 fn sandbox(who: As, args: &[&str]) -> Output {
     let mut c = match who {
