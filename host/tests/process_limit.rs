@@ -59,7 +59,7 @@ fn the_process_limit_holds_in_a_user_namespace_without_a_pids_controller() {
     let r = exec_as_nobody(&request("preferred"), dir.path());
     if r["isolation"]["namespaces"]
         .as_array()
-        .map_or(true, |n| n.is_empty())
+        .is_none_or(|n| n.is_empty())
     {
         eprintln!("no user namespaces here: nothing to test");
         return;
@@ -81,9 +81,11 @@ fn the_process_limit_holds_in_a_user_namespace_without_a_pids_controller() {
     }
 }
 
-fn pgrep(pattern: &str) -> bool {
+/// Whether a process whose whole command line is `cmdline` runs (not the host, whose
+/// arguments contain it).
+fn pgrep(cmdline: &str) -> bool {
     Command::new("pgrep")
-        .args(["-f", pattern])
+        .args(["-f", &format!("^{}$", cmdline.replace('.', "\\."))])
         .stdout(Stdio::null())
         .status()
         .unwrap()
@@ -123,7 +125,9 @@ fn a_request_does_not_outlive_a_host_killed_from_outside() {
         if isolation == "off" {
             // Control: without the PID namespace's init, the command outlives its host.
             assert!(left, "control: the command should still run");
-            let _ = Command::new("pkill").args(["-f", &marker]).status();
+            let _ = Command::new("pkill")
+                .args(["-f", &format!("^{}$", marker.replace('.', "\\."))])
+                .status();
         } else {
             assert!(!left, "the command outlived its killed host");
         }
