@@ -557,3 +557,41 @@ fn hostile_read_only_paths_are_refused_naming_the_field() {
         assert!(out.contains("\"error\""), "{body}: {out}");
     }
 }
+
+#[test]
+fn concurrent_requests_in_one_repository_share_the_placeholders() {
+    // A plain repository has no `.git/commondir`: each job covers a placeholder for it. Many
+    // jobs of one server at once must all run (they raced for the placeholder before), and
+    // the placeholder is gone when the last one ends.
+    let dir = workspace();
+    git(dir.path(), &["init", "-q"]);
+    let commondir = dir.path().join(".git/commondir");
+    assert!(!commondir.exists());
+    let mut server = Command::new(SANDBOX)
+        .args(["serve", "--max-concurrent", "8"])
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", PATH)
+        .env("HOME", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = server.stdin.take().unwrap();
+    for i in 0..16 {
+        let line = format!(
+            "{{\"id\":\"{i}\",\"argv\":[\"/bin/sh\",\"-c\",\"sleep 0.2; echo ok\"],\"profile\":\"shell\",\"cwd\":\"{}\"}}\n",
+            dir.path().display()
+        );
+        input.write_all(line.as_bytes()).unwrap();
+    }
+    drop(input);
+    let out = server.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 16, "{text}");
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["stdout"], "ok\n", "{line}");
+    }
+    assert!(!commondir.exists(), "the placeholder was left behind");
+}

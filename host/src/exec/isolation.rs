@@ -273,8 +273,19 @@ fn placeholders() -> &'static Mutex<HashMap<PathBuf, usize>> {
 
 /// Makes `path` exist so that a read-only mount can cover it: the first missing component
 /// becomes an empty file (when it is `path` itself and `dir` is false) or an empty directory.
-/// Returns what was created (to remove after the job), or `None` when nothing was needed.
+/// Returns what was created (to remove after the job; shared with other jobs of this host that
+/// need it, counted), or `None` when it exists now (made meanwhile, e.g. by another host).
+/// Decided under one lock, so that concurrent jobs of this host never race for one path.
 fn placeholder(path: &Path, dir: bool) -> std::io::Result<Option<PathBuf>> {
+    let mut map = placeholders().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hit) = map
+        .keys()
+        .find(|k| path.starts_with(k) && k.symlink_metadata().is_ok())
+        .cloned()
+    {
+        *map.entry(hit.clone()).or_insert(0) += 1;
+        return Ok(Some(hit));
+    }
     let first_missing = path
         .ancestors()
         .take_while(|a| a.symlink_metadata().is_err())
@@ -283,16 +294,21 @@ fn placeholder(path: &Path, dir: bool) -> std::io::Result<Option<PathBuf>> {
     let Some(missing) = first_missing else {
         return Ok(None);
     };
-    let mut map = placeholders().lock().unwrap_or_else(|e| e.into_inner());
-    if missing == path && !dir {
+    let made = if missing == path && !dir {
         use std::os::unix::fs::OpenOptionsExt;
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o444)
-            .open(&missing)?;
+            .open(&missing)
+            .map(drop)
     } else {
-        std::fs::create_dir(&missing)?;
+        std::fs::create_dir(&missing)
+    };
+    match made {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+        Err(e) => return Err(e),
     }
     *map.entry(missing.clone()).or_insert(0) += 1;
     Ok(Some(missing))
@@ -311,17 +327,6 @@ fn release_placeholder(p: &Path) {
             let _ = std::fs::remove_file(p);
         }
     }
-}
-
-/// A placeholder another job of this host already made for `path` (then it is reused).
-fn existing_placeholder(path: &Path) -> Option<PathBuf> {
-    let mut map = placeholders().lock().unwrap_or_else(|e| e.into_inner());
-    let hit = map
-        .keys()
-        .find(|k| path.starts_with(k) && k.symlink_metadata().is_ok())
-        .cloned()?;
-    *map.get_mut(&hit)? += 1;
-    Some(hit)
 }
 
 /// The directories under `/tmp` the job names (its working directory, workspace, writable
@@ -448,27 +453,28 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
         let target = if p.symlink_metadata().is_ok() {
             std::fs::canonicalize(&p).unwrap_or(p.clone())
         } else {
-            let made = match existing_placeholder(&p) {
-                Some(m) => Some(m),
-                None => match placeholder(&p, p.ends_with("hooks")) {
-                    Ok(m) => m,
-                    // What the caller cannot create, the command (same user, no
-                    // capabilities) cannot either.
-                    Err(e)
-                        if matches!(
-                            e.raw_os_error(),
-                            Some(libc::EACCES | libc::EPERM | libc::EROFS)
-                        ) =>
-                    {
-                        None
-                    }
-                    Err(e) => return Err(fail("read_only_paths".into(), e, &p)),
-                },
+            let made = match placeholder(&p, p.ends_with("hooks")) {
+                Ok(m) => m,
+                // What the caller cannot create, the command (same user, no capabilities)
+                // cannot either.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EACCES | libc::EPERM | libc::EROFS)
+                    ) =>
+                {
+                    None
+                }
+                Err(e) => return Err(fail("read_only_paths".into(), e, &p)),
             };
             match made {
                 Some(m) => {
                     placeholders.push(m.clone());
                     m
+                }
+                // Made meanwhile by someone else: cover what is there now.
+                None if p.symlink_metadata().is_ok() => {
+                    std::fs::canonicalize(&p).unwrap_or(p.clone())
                 }
                 None => continue,
             }
