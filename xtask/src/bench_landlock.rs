@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 
 /// CPU seconds used by reaped children so far.
-fn children_cpu() -> f64 {
+pub(crate) fn children_cpu() -> f64 {
     // SAFETY: a zeroed rusage is a valid output buffer for getrusage.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes one rusage.

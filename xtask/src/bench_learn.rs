@@ -10,15 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// CPU seconds used by reaped children so far.
-fn children_cpu() -> f64 {
-    // SAFETY: a zeroed rusage is a valid output buffer for getrusage.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage writes one rusage.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-    t(u.ru_utime) + t(u.ru_stime)
-}
+use crate::bench_landlock::children_cpu;
 
 const PROGRAM: &[&str] = &["/usr/bin/python3", "-c", "import json"];
 

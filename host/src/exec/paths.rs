@@ -82,23 +82,7 @@ fn temp_root() -> std::io::Result<&'static Path> {
         }
     }
     let dir = base.join(format!("{prefix}{}", std::process::id()));
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            use std::os::unix::fs::MetadataExt;
-            let m = std::fs::symlink_metadata(&dir)?;
-            if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::PermissionDenied,
-                    format!(
-                        "{} exists and is not a private directory of ours",
-                        dir.display()
-                    ),
-                ));
-            }
-        }
-        Err(e) => return Err(e),
-    }
+    private_dir(&dir, uid)?;
     Ok(ROOT.get_or_init(|| dir))
 }
 
@@ -234,16 +218,23 @@ pub fn preload_layer(
 /// `$TMPDIR_or_/tmp/sandbox-env-<uid>`, mode 0700, ours: created when missing, refused when
 /// someone else's or open to others.
 fn env_temp_dir() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
     let dir = std::env::temp_dir().join(format!("sandbox-env-{uid}"));
-    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => return Ok(dir),
+    private_dir(&dir, uid)?;
+    Ok(dir)
+}
+
+/// Creates `dir` with mode 0700, or accepts it when it already is a directory of `uid` that
+/// nobody else may enter; anything else is refused.
+fn private_dir(dir: &Path, uid: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => return Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(e),
     }
-    let m = std::fs::symlink_metadata(&dir)?;
+    let m = std::fs::symlink_metadata(dir)?;
     if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
         return Err(std::io::Error::new(
             std::io::ErrorKind::PermissionDenied,
@@ -253,5 +244,5 @@ fn env_temp_dir() -> std::io::Result<PathBuf> {
             ),
         ));
     }
-    Ok(dir)
+    Ok(())
 }
