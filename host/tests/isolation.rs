@@ -559,8 +559,6 @@ fn hostile_read_only_paths_are_refused_naming_the_field() {
 }
 
 #[test]
-#[ignore = "open race: about one run in two, one of 16 concurrent namespaced jobs fails to exec \
-            /bin/sh with ENOENT (the placeholder race it was written for is fixed)"]
 fn concurrent_requests_in_one_repository_share_the_placeholders() {
     // A plain repository has no `.git/commondir`: each job covers a placeholder for it. Many
     // jobs of one server at once must all run (they raced for the placeholder before), and

@@ -450,9 +450,9 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
     }
     let mut read_only = Vec::new();
     for p in protect {
-        let target = if p.symlink_metadata().is_ok() {
-            std::fs::canonicalize(&p).unwrap_or(p.clone())
-        } else {
+        // Through the placeholder registry even when the path exists: it may be another job's
+        // placeholder, which must be counted or that job would remove it under this one.
+        let target = {
             let made = match placeholder(&p, p.ends_with("hooks")) {
                 Ok(m) => m,
                 // What the caller cannot create, the command (same user, no capabilities)
