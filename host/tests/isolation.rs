@@ -594,4 +594,26 @@ fn concurrent_requests_in_one_repository_share_the_placeholders() {
         assert_eq!(v["stdout"], "ok\n", "{line}");
     }
     assert!(!commondir.exists(), "the placeholder was left behind");
+    // The same across processes: separate hosts in one repository at once.
+    let runs: Vec<Child> = (0..8)
+        .map(|_| {
+            Command::new(SANDBOX)
+                .args(["run", "--allow-root", "--profile", "shell", "--"])
+                .args(["/bin/sh", "-c", "sleep 0.2; echo ok"])
+                .current_dir(dir.path())
+                .env_clear()
+                .env("PATH", PATH)
+                .env("HOME", dir.path())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in runs {
+        let o = r.wait_with_output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "ok\n", "{o:?}");
+    }
+    assert!(!commondir.exists(), "the placeholder was left behind");
 }

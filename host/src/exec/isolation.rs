@@ -6,11 +6,10 @@
 use super::request::Refusal;
 use super::spawn::{Mount, Namespaces};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// Variable that makes the host treat namespaces as unavailable (to see how a command fares
 /// on a machine without them); its value is given as the reason.
@@ -204,13 +203,13 @@ pub(crate) struct Layer {
     pub namespaces: Namespaces,
     /// What results report.
     pub status: Status,
-    placeholders: Vec<PathBuf>,
+    holds: Vec<Hold>,
 }
 
 impl Drop for Layer {
     fn drop(&mut self) {
-        for p in &self.placeholders {
-            release_placeholder(p);
+        for h in self.holds.drain(..) {
+            h.release();
         }
     }
 }
@@ -265,66 +264,99 @@ fn repository_files(workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     (pins, protect)
 }
 
-/// Placeholders this host made, with how many jobs use each.
-fn placeholders() -> &'static Mutex<HashMap<PathBuf, usize>> {
-    static MAP: OnceLock<Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
-    MAP.get_or_init(Default::default)
-}
-
-/// Makes `path` exist so that a read-only mount can cover it: the first missing component
-/// becomes an empty file (when it is `path` itself and `dir` is false) or an empty directory.
-/// Returns what was created (to remove after the job; shared with other jobs of this host that
-/// need it, counted), or `None` when it exists now (made meanwhile, e.g. by another host).
-/// Decided under one lock, so that concurrent jobs of this host never race for one path.
-fn placeholder(path: &Path, dir: bool) -> std::io::Result<Option<PathBuf>> {
-    let mut map = placeholders().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(hit) = map
-        .keys()
-        .find(|k| path.starts_with(k) && k.symlink_metadata().is_ok())
-        .cloned()
-    {
-        *map.entry(hit.clone()).or_insert(0) += 1;
-        return Ok(Some(hit));
-    }
-    let first_missing = path
-        .ancestors()
-        .take_while(|a| a.symlink_metadata().is_err())
-        .last()
-        .map(Path::to_path_buf);
-    let Some(missing) = first_missing else {
-        return Ok(None);
-    };
-    let made = if missing == path && !dir {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o444)
-            .open(&missing)
-            .map(drop)
+/// `flock(2)` on `file` (advisory, per open file description: two jobs of one host lock
+/// against each other like two hosts).
+fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this File owns.
+    if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+        Ok(())
     } else {
-        std::fs::create_dir(&missing)
-    };
-    match made {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
-        Err(e) => return Err(e),
+        Err(std::io::Error::last_os_error())
     }
-    *map.entry(missing.clone()).or_insert(0) += 1;
-    Ok(Some(missing))
 }
 
-/// One job is done with a placeholder: the last one removes it (if still empty).
-fn release_placeholder(p: &Path) {
-    let mut map = placeholders().lock().unwrap_or_else(|e| e.into_inner());
-    let Some(n) = map.get_mut(p) else { return };
-    *n -= 1;
-    if *n == 0 {
-        map.remove(p);
-        if p.is_dir() {
-            let _ = std::fs::remove_dir(p);
-        } else if p.metadata().is_ok_and(|m| m.len() == 0) {
-            let _ = std::fs::remove_file(p);
+/// A job's hold on a protected path: a shared lock on the path's lock file (below a private
+/// per-user directory) for as long as the job runs. Every job that covers the path holds one,
+/// in this host or another, so the placeholder one of them made for a missing path is removed
+/// by the last, never under a job that still covers it.
+#[derive(Debug)]
+struct Hold {
+    lock: std::fs::File,
+    /// Beside the lock file: the placeholder made for the path, when one was.
+    made: PathBuf,
+}
+
+impl Hold {
+    /// Takes the hold on `path` (blocks while the last holder removes a placeholder).
+    fn take(path: &Path) -> std::io::Result<Hold> {
+        use sha2::Digest;
+        // SAFETY: geteuid cannot fail.
+        let uid = unsafe { libc::geteuid() };
+        let dir = std::env::temp_dir().join(format!("sandbox-locks-{uid}"));
+        super::paths::private_dir(&dir, uid)?;
+        let digest = sha2::Sha256::digest(path.as_os_str().as_bytes());
+        let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(&name))?;
+        flock(&lock, libc::LOCK_SH)?;
+        Ok(Hold {
+            lock,
+            made: dir.join(format!("{name}.made")),
+        })
+    }
+
+    /// Makes `path` exist so that a read-only mount can cover it: the first missing component
+    /// becomes an empty file (when it is `path` itself and `dir` is false) or an empty
+    /// directory, recorded beside the lock. Returns what to cover (`None`: nothing to cover,
+    /// the caller cannot create it either).
+    fn cover(&self, path: &Path, dir: bool) -> std::io::Result<Option<PathBuf>> {
+        let first_missing = path
+            .ancestors()
+            .take_while(|a| a.symlink_metadata().is_err())
+            .last()
+            .map(Path::to_path_buf);
+        let Some(missing) = first_missing else {
+            return Ok(Some(
+                std::fs::canonicalize(path).unwrap_or(path.to_path_buf()),
+            ));
+        };
+        let made = if missing == path && !dir {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o444)
+                .open(&missing)
+                .map(drop)
+        } else {
+            std::fs::create_dir(&missing)
+        };
+        match made {
+            Ok(()) => std::fs::write(&self.made, missing.as_os_str().as_bytes())?,
+            // Made meanwhile (by a host that does not lock): cover what is there.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        Ok(Some(missing))
+    }
+
+    /// The job is done: the last holder removes the placeholder (if still empty).
+    fn release(self) {
+        if flock(&self.lock, libc::LOCK_EX | libc::LOCK_NB).is_err() {
+            return;
+        }
+        if let Ok(made) = std::fs::read(&self.made) {
+            let p = PathBuf::from(std::ffi::OsString::from_vec(made));
+            if p.is_dir() {
+                let _ = std::fs::remove_dir(&p);
+            } else if p.metadata().is_ok_and(|m| m.len() == 0) {
+                let _ = std::fs::remove_file(&p);
+            }
+            let _ = std::fs::remove_file(&self.made);
         }
     }
 }
@@ -425,7 +457,7 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
     for p in &pins {
         mounts.push(Mount::Pin(c_path(p)));
     }
-    let mut placeholders = Vec::new();
+    let mut holds = Vec::new();
     let fail = |field: String, e: std::io::Error, p: &Path| {
         Refusal::new(
             field,
@@ -450,34 +482,25 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
     }
     let mut read_only = Vec::new();
     for p in protect {
-        // Through the placeholder registry even when the path exists: it may be another job's
-        // placeholder, which must be counted or that job would remove it under this one.
-        let target = {
-            let made = match placeholder(&p, p.ends_with("hooks")) {
-                Ok(m) => m,
-                // What the caller cannot create, the command (same user, no capabilities)
-                // cannot either.
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EACCES | libc::EPERM | libc::EROFS)
-                    ) =>
-                {
-                    None
-                }
-                Err(e) => return Err(fail("read_only_paths".into(), e, &p)),
-            };
-            match made {
-                Some(m) => {
-                    placeholders.push(m.clone());
-                    m
-                }
-                // Made meanwhile by someone else: cover what is there now.
-                None if p.symlink_metadata().is_ok() => {
-                    std::fs::canonicalize(&p).unwrap_or(p.clone())
-                }
-                None => continue,
+        let covered = Hold::take(&p).and_then(|hold| {
+            let target = hold.cover(&p, p.ends_with("hooks"))?;
+            holds.push(hold);
+            Ok(target)
+        });
+        let target = match covered {
+            Ok(Some(t)) => t,
+            Ok(None) => continue,
+            // What the caller cannot create, the command (same user, no capabilities)
+            // cannot either.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EACCES | libc::EPERM | libc::EROFS)
+                ) =>
+            {
+                continue
             }
+            Err(e) => return Err(fail("read_only_paths".into(), e, &p)),
         };
         if !read_only.contains(&target) {
             read_only.push(target);
@@ -501,6 +524,6 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
             read_only,
             unavailable: None,
         },
-        placeholders,
+        holds,
     }))
 }

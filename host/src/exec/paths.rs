@@ -227,7 +227,7 @@ fn env_temp_dir() -> std::io::Result<PathBuf> {
 
 /// Creates `dir` with mode 0700, or accepts it when it already is a directory of `uid` that
 /// nobody else may enter; anything else is refused.
-fn private_dir(dir: &Path, uid: u32) -> std::io::Result<()> {
+pub(crate) fn private_dir(dir: &Path, uid: u32) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => return Ok(()),
