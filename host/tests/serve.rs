@@ -149,11 +149,23 @@ fn children(parent: i32) -> Vec<(i32, String)> {
 }
 
 /// The pid of the child of `parent` whose command line is `cmd`, if one runs.
+/// A descendant of `parent` running `cmd` (with namespaces, the program is a child of the
+/// request's init, itself a child of the server).
 fn child_running(parent: i32, cmd: &str) -> Option<i32> {
-    children(parent)
-        .into_iter()
-        .find(|(_, c)| c == cmd)
-        .map(|(p, _)| p)
+    let mut level = vec![parent];
+    while !level.is_empty() {
+        let mut next = Vec::new();
+        for p in level {
+            for (pid, c) in children(p) {
+                if c == cmd {
+                    return Some(pid);
+                }
+                next.push(pid);
+            }
+        }
+        level = next;
+    }
+    None
 }
 
 fn alive(pid: i32) -> bool {
