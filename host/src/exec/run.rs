@@ -1148,6 +1148,16 @@ fn isolation_layer(
         .filter(|p| p.exists())
         .collect();
     visible.extend(named.iter().map(PathBuf::as_path));
+    // The program's own HOME (an exec request's scrubbed `HOME=/tmp`, or one the caller set
+    // below /tmp) holds its configuration, e.g. git's identity: it stays visible.
+    let home: Vec<PathBuf> = v
+        .env
+        .iter()
+        .filter(|(k, _)| k == "HOME")
+        .map(|(_, h)| PathBuf::from(h))
+        .filter(|h| h.starts_with("/tmp/") && h.is_dir())
+        .collect();
+    visible.extend(home.iter().map(PathBuf::as_path));
     // Landlock's rule for a private /tmp would reach into directories bound back there: not
     // when it must keep something under /tmp unreadable.
     let home_deny = std::env::var_os("HOME")
