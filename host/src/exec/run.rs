@@ -746,11 +746,11 @@ fn run(
     let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
     *mechanism = Some(group.mechanism());
     if group.limit_processes(v.rlimits.processes) {
-    } else if isolated.is_some() {
+    } else if isolated.is_some() && !crate::platform::running_as_root() {
         // No pids controller, but a user namespace of its own: RLIMIT_NPROC counts the
         // processes of the caller's uid in that namespace only (per-namespace accounting), and
-        // the program, which holds no capability in the initial namespace, cannot exceed it,
-        // not even as root.
+        // the program, which holds no capability in the initial namespace, cannot exceed it.
+        // The kernel exempts uid 0 from it, so as root an explicit limit is refused below.
         let n = v.rlimits.processes as libc::rlim_t;
         limits.push((
             libc::RLIMIT_NPROC as libc::c_int,
