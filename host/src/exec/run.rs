@@ -793,11 +793,14 @@ fn run(
             .and(layer.as_ref())
             .and_then(|l| l.prepared.raw_rules()),
     };
-    let spawned = spawn::spawn(&spec).map_err(|e| ExecError::Spawn {
-        program: v.argv[0].clone(),
-        source: match e {
-            SpawnError::Exec(e) | SpawnError::Setup(e) => e,
+    // Only exec itself failing is the program's affair (126/127); a step of the child's setup
+    // failing is the sandbox's (125), and its message names the step.
+    let spawned = spawn::spawn(&spec).map_err(|e| match e {
+        SpawnError::Exec(source) => ExecError::Spawn {
+            program: v.argv[0].clone(),
+            source,
         },
+        SpawnError::Setup(e) => ExecError::Setup(e),
     })?;
     drop(io.child);
     // The child has its own copy now (as descriptor 3): the host keeps only the read end.
