@@ -20,7 +20,6 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ::landlock::{
@@ -79,51 +78,11 @@ pub const FEATURES: &[Feature] = &[
     },
 ];
 
-/// Environment variable through which the preload route receives [`env_value`].
+/// Environment variable through which the preload route receives [`preload_value`].
 pub const ENV_VAR: &str = "SANDBOX_LANDLOCK";
 
-/// How strictly the layer must be enforced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Every asked protection must be enforced, or the program does not run.
-    Required,
-    /// Enforce what the kernel supports and report what is missing.
-    #[default]
-    Preferred,
-    /// No Landlock layer.
-    Off,
-}
-
-impl Mode {
-    /// The lowercase name used on the command line and in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Required => "required",
-            Mode::Preferred => "preferred",
-            Mode::Off => "off",
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Mode {
-    type Err = LandlockError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "required" => Ok(Mode::Required),
-            "preferred" => Ok(Mode::Preferred),
-            "off" => Ok(Mode::Off),
-            _ => Err(LandlockError::InvalidMode(s.to_owned())),
-        }
-    }
-}
+/// How strictly the layer must be enforced (shared with the namespace layer).
+pub use crate::layer_mode::LayerMode as Mode;
 
 /// What TCP the confined program may do (Landlock ABI 4; UDP and other protocols are not
 /// covered by Landlock and stay with the seccomp profile).
@@ -219,9 +178,6 @@ pub enum LandlockError {
         /// Why.
         source: io::Error,
     },
-    /// A mode name is not one of the choices.
-    #[error("invalid Landlock mode {0:?}: expected required, preferred or off")]
-    InvalidMode(String),
     /// [`MAX_ABI_VAR`] holds something that is not a number from 0 to 255.
     #[error("{MAX_ABI_VAR}={0:?} is not a Landlock ABI number (0-255)")]
     InvalidMaxAbi(String),

@@ -13,6 +13,7 @@ pub mod exec;
 pub mod extract;
 pub mod interchange;
 pub mod landlock;
+pub mod layer_mode;
 pub mod learn;
 pub mod network;
 pub mod outer;

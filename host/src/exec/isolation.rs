@@ -5,7 +5,7 @@
 
 use super::request::Refusal;
 use super::spawn::{Mount, Namespaces};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::ffi::CString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -15,50 +15,8 @@ use std::sync::OnceLock;
 /// on a machine without them); its value is given as the reason.
 pub const FORCE_UNAVAILABLE_VAR: &str = "SANDBOX_ISOLATION_UNAVAILABLE";
 
-/// How strictly the namespace layer must be in force.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// Namespaces or the program does not run.
-    Required,
-    /// Namespaces where the machine allows them; without, the run says so every time.
-    #[default]
-    Preferred,
-    /// No namespaces.
-    Off,
-}
-
-impl Mode {
-    /// The lowercase name used on the command line and in JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Required => "required",
-            Mode::Preferred => "preferred",
-            Mode::Off => "off",
-        }
-    }
-}
-
-impl std::fmt::Display for Mode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl std::str::FromStr for Mode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "required" => Ok(Mode::Required),
-            "preferred" => Ok(Mode::Preferred),
-            "off" => Ok(Mode::Off),
-            _ => Err(format!(
-                "unknown isolation mode `{s}` (required, preferred or off)"
-            )),
-        }
-    }
-}
+/// How strictly the namespace layer must be in force (shared with the Landlock layer).
+pub use crate::layer_mode::LayerMode as Mode;
 
 /// What the layer did for one job, for results and `sandbox run -v`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
