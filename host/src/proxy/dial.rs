@@ -18,6 +18,35 @@ pub struct Refused {
     pub message: String,
 }
 
+/// The upstream connection of client request `id` for `target` (parsed from the request, or
+/// why it could not be): a 400, or the refusal's status, goes to the client instead, and
+/// `None` comes back. The connection (and the target) comes back tracked, so stopping the proxy closes it.
+pub fn upstream(
+    shared: &Shared,
+    id: u64,
+    client: &mut TcpStream,
+    target: Result<Target, String>,
+) -> Option<(TcpStream, Target)> {
+    let target = match target {
+        Ok(t) => t,
+        Err(m) => {
+            super::reply::send(
+                client,
+                400,
+                &format!("sandbox: bad request to the proxy: {m}"),
+            );
+            return None;
+        }
+    };
+    match dial(shared, &target) {
+        Ok(s) => shared.track(id, &s).then_some((s, target)),
+        Err(r) => {
+            super::reply::send(client, r.status, &r.message);
+            None
+        }
+    }
+}
+
 /// Connects to `target` if the policy allows it, recording the attempt.
 pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
     let c = &shared.config;

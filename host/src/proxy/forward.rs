@@ -3,7 +3,7 @@
 //! the one the allowlist checked), hop-by-hop headers dropped, and `Connection: close` on
 //! both legs: one request per client connection.
 
-use super::dial::dial;
+use super::dial::upstream;
 use super::head::{self, Head, HeadError, Kind};
 use super::server::Shared;
 use super::tunnel::pump;
@@ -30,23 +30,11 @@ const HOP_BY_HOP: &[&str] = &[
 
 /// Serves one absolute-URI request.
 pub fn serve(shared: &Shared, id: u64, mut client: TcpStream, head: Head) {
-    let target = match target::absolute(&head.target) {
-        Ok(t) => t,
-        Err(m) => {
-            return reply::send(
-                &mut client,
-                400,
-                &format!("sandbox: bad request to the proxy: {m}"),
-            )
-        }
-    };
-    let mut upstream = match dial(shared, &target) {
-        Ok(s) => s,
-        Err(r) => return reply::send(&mut client, r.status, &r.message),
-    };
-    if !shared.track(id, &upstream) {
+    let Some((mut upstream, target)) =
+        upstream(shared, id, &mut client, target::absolute(&head.target))
+    else {
         return;
-    }
+    };
     let mut out = format!("{} {} HTTP/1.{}\r\n", head.method, target.path, head.minor).into_bytes();
     let dropped = connection_tokens(&head);
     for (name, value) in &head.headers {

@@ -1,32 +1,19 @@
 //! `CONNECT host:port`: after the policy allows it, a byte tunnel in both directions (HTTPS,
 //! or any TCP protocol), plus the byte pump the relay and the forwarder share.
 
-use super::dial::dial;
+use super::dial::upstream;
 use super::head::Head;
 use super::server::Shared;
-use super::{reply, target};
+use super::target;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};
 
 /// Serves one `CONNECT` request.
 pub fn serve(shared: &Shared, id: u64, mut client: TcpStream, head: Head) {
-    let target = match target::connect(&head.target) {
-        Ok(t) => t,
-        Err(m) => {
-            return reply::send(
-                &mut client,
-                400,
-                &format!("sandbox: bad request to the proxy: {m}"),
-            )
-        }
-    };
-    let mut upstream = match dial(shared, &target) {
-        Ok(s) => s,
-        Err(r) => return reply::send(&mut client, r.status, &r.message),
-    };
-    if !shared.track(id, &upstream) {
+    let Some((mut upstream, _)) = upstream(shared, id, &mut client, target::connect(&head.target))
+    else {
         return;
-    }
+    };
     if client
         .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
         .is_err()
