@@ -293,8 +293,14 @@ fn degraded_kernels_are_refused_or_reported() {
     };
     let o = w.run(&vars, false, &["/bin/echo", "ran"]);
     assert!(o.status.success(), "{}", text(&o));
+    // Every missing protection is named, not only the first.
+    let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("Landlock protections missing"),
+        err.starts_with(
+            "libsandbox: Landlock protections missing: device ioctl restriction, TCP \
+             restriction, signal scoping, abstract unix socket scoping (kernel ABI "
+        ) && err.ends_with(", used 3)\n")
+            && err.lines().count() == 1,
         "{}",
         text(&o)
     );

@@ -183,8 +183,11 @@ struct Need {
     what: &'static str,
 }
 
+/// How many protections [`needs`] knows.
+const NEEDS: usize = 6;
+
 fn needs(w: &Wants) -> impl Iterator<Item = Need> {
-    let wanted = [
+    let wanted: [_; NEEDS] = [
         (w.rules, 1, "file access rules"),
         (w.rules, 3, "truncate restriction"),
         (w.rules, 5, "device ioctl restriction"),
@@ -206,8 +209,41 @@ pub struct Applied {
     pub kernel: u32,
     /// Path and port rules added.
     pub rules: u32,
-    /// The first protection `preferred` had to leave out, if any.
-    pub missing: Option<&'static str>,
+    /// The protections `preferred` had to leave out.
+    pub missing: Missing,
+}
+
+/// Protections left out, in words (at most one per need), printable as a list.
+#[derive(Default)]
+pub struct Missing {
+    names: [&'static str; NEEDS],
+    len: usize,
+}
+
+impl Missing {
+    fn push(&mut self, what: &'static str) {
+        if self.len < NEEDS {
+            self.names[self.len] = what;
+            self.len += 1;
+        }
+    }
+
+    /// Whether anything was left out.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, name) in self.names[..self.len].iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(name)?;
+        }
+        Ok(())
+    }
 }
 
 /// Applies `text` to the calling process. `required` refuses what the kernel cannot enforce;
@@ -216,7 +252,7 @@ pub fn apply(text: &str) -> Result<Applied, Error> {
     let wants = header(text)?;
     let kernel = sys::abi();
     let abi = wants.max_abi.map_or(kernel, |m| m.min(kernel));
-    let mut missing = None;
+    let mut missing = Missing::default();
     for need in needs(&wants) {
         if abi < need.abi {
             if wants.required {
@@ -226,7 +262,7 @@ pub fn apply(text: &str) -> Result<Applied, Error> {
                     kernel: abi,
                 });
             }
-            missing.get_or_insert(need.what);
+            missing.push(need.what);
         }
     }
     let mut applied = Applied {

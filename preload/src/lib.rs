@@ -62,13 +62,13 @@ fn setup(envp: *mut *mut libc::c_char) -> Result<(), (Failure, Option<i32>)> {
     // Landlock first: the seccomp filter below may refuse the Landlock calls.
     if let Some(text) = vars.landlock {
         let applied = landlock::apply(text).map_err(|e| fail(Failure::Landlock(e)))?;
-        if let Some(what) = applied.missing {
+        if !applied.missing.is_empty() {
             // Degrading was allowed (`mode preferred`), so it is said, on every run.
             out::line(
                 2,
                 format_args!(
-                    "libsandbox: Landlock protections missing: {what} and maybe more (kernel ABI {}, used {})",
-                    applied.kernel, applied.abi
+                    "libsandbox: Landlock protections missing: {} (kernel ABI {}, used {})",
+                    applied.missing, applied.kernel, applied.abi
                 ),
             );
         }
