@@ -594,17 +594,15 @@ fn concurrent_requests_in_one_repository_share_the_placeholders() {
         assert_eq!(v["stdout"], "ok\n", "{line}");
     }
     assert!(!commondir.exists(), "the placeholder was left behind");
-    // The same across processes: separate hosts in one repository at once.
+    // The same across processes, of two users: separate hosts in one repository at once.
+    chmod_r(dir.path());
     let runs: Vec<Child> = (0..8)
-        .map(|_| {
-            Command::new(SANDBOX)
+        .map(|i| {
+            let who = if i % 2 == 0 { As::Root } else { As::Nobody };
+            command(who, SANDBOX)
                 .args(["run", "--allow-root", "--profile", "shell", "--"])
                 .args(["/bin/sh", "-c", "sleep 0.2; echo ok"])
                 .current_dir(dir.path())
-                .env_clear()
-                .env("PATH", PATH)
-                .env("HOME", dir.path())
-                .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

@@ -249,22 +249,15 @@ impl Hold {
     /// Takes the hold on `path` (blocks while the last holder removes a placeholder).
     fn take(path: &Path) -> std::io::Result<Hold> {
         use sha2::Digest;
-        // SAFETY: geteuid cannot fail.
-        let uid = unsafe { libc::geteuid() };
-        let dir = std::env::temp_dir().join(format!("sandbox-locks-{uid}"));
-        super::paths::private_dir(&dir, uid)?;
+        let dir = lock_dir()?;
         let digest = sha2::Sha256::digest(path.as_os_str().as_bytes());
         let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        let lock = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join(&name))?;
+        // Shared by every user who works in the repository: read-only opens suffice for flock.
+        let lock = shared_file(&dir.join(&name), 0o644)?;
         flock(&lock, libc::LOCK_SH)?;
-        Ok(Hold {
-            lock,
-            made: dir.join(format!("{name}.made")),
-        })
+        let made = dir.join(format!("{name}.made"));
+        shared_file(&made, 0o666)?;
+        Ok(Hold { lock, made })
     }
 
     /// Makes `path` exist so that a read-only mount can cover it: the first missing component
@@ -295,6 +288,7 @@ impl Hold {
         };
         match made {
             Ok(()) => std::fs::write(&self.made, missing.as_os_str().as_bytes())?,
+            // (The record is writable by every user: the last holder may be another one.)
             // Made meanwhile (by a host that does not lock): cover what is there.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
@@ -307,15 +301,74 @@ impl Hold {
         if flock(&self.lock, libc::LOCK_EX | libc::LOCK_NB).is_err() {
             return;
         }
-        if let Ok(made) = std::fs::read(&self.made) {
-            let p = PathBuf::from(std::ffi::OsString::from_vec(made));
-            if p.is_dir() {
-                let _ = std::fs::remove_dir(&p);
-            } else if p.metadata().is_ok_and(|m| m.len() == 0) {
-                let _ = std::fs::remove_file(&p);
-            }
-            let _ = std::fs::remove_file(&self.made);
+        let Ok(made) = std::fs::read(&self.made) else {
+            return;
+        };
+        if made.is_empty() {
+            return;
         }
+        let p = PathBuf::from(std::ffi::OsString::from_vec(made));
+        let removed = if p.is_dir() {
+            std::fs::remove_dir(&p)
+        } else if p.metadata().is_ok_and(|m| m.len() == 0) {
+            std::fs::remove_file(&p)
+        } else {
+            Ok(())
+        };
+        // A holder that may not remove it (another user's repository) leaves the record for
+        // the next holder that may; once it is gone, the record is emptied.
+        if removed.is_ok() || !p.exists() {
+            let _ = std::fs::write(&self.made, b"");
+        }
+    }
+}
+
+/// `$TMPDIR_or_/tmp/sandbox-locks`: one directory for every user (mode 1777, like `/tmp`),
+/// since users working in one repository must see one another's holds.
+fn lock_dir() -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = std::env::temp_dir().join("sandbox-locks");
+    match std::fs::create_dir(&dir) {
+        Ok(()) => std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let m = std::fs::symlink_metadata(&dir)?;
+    if !m.is_dir() || m.mode() & 0o1777 != 0o1777 {
+        return Err(std::io::Error::other(format!(
+            "{} is not a directory with mode 1777",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+/// Opens `path` in the lock directory (never through a symlink), creating it with `mode`
+/// (umask aside) if missing; read-write when allowed, else read-only.
+fn shared_file(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let open = |write: bool| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(write)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+    };
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => {
+            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+            Ok(f)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            open(true).or_else(|_| open(false))
+        }
+        Err(e) => Err(e),
     }
 }
 
