@@ -883,7 +883,15 @@ fn a_client_that_disconnects_has_its_requests_cancelled() {
     eventually("the warm-up connection's reader has ended", || {
         readers(pid) == 0
     });
-    let (f0, t0) = (fds(pid), threads(pid));
+    // The baseline once the warm-up's last descriptors (its cancel eventfd, its pipes) are gone:
+    // the same counts twice, 200 ms apart.
+    let mut last = (fds(pid), threads(pid));
+    eventually("the warm-up's descriptors settle", || {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = (fds(pid), threads(pid));
+        std::mem::replace(&mut last, now) == now
+    });
+    let (f0, t0) = last;
     // A control connection that stays: its request keeps running meanwhile.
     let mut stay = UnixStream::connect(&path).unwrap();
     stay.write_all(json!({"id": "stay", "argv": ["/bin/bash", "-c", format!("until [ -e {0}/go ]; do sleep 0.01; done; echo stayed", dir.path().display())], "profile": "shell"}).to_string().as_bytes()).unwrap();
