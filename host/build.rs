@@ -1,43 +1,14 @@
-//! Builds `libsandbox.so` from this workspace with a nested cargo and embeds it.
-//!
-//! The nested build uses its own target directory (`<workspace>/target/preload-build`), so it
-//! never waits on the build-directory lock held by the cargo that runs this script, and it runs
-//! with a clean environment: no clippy wrapper, no host-side RUSTFLAGS, no jobserver fds it
-//! cannot see. The library is copied into `OUT_DIR` so the embedded bytes cannot change under
-//! a build that is still reading them.
+//! Builds `libsandbox.so` from this workspace with a nested cargo (see `preload_build.rs`) and
+//! embeds it. The library is copied into `OUT_DIR` so the embedded bytes cannot change under a
+//! build that is still reading them.
 
 use sha2::{Digest, Sha256};
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// Environment variables removed from the nested cargo, by exact name.
-const REMOVED: &[&str] = &[
-    "RUSTC_WORKSPACE_WRAPPER",
-    "CARGO_ENCODED_RUSTFLAGS",
-    "RUSTFLAGS",
-    "CARGO_BUILD_RUSTFLAGS",
-    "CARGO_TARGET_DIR",
-    "CARGO_BUILD_TARGET_DIR",
-    "CARGO_BUILD_TARGET",
-    "CARGO_MAKEFLAGS",
-    "MAKEFLAGS",
-    "MFLAGS",
-    "CARGO_PRIMARY_PACKAGE",
-    "CARGO_MANIFEST_DIR",
-    "CARGO_MANIFEST_PATH",
-    "OUT_DIR",
-];
-
-/// Environment variables removed from the nested cargo, by prefix.
-const REMOVED_PREFIXES: &[&str] = &[
-    "CARGO_PROFILE_",
-    "CARGO_CFG_",
-    "CARGO_FEATURE_",
-    "CARGO_PKG_",
-    "__CARGO",
-];
+#[path = "preload_build.rs"]
+mod preload_build;
 
 fn main() {
     let manifest_dir =
@@ -57,6 +28,7 @@ fn main() {
         "profiles/groups.toml",
         "Cargo.toml",
         "Cargo.lock",
+        "host/preload_build.rs",
     ] {
         watch(&workspace.join(input));
     }
@@ -86,37 +58,15 @@ fn watch(path: &Path) {
     println!("cargo:rerun-if-changed={}", path.display());
 }
 
-/// Runs `cargo build -p sandbox-preload --profile preload` and returns the library's path.
+/// Runs the nested build of the shipped library and returns its path.
 fn build_preload(workspace: &Path) -> PathBuf {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let target_dir = workspace.join("target").join("preload-build");
+    let target_dir = preload_build::target_dir(&workspace.join("target"));
     let host = env::var("HOST").expect("HOST");
     let target = env::var("TARGET").expect("TARGET");
+    let cross = (target != host).then_some(target.as_str());
 
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace)
-        .arg("build")
-        .arg("--manifest-path")
-        .arg(workspace.join("Cargo.toml"))
-        .args([
-            "-p",
-            "sandbox-preload",
-            "--profile",
-            "preload",
-            "--target-dir",
-        ])
-        .arg(&target_dir);
-    if target != host {
-        cmd.args(["--target", &target]);
-    }
-    for (key, _) in env::vars_os() {
-        let Some(key) = key.to_str() else { continue };
-        if REMOVED.contains(&key) || REMOVED_PREFIXES.iter().any(|p| key.starts_with(p)) {
-            cmd.env_remove(key);
-        }
-    }
-
-    let output = cmd
+    let output = preload_build::command(&cargo, workspace, &target_dir, cross)
         .output()
         .expect("running the nested cargo build of sandbox-preload");
     if !output.status.success() {
@@ -126,12 +76,5 @@ fn build_preload(workspace: &Path) -> PathBuf {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-
-    let mut lib = target_dir;
-    if target != host {
-        lib.push(&target);
-    }
-    lib.push("preload");
-    lib.push("libsandbox.so");
-    lib
+    preload_build::library(&target_dir, cross)
 }

@@ -1,7 +1,8 @@
 //! `cargo xtask`: the project's build, check and measurement tasks.
 //!
 //! - `codegen [--check]`: write (or check) the syscall tables in `policy/src/syscalls/`
-//! - `build-preload`: build the release `libsandbox.so` at `target/preload/libsandbox.so`
+//! - `build-preload`: build the shipped `libsandbox.so` at `target/preload-build/preload/libsandbox.so`,
+//!   the very build host/build.rs embeds
 //! - `ci`: formatting, clippy, table drift, and the whole test suite
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
 //! - `bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--learn]`: every
@@ -19,6 +20,8 @@ mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
 mod codegen;
+#[path = "../../host/preload_build.rs"]
+mod preload_build;
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -49,20 +52,16 @@ fn cargo() -> Command {
     Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
 }
 
-/// Builds the shipped preload and returns its path.
+/// Builds the shipped preload and returns its path: the same build, into the same directory,
+/// as the one host/build.rs embeds.
 pub fn build_preload() -> Result<PathBuf> {
-    run(cargo().args([
-        "build",
-        "--quiet",
-        "-p",
-        "sandbox-preload",
-        "--profile",
-        "preload",
-    ]))?;
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
+    let target_root = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
-    let so = dir.join("preload/libsandbox.so");
+    let dir = preload_build::target_dir(&target_root);
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    run(&mut preload_build::command(&cargo, &root(), &dir, None))?;
+    let so = preload_build::library(&dir, None);
     if !so.is_file() {
         bail!("{} was not produced", so.display());
     }
