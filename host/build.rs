@@ -33,7 +33,7 @@ fn main() {
         watch(&workspace.join(input));
     }
 
-    let built = build_preload(&workspace);
+    let built = build_preload(&workspace, &out_dir);
     let bytes = fs::read(&built).unwrap_or_else(|e| panic!("reading {}: {e}", built.display()));
     let embedded = out_dir.join("libsandbox.so");
     fs::write(&embedded, &bytes).unwrap_or_else(|e| panic!("writing {}: {e}", embedded.display()));
@@ -59,11 +59,15 @@ fn watch(path: &Path) {
 }
 
 /// Runs the nested build of the shipped library and returns its path.
-fn build_preload(workspace: &Path) -> PathBuf {
+/// It goes under the target directory this build uses (`CARGO_TARGET_DIR` or `--target-dir`
+/// included), read from `OUT_DIR`; `<workspace>/target` only if `OUT_DIR` has an unknown shape.
+fn build_preload(workspace: &Path, out_dir: &Path) -> PathBuf {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let target_dir = preload_build::target_dir(&workspace.join("target"));
     let host = env::var("HOST").expect("HOST");
     let target = env::var("TARGET").expect("TARGET");
+    let target_root =
+        preload_build::target_root_of(out_dir, &target).unwrap_or_else(|| workspace.join("target"));
+    let target_dir = preload_build::target_dir(&target_root);
     let cross = (target != host).then_some(target.as_str());
 
     let output = preload_build::command(&cargo, workspace, &target_dir, cross)

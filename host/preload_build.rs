@@ -41,6 +41,22 @@ const REMOVED_PREFIXES: &[&str] = &[
     "__CARGO",
 ];
 
+/// The target directory of the cargo that runs a build script, from the script's `OUT_DIR`
+/// (`<target>[/<triple>]/<profile>/build/<package>-<hash>/out`), so `CARGO_TARGET_DIR`,
+/// `--target-dir` and `build.target-dir` are all honoured. `None` when the path has another
+/// shape.
+pub fn target_root_of(out_dir: &Path, target: &str) -> Option<PathBuf> {
+    let build = out_dir.parent()?.parent()?;
+    if build.file_name()? != "build" {
+        return None;
+    }
+    let mut root = build.parent()?.parent()?;
+    if root.file_name()? == OsStr::new(target) {
+        root = root.parent()?;
+    }
+    Some(root.to_path_buf())
+}
+
 /// The nested build's own target directory inside the target directory `target_root`.
 pub fn target_dir(target_root: &Path) -> PathBuf {
     target_root.join("preload-build")
