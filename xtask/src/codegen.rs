@@ -2,8 +2,9 @@
 //!
 //! The input is pinned: the `syscalls` crate at exactly 0.8.1, whose tables are generated from
 //! the Linux 6.17 sources (the last x86_64 entry is `file_setattr`, 469). `policy`'s tests check
-//! the output against the `libc` crate's `SYS_*` constants, and `cargo xtask codegen --check`
-//! (run by `cargo xtask ci`) fails when the committed files drift from what this writes.
+//! the output against the `libc` crate's `SYS_*` constants; this module's test (so `cargo test
+//! --workspace`) and `cargo xtask codegen --check` fail when the committed files drift from
+//! what this writes.
 
 use anyhow::{bail, Context, Result};
 use std::path::Path;
@@ -98,4 +99,23 @@ pub fn run(root: &Path, check: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// The committed tables are exactly what the generator writes today.
+    #[test]
+    fn committed_tables_match_the_generator() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy/src/syscalls");
+        for (arch, text) in super::tables() {
+            let path = dir.join(format!("{arch}.rs"));
+            let have = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            assert!(
+                have == text,
+                "{} is out of date: run `cargo xtask codegen`",
+                path.display()
+            );
+        }
+    }
 }
