@@ -19,6 +19,8 @@ mod bench_oneshot;
 mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
+// Shared with host/build.rs, which alone needs `target_root_of`.
+#[allow(dead_code)]
 #[path = "../../host/preload_build.rs"]
 mod preload_build;
 
