@@ -275,6 +275,15 @@ fn attach_cost(n: usize) -> Result<String> {
     ))
 }
 
+/// The deny-and-report section, smaller with `--quick`.
+fn violations(quick: bool) -> Result<String> {
+    if quick {
+        crate::bench_violations::run(3, 5)
+    } else {
+        crate::bench_violations::run(9, 41)
+    }
+}
+
 /// Runs every benchmark and writes docs/benchmarks.md.
 pub fn run(args: &[&str]) -> Result<()> {
     // Measure optimised code: the host's own work per spawn is part of several figures.
@@ -345,6 +354,22 @@ pub fn run(args: &[&str]) -> Result<()> {
         print!("{}", crate::bench_oci::run(if quick { 70 } else { 700 })?);
         return Ok(());
     }
+    // `--violations`: only the deny-and-report section, printed, and replaced in
+    // docs/benchmarks.md (the rest of the file is kept) unless `--quick`.
+    if args.contains(&"--violations") {
+        let section = violations(quick)?;
+        print!("{section}");
+        if !quick {
+            let path = Path::new("docs/benchmarks.md");
+            let old = std::fs::read_to_string(crate::root().join(path))
+                .context("reading docs/benchmarks.md")?;
+            crate::write_doc(
+                path,
+                &crate::bench_violations::replace_section(&old, &section),
+            )?;
+        }
+        return Ok(());
+    }
     let so = xtask::matrix::preload()?;
     let (rounds, per) = if quick { (3, 50) } else { (7, 300) };
     let mut doc = String::from("# Benchmarks\n\nWritten by `cargo xtask bench`; every ratio is against a baseline measured in the same run.\n\n");
@@ -361,6 +386,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &crate::bench_landlock::run(if quick { 3 } else { 10 }, if quick { 20 } else { 50 })?;
     doc += &crate::bench_oci::run(if quick { 70 } else { 700 })?;
     doc += &crate::bench_learn::run(if quick { 3 } else { 7 }, if quick { 5 } else { 20 })?;
+    doc += &violations(quick)?;
     print!("{doc}");
     if !quick {
         crate::write_doc(Path::new("docs/benchmarks.md"), &doc)?;

@@ -38,7 +38,7 @@ struct Variant {
 
 /// CPU (user + system, ms) and wall (ms) of one run of `argv`, stdio on /dev/null, in a bare
 /// environment (PATH, HOME, LANG) as agents run commands.
-fn once(argv: &[CString], envp: &[CString]) -> Result<(f64, f64)> {
+pub(crate) fn once(argv: &[CString], envp: &[CString]) -> Result<(f64, f64)> {
     let mut args: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     args.push(std::ptr::null());
     let mut env: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();

@@ -5,9 +5,10 @@
 //!   the very build host/build.rs embeds
 //! - `ci`: formatting, clippy, and the whole test suite (the table drift check is a test in it)
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--learn]`: every
-//!   benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--exec`, `--serve`, `--proxy`,
-//!   `--leaks`, `--learn`: that section only, printed)
+//! - `bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--learn]
+//!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--exec`,
+//!   `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
+//!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`)
 
 mod bench;
 mod bench_exec;
@@ -19,6 +20,7 @@ mod bench_oneshot;
 mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
+mod bench_violations;
 // Shared with host/build.rs, which alone needs `target_root_of`.
 #[allow(dead_code)]
 #[path = "../../host/preload_build.rs"]
@@ -116,7 +118,7 @@ fn main() -> Result<()> {
             println!("{}", xtask::dist::dist(&root(), &opts)?.display());
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | dist | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | dist | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
     }
 }
 
