@@ -110,6 +110,52 @@ fn none_cannot_reach_the_hosts_loopback_and_host_can() {
     }
 }
 
+/// The shell-network profile: a shell command that uses the network works, through `sandbox
+/// run` and `sandbox exec --json`, with the host's network (its default mode); control: under
+/// `shell` the same command reaches nothing.
+#[test]
+fn shell_network_runs_a_shells_curl_and_shell_does_not() {
+    for who in WHO {
+        let l = Listener::start();
+        let script = format!("curl -sS --max-time 10 http://127.0.0.1:{}/", l.port);
+        let run = |profile: &str| {
+            sandbox(
+                who,
+                &["run", "--profile", profile, "--", "bash", "-c", &script],
+            )
+        };
+        let o = run("shell-network");
+        assert_eq!(
+            (o.status.code(), String::from_utf8_lossy(&o.stdout).as_ref()),
+            (Some(0), "reached\n"),
+            "{who:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(l.hits(), 1);
+        let o = run("shell");
+        assert_ne!(o.status.code(), Some(0), "{who:?} control");
+        assert_eq!(l.hits(), 1, "{who:?}: a connection arrived under shell");
+        for (profile, works) in [("shell-network", true), ("shell", false)] {
+            let before = l.hits();
+            let req = serde_json::json!({"argv": ["/bin/bash", "-c", &script], "profile": profile});
+            let r = exec_json_as(who, &req.to_string());
+            if works {
+                assert_eq!(r["exit_code"], 0, "{who:?}: {r}");
+                assert_eq!(r["stdout"], "reached\n", "{who:?}: {r}");
+                assert_eq!(r["network"]["mode"], "host", "{who:?}: {r}");
+                assert_eq!(l.hits(), before + 1);
+            } else {
+                assert_ne!(r["exit_code"], 0, "{who:?} control: {r}");
+                assert_eq!(
+                    l.hits(),
+                    before,
+                    "{who:?}: a connection arrived under shell"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn a_host_port_opens_that_port_only() {
     let open = Listener::start();
@@ -259,8 +305,21 @@ fn hostile_flags_exit_125_naming_the_flag() {
 }
 
 fn exec_json(request: &str) -> Value {
-    let mut child = Command::new(BIN)
+    exec_json_as(As::Root, request)
+}
+
+fn exec_json_as(who: As, request: &str) -> Value {
+    let mut c = match who {
+        As::Root => Command::new(BIN),
+        As::Nobody => {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
+            c
+        }
+    };
+    let mut child = c
         .args(["exec", "--json"])
+        .current_dir("/tmp")
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", "/tmp")

@@ -105,7 +105,7 @@ fn a_refused_call_is_reported_and_the_program_goes_on() {
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.contains("was refused socket (41) 3 times"), "{e}");
     assert!(
-        e.contains("profile minimal") && e.contains("--allow socket"),
+        e.contains("profile minimal") && e.contains("--profile network"),
         "{e}"
     );
     // Control: `--on-violation kill` ends it at the first call, naming it.
@@ -150,7 +150,7 @@ fn trap_names_the_blocked_syscall() {
     assert_eq!(o.status.code(), Some(128 + 31));
     assert!(
         err(&o).contains("syscall socket (41): socket is not allowed by profile minimal")
-            && err(&o).contains("--allow socket"),
+            && err(&o).contains("--profile network"),
         "{}",
         err(&o)
     );

@@ -27,6 +27,10 @@ static BUILTIN: &[(&str, &str)] = &[
     ("no-exec", include_str!("../../profiles/no-exec.toml")),
     ("shell", include_str!("../../profiles/shell.toml")),
     (
+        "shell-network",
+        include_str!("../../profiles/shell-network.toml"),
+    ),
+    (
         "unrestricted",
         include_str!("../../profiles/unrestricted.toml"),
     ),

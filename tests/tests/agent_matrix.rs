@@ -46,6 +46,10 @@ fn shell() {
     profile("shell");
 }
 #[test]
+fn shell_network() {
+    profile("shell-network");
+}
+#[test]
 fn unrestricted() {
     profile("unrestricted");
 }

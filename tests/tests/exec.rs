@@ -778,8 +778,9 @@ fn violation_names_socket_under_minimal() {
         "{}",
         v.hint
     );
-    assert!(v.hint.contains("\"allow\": [\"socket\"]"), "{}", v.hint);
-    assert_eq!(v.change.as_deref(), Some("\"allow\": [\"socket\"]"));
+    // minimal plus the socket's group (@network) is the network profile.
+    assert!(v.hint.contains("@network"), "{}", v.hint);
+    assert_eq!(v.change.as_deref(), Some("\"profile\": \"network\""));
     assert!(!v.hint.contains('\n'));
 }
 
@@ -1156,7 +1157,7 @@ fn a_refused_call_fails_with_eperm_and_the_program_goes_on() {
         assert_eq!(v.profile, "minimal");
         assert_eq!(
             v.change.as_deref(),
-            Some("\"allow\": [\"socket\"]"),
+            Some("\"profile\": \"network\""),
             "{v:?}"
         );
         // Control: with on_violation kill the same program dies at the call.

@@ -45,6 +45,10 @@ macro_rules! cells {
                 super::check(stringify!($cmd), "shell");
             }
             #[test]
+            fn shell_network() {
+                super::check(stringify!($cmd), "shell-network");
+            }
+            #[test]
             fn unrestricted() {
                 super::check(stringify!($cmd), "unrestricted");
             }
@@ -102,6 +106,7 @@ fn every_cell_has_a_test() {
             "write",
             "no-exec",
             "shell",
+            "shell-network",
             "unrestricted"
         ]
     );

@@ -29,6 +29,9 @@ pub const SPAWN: Needs = 2;
 pub const WRITE: Needs = 4;
 /// Connects to a server (on 127.0.0.1).
 pub const NET: Needs = 8;
+/// Traces a process (`ptrace`): kernel attack surface that every profile with a filter stops
+/// (`@never`), whatever else it allows.
+pub const TRACE: Needs = 16;
 
 /// The built-in profiles, in the order of the table's columns.
 pub const PROFILES: &[&str] = crate::matrix::PROFILES;
@@ -56,7 +59,12 @@ pub fn purpose(profile: &str) -> Option<(Needs, &'static str)> {
             EXEC | SPAWN | WRITE,
             "agents' shell commands: programs, pipelines, builds, git, Python; no network",
         ),
-        "unrestricted" => (EXEC | SPAWN | WRITE | NET, "everything (no filter)"),
+        "shell-network" => (
+            EXEC | SPAWN | WRITE | NET,
+            "agents' everyday shell commands with the network: fetching packages and \
+             repositories, local servers; no tracing, mounts or other kernel attack surface",
+        ),
+        "unrestricted" => (EXEC | SPAWN | WRITE | NET | TRACE, "everything (no filter)"),
         _ => return None,
     })
 }
@@ -101,6 +109,7 @@ const XS: Needs = EXEC | SPAWN;
 const XW: Needs = EXEC | WRITE;
 const XSW: Needs = EXEC | SPAWN | WRITE;
 const XN: Needs = EXEC | NET;
+const XT: Needs = EXEC | TRACE;
 
 /// The commands, in the order of the table's rows.
 pub const COMMANDS: &[Cmd] = &[
@@ -180,6 +189,8 @@ pub const COMMANDS: &[Cmd] = &[
     // The network (a server on 127.0.0.1).
     c("curl", "curl -sS http://127.0.0.1:{PORT}/fruits.txt", XN, "banana"),
     c("python_http", "python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{PORT}/').read().decode())\"", XN, "cherry"),
+    // Tracing (PTRACE_TRACEME, the mildest form): refused by every profile with a filter.
+    c("ptrace", "python3 -c \"import ctypes; print('ptrace', ctypes.CDLL(None).ptrace(0, 0, 0, 0))\"", XT, "ptrace 0"),
 ];
 
 /// How a cell's command is started.
@@ -367,13 +378,16 @@ pub fn run_cell(cmd: &'static Cmd, profile: &'static str, via: Via) -> Result<Ce
     let res = exec::exec(&r).with_context(|| format!("{} under {profile}", cmd.id))?;
     let violation = res.violation.as_ref().map(|v| v.syscall.clone());
     let works = res.exit_code == Some(0) && res.stdout.contains(cmd.expect) && violation.is_none();
-    let refused = res.exit_code != Some(0) || violation.is_some();
-    let said = violation.is_some() || !res.stderr.trim().is_empty();
+    // A call refused and reported (the program carried on with the errno) is a refusal with
+    // a message too.
+    let reported: Vec<&str> = res.violations.iter().map(|v| v.syscall.as_str()).collect();
+    let refused = res.exit_code != Some(0) || violation.is_some() || !reported.is_empty();
+    let said = violation.is_some() || !reported.is_empty() || !res.stderr.trim().is_empty();
     let mismatch = match expected {
         Expected::Works if works => None,
         Expected::Refused if refused && said => None,
         _ => Some(format!(
-            "expected {expected:?}; exit {:?} signal {:?} violation {:?}\n--- stdout\n{}--- stderr\n{}",
+            "expected {expected:?}; exit {:?} signal {:?} violation {:?} reported {reported:?}\n--- stdout\n{}--- stderr\n{}",
             res.exit_code,
             res.signal,
             violation,
@@ -429,6 +443,7 @@ fn needs_text(n: Needs) -> String {
         (SPAWN, "processes"),
         (WRITE, "writes"),
         (NET, "network"),
+        (TRACE, "ptrace"),
     ]
     .iter()
     .filter(|(b, _)| n & b != 0)

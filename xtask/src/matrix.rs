@@ -36,6 +36,7 @@ pub const PROFILES: &[&str] = &[
     "write",
     "no-exec",
     "shell",
+    "shell-network",
     "unrestricted",
 ];
 
@@ -45,13 +46,13 @@ pub enum Kind {
     /// Reads files and writes to stdout: runs under every profile.
     Read,
     /// Talks TCP to a server on 127.0.0.1: runs where the profile allows the network (network,
-    /// no-exec, unrestricted); elsewhere its first socket call is blocked.
+    /// no-exec, shell-network, unrestricted); elsewhere its first socket call is blocked.
     Net,
     /// Creates, changes or removes files: refused with EROFS where files are read-only
     /// (minimal, network), runs elsewhere.
     Write,
     /// Starts processes (`sh -c` with a pipeline): runs where process creation is allowed
-    /// (shell, unrestricted); elsewhere the fork (clone) is blocked.
+    /// (shell, shell-network, unrestricted); elsewhere the fork (clone) is blocked.
     Spawn,
 }
 
@@ -60,11 +61,11 @@ impl Kind {
     pub fn expected(self, profile: &str) -> Expected {
         match (self, profile) {
             (Kind::Read, _) => Expected::Runs,
-            (Kind::Net, "network" | "no-exec" | "unrestricted") => Expected::Runs,
+            (Kind::Net, "network" | "no-exec" | "shell-network" | "unrestricted") => Expected::Runs,
             (Kind::Net, _) => Expected::Blocked(&["socket", "socketpair"]),
             (Kind::Write, "minimal" | "network") => Expected::Refused("EROFS"),
             (Kind::Write, _) => Expected::Runs,
-            (Kind::Spawn, "shell" | "unrestricted") => Expected::Runs,
+            (Kind::Spawn, "shell" | "shell-network" | "unrestricted") => Expected::Runs,
             (Kind::Spawn, _) => Expected::Blocked(&["clone", "fork", "vfork"]),
         }
     }

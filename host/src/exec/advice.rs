@@ -1,17 +1,20 @@
 //! What would allow a refused call: the smallest change, in the caller's language.
 //!
-//! First an `allow` entry added to the profile in use (`--allow NAME` for command-line users,
-//! `"allow": ["NAME"]` for JSON clients), checked against the call's real arguments: it is
-//! proposed only if the extended profile would then let this very call through (a call the
-//! profile denies explicitly stays denied whatever the allow list says). Otherwise the closest
-//! built-in profile that allows the call *and still runs the program*: one that allows every
-//! call the current profile allows (so a shell stays a shell), the smallest such. `unrestricted`
-//! (no filter) always qualifies, so there is always an answer; it is never a profile that
-//! cannot run the program.
+//! First a built-in profile that is the one in use plus the call's whole group (`shell` plus
+//! `@network` is `shell-network`, `minimal` plus `@network` is `network`): a call of a group the
+//! profile lacks rarely comes alone (`socket` is followed by `connect`), so allowing the one call
+//! would only move the refusal to the next. Then an `allow` entry added to the profile in use
+//! (`--allow NAME` for command-line users, `"allow": ["NAME"]` for JSON clients), checked against
+//! the call's real arguments: it is proposed only if the extended profile would then let this
+//! very call through (a call the profile denies explicitly stays denied whatever the allow list
+//! says). Otherwise the closest built-in profile that allows the call *and still runs the
+//! program*: one that allows every call the current profile allows (so a shell stays a shell),
+//! the smallest such. `unrestricted` (no filter) always qualifies, so there is always an answer;
+//! it is never a profile that cannot run the program.
 
 use super::request::Audience;
 use crate::policy::profile::Profile;
-use crate::policy::{Action, Policy, NATIVE};
+use crate::policy::{groups, Action, Policy, NATIVE};
 use std::sync::OnceLock;
 
 /// A refused call's hint and the exact change that would allow it.
@@ -63,10 +66,79 @@ fn builtins() -> &'static [Builtin] {
     })
 }
 
+/// The groups of `profiles/groups.toml` that name `name` directly (not through another group),
+/// with the numbers of all their calls on this architecture.
+fn groups_of(name: &str) -> Vec<(&'static str, Vec<u32>)> {
+    let call = |e: &str| e.split(['(', '=']).next().unwrap_or(e).trim().to_string();
+    groups::all()
+        .iter()
+        .filter(|g| g.entries.iter().any(|e| call(e) == name))
+        .map(|g| {
+            let nrs = g
+                .entries
+                .iter()
+                .filter(|e| !e.starts_with('@'))
+                .filter_map(|e| NATIVE.syscall_number(&call(e)))
+                .collect();
+            (g.name, nrs)
+        })
+        .collect()
+}
+
+/// A built-in profile (other than `unrestricted`) that allows the call, allows everything
+/// `current` allows, and adds nothing beyond the call's group: the profile in use plus that
+/// group, with the group's name.
+fn plus_group(
+    nr: u32,
+    args: &[u64; 6],
+    name: &str,
+    profile: &Profile,
+    current: &[bool],
+) -> Option<(&'static str, &'static str)> {
+    groups_of(name).into_iter().find_map(|(group, nrs)| {
+        builtins()
+            .iter()
+            .find(|b| {
+                b.name != profile.name
+                    && b.policy
+                        .as_ref()
+                        .is_some_and(|p| p.decide(nr, args) == Action::Allow)
+                    && current
+                        .iter()
+                        .zip(&b.allowed)
+                        .enumerate()
+                        .all(|(i, (c, o))| (!c || *o) && (!*o || *c || nrs.contains(&(i as u32))))
+            })
+            .map(|b| (b.name, group))
+    })
+}
+
 /// Advice for the call `nr` with `args`, refused under `profile`.
 pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audience) -> Advice {
     let name = NATIVE.syscall_name(nr).unwrap_or("unknown");
     let refused = format!("{name} is not allowed by profile {}", profile.name);
+    let current = profile
+        .policy(NATIVE, None)
+        .ok()
+        .flatten()
+        .map(|p| allowed_set(Some(&p)));
+    let to_profile = |target: &str| match audience {
+        Audience::Cli => format!("--profile {target}"),
+        Audience::Json => format!("\"profile\": \"{target}\""),
+    };
+    if let Some((target, group)) = current
+        .as_ref()
+        .and_then(|cur| plus_group(nr, args, name, profile, cur))
+    {
+        let change = to_profile(target);
+        return Advice {
+            hint: format!(
+                "{refused}; it belongs to @{group}, which profile {target} adds to {}: {change}",
+                profile.name
+            ),
+            change,
+        };
+    }
     if name != "unknown" && profile.allow.is_some() {
         let allows = profile
             .extended(&[name.to_string()], &[])
@@ -84,11 +156,6 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audi
             };
         }
     }
-    let current = profile
-        .policy(NATIVE, None)
-        .ok()
-        .flatten()
-        .map(|p| allowed_set(Some(&p)));
     let runs_program = |b: &Builtin| {
         current
             .as_ref()
@@ -102,10 +169,7 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audi
             && runs_program(b)
     });
     let target = closest.map_or("unrestricted", |b| b.name);
-    let change = match audience {
-        Audience::Cli => format!("--profile {target}"),
-        Audience::Json => format!("\"profile\": \"{target}\""),
-    };
+    let change = to_profile(target);
     let why = if target == "unrestricted" {
         "no built-in profile that still runs this program allows it except unrestricted (no filter)"
     } else {
@@ -126,12 +190,34 @@ mod tests {
     }
 
     #[test]
-    fn an_allow_entry_when_it_works() {
+    fn the_profile_that_adds_the_calls_group() {
+        // A shell that needed a socket: shell-network is shell plus @network, so connect and
+        // the rest come with it; minimal plus @network is network.
         let shell = Profile::builtin("shell").unwrap();
-        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &shell, Audience::Cli);
-        assert_eq!(a.change, "--allow socket", "{a:?}");
+        for call in ["socket", "connect", "sendmsg"] {
+            let a = advise(nr(call), &[2, 1, 0, 0, 0, 0], &shell, Audience::Cli);
+            assert_eq!(a.change, "--profile shell-network", "{a:?}");
+            assert!(a.hint.contains("@network"), "{a:?}");
+        }
         let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &shell, Audience::Json);
-        assert_eq!(a.change, "\"allow\": [\"socket\"]", "{a:?}");
+        assert_eq!(a.change, "\"profile\": \"shell-network\"", "{a:?}");
+        let minimal = Profile::builtin("minimal").unwrap();
+        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &minimal, Audience::Cli);
+        assert_eq!(a.change, "--profile network", "{a:?}");
+        // An IPv6 socket, which shell denies explicitly (EACCES), gets the same answer.
+        let a = advise(nr("socket"), &[10, 1, 0, 0, 0, 0], &shell, Audience::Cli);
+        assert_eq!(a.change, "--profile shell-network", "{a:?}");
+    }
+
+    #[test]
+    fn an_allow_entry_when_no_profile_adds_just_the_group() {
+        // fork under write: shell is write plus @process and @exec, more than the call's
+        // group, so the single call is the smaller change.
+        let write = Profile::builtin("write").unwrap();
+        let a = advise(nr("fork"), &[0; 6], &write, Audience::Cli);
+        assert_eq!(a.change, "--allow fork", "{a:?}");
+        let a = advise(nr("fork"), &[0; 6], &write, Audience::Json);
+        assert_eq!(a.change, "\"allow\": [\"fork\"]", "{a:?}");
     }
 
     #[test]
