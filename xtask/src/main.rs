@@ -3,7 +3,9 @@
 //! - `codegen [--check]`: write (or check) the syscall tables in `policy/src/syscalls/`
 //! - `build-preload`: build the shipped `libsandbox.so` at `target/preload-build/preload/libsandbox.so`,
 //!   the very build host/build.rs embeds
-//! - `ci`: formatting, clippy, and the whole test suite (the table drift check is a test in it)
+//! - `ci`: formatting, the minimum supported Rust version, clippy, and the whole test suite
+//!   (the table drift check is a test in it)
+//! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
 //! - `bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--learn]
 //!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--exec`,
@@ -21,6 +23,7 @@ mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
 mod bench_violations;
+mod msrv;
 // Shared with host/build.rs, which alone needs `target_root_of`.
 #[allow(dead_code)]
 #[path = "../../host/preload_build.rs"]
@@ -73,6 +76,9 @@ pub fn build_preload() -> Result<PathBuf> {
 
 fn ci() -> Result<()> {
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
+    msrv::check(&root())?;
+    // `incompatible_msrv` is named although `-D warnings` covers it: it is the MSRV check for
+    // std APIs (see msrv.rs) and must stay an error even if someone allows warnings locally.
     run(cargo().args([
         "clippy",
         "--workspace",
@@ -81,6 +87,8 @@ fn ci() -> Result<()> {
         "--",
         "-D",
         "warnings",
+        "-D",
+        "clippy::incompatible_msrv",
     ]))?;
     // The shipped, no_std build of the preload is a different configuration: lint it too.
     run(cargo().args([
@@ -93,6 +101,8 @@ fn ci() -> Result<()> {
         "--",
         "-D",
         "warnings",
+        "-D",
+        "clippy::incompatible_msrv",
     ]))?;
     run(cargo().args(["test", "--workspace", "--all-features"]))?;
     Ok(())
@@ -108,6 +118,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("ci") => ci(),
+        Some("msrv") => msrv::check(&root()),
         Some("matrix") => xtask::matrix::run(&root(), rest.contains(&"--check")),
         Some("bench") => bench::run(&rest),
         Some("dist") => {
@@ -118,7 +129,7 @@ fn main() -> Result<()> {
             println!("{}", xtask::dist::dist(&root(), &opts)?.display());
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | dist | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | dist | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
     }
 }
 

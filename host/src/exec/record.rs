@@ -283,17 +283,22 @@ fn write_targets(nr: u32, args: &[u64; 6]) -> Vec<(Option<usize>, usize)> {
     };
     let nr = nr as libc::c_long;
     match nr {
+        // The path-only calls (open, mkdir, ...) exist on x86_64; aarch64 has only the *at forms.
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_open if writes(args[1]) => vec![(None, 0)],
         libc::SYS_openat if writes(args[2]) => vec![(Some(0), 1)],
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_creat
         | libc::SYS_mkdir
         | libc::SYS_rmdir
         | libc::SYS_unlink
-        | libc::SYS_truncate
         | libc::SYS_mknod => vec![(None, 0)],
+        libc::SYS_truncate => vec![(None, 0)],
         libc::SYS_mkdirat | libc::SYS_unlinkat | libc::SYS_mknodat => vec![(Some(0), 1)],
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_rename => vec![(None, 0), (None, 1)],
         libc::SYS_renameat | libc::SYS_renameat2 => vec![(Some(0), 1), (Some(2), 3)],
+        #[cfg(target_arch = "x86_64")]
         libc::SYS_link | libc::SYS_symlink => vec![(None, 1)],
         libc::SYS_linkat => vec![(Some(2), 3)],
         libc::SYS_symlinkat => vec![(Some(1), 2)],
