@@ -58,8 +58,9 @@ pub(crate) fn passed_environment() -> Vec<(String, String)> {
 }
 
 /// The limits of a terminal run: no core dumps (a program the filter stops dies of SIGSYS),
-/// CPU time bounded by the timeout when there is one; the rest stays as the caller has it
-/// (address-space limits kill runtimes that reserve memory, such as V8 and the JVM).
+/// CPU time bounded by the timeout when there is one, the default process limit where the
+/// machine can enforce it; the rest stays as the caller has it (no memory limit of the
+/// sandbox's own: the caller's RLIMIT_AS, if any, is inherited).
 pub(crate) fn limits(timeout: Option<Duration>) -> Rlimits {
     let keep = |res| {
         let mut cur = libc::rlimit {
@@ -77,7 +78,7 @@ pub(crate) fn limits(timeout: Option<Duration>) -> Rlimits {
         cpu_seconds: timeout.map_or(keep(libc::RLIMIT_CPU), |t| {
             t.as_secs_f64().ceil().max(1.0) as u64
         }),
-        memory_bytes: keep(libc::RLIMIT_AS),
+        memory_bytes: libc::RLIM_INFINITY,
         fsize_bytes: keep(libc::RLIMIT_FSIZE),
         nofile: keep(libc::RLIMIT_NOFILE),
         processes: crate::exec::limits::DEFAULT_PROCESSES,

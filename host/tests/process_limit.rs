@@ -1,6 +1,7 @@
-//! What the namespaces add to the security review's findings on processes: a per-request
-//! process limit where the machine's cgroups have no pids controller, and a request that does
-//! not outlive a host killed from outside. Each with a control (`isolation: off`).
+//! The per-request process limit and requests that do not outlive their host: as root by the
+//! pids controller (cgroup v2 where it is delegated, else a v1 pids cgroup per request); for a
+//! caller without one, by `RLIMIT_NPROC` in the isolation layer's user namespace; a request
+//! does not outlive a host killed from outside. Each with a control.
 
 use serde_json::Value;
 use std::io::Write;
@@ -69,8 +70,8 @@ fn the_process_limit_holds_in_a_user_namespace_without_a_pids_controller() {
         "the 21st process must not start: {r}"
     );
     assert_ne!(r["stdout"], "started 60\n", "{r}");
-    // Control: without the namespace (and without a pids controller) all 60 start, or the
-    // limit is refused as unenforceable where the machine has a pids controller it can use.
+    // Control: without the namespace (and without a pids controller this caller can use) all
+    // 60 start, or the limit is refused as unenforceable.
     let r = exec_as_nobody(&request("off"), dir.path());
     match r.get("error") {
         Some(e) => assert_eq!(e["field"], "limits.processes", "{r}"),
@@ -79,6 +80,119 @@ fn the_process_limit_holds_in_a_user_namespace_without_a_pids_controller() {
             "{r}"
         ),
     }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// One request through `sandbox exec --json`, `sandbox serve` or the library, as root.
+fn exec_as_root(request: &Value, runner: &str) -> Value {
+    if runner == "library" {
+        let (out, _) = sandbox_host::exec::json::run_json(request.to_string().as_bytes());
+        return serde_json::from_str(&out).unwrap();
+    }
+    let mut request = request.clone();
+    let mut c = Command::new(SANDBOX);
+    if runner == "serve" {
+        request["id"] = serde_json::json!("r");
+        c.arg("serve");
+    } else {
+        c.args(["exec", "--json"]);
+    }
+    let mut child = c
+        .current_dir("/tmp")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/tmp")
+        .env("LANG", "C.UTF-8")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{request}\n").as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let line = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(line.lines().next().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {out:?}"))
+}
+
+const FORKS: &str = "n=0; for i in $(seq 60); do sleep 2 & n=$((n+1)); done; wait; echo started $n";
+
+#[test]
+fn as_root_a_fork_bomb_stops_at_the_process_limit_and_the_result_names_it() {
+    if !is_root() {
+        eprintln!("not root: the unprivileged case is the test above");
+        return;
+    }
+    for isolation in ["preferred", "off"] {
+        for runner in ["exec", "serve", "library"] {
+            let request = |limits: Value| {
+                serde_json::json!({
+                    "argv": ["/bin/sh", "-c", FORKS],
+                    "profile": "shell",
+                    "isolation": isolation,
+                    "limits": limits,
+                    "timeout_s": 30,
+                })
+            };
+            let r = exec_as_root(&request(serde_json::json!({"processes": 20})), runner);
+            if r["error"]["field"] == "limits.processes" {
+                eprintln!("no pids controller for root here: {r}");
+                return;
+            }
+            let ctx = format!("isolation {isolation}, runner {runner}: {r}");
+            assert!(r["stderr"].as_str().unwrap().contains("fork"), "{ctx}");
+            assert_ne!(r["stdout"], "started 60\n", "{ctx}");
+            assert_eq!(r["limits_hit"], serde_json::json!(["processes"]), "{ctx}");
+            assert!(
+                r["warnings"].to_string().contains("limits.processes"),
+                "{ctx}"
+            );
+            // Control: under the default limit all 60 start.
+            let r = exec_as_root(&request(serde_json::json!({})), runner);
+            let ctx = format!("control, isolation {isolation}, runner {runner}: {r}");
+            assert_eq!(r["stdout"], "started 60\n", "{ctx}");
+            assert_eq!(r["limits_hit"], serde_json::json!([]), "{ctx}");
+        }
+    }
+}
+
+#[test]
+fn as_root_sandbox_run_gets_the_default_process_limit() {
+    if !is_root() || !std::path::Path::new("/sys/fs/cgroup/pids").is_dir() {
+        eprintln!("not root, or no v1 pids hierarchy: nothing to test");
+        return;
+    }
+    // The pids cgroup the program is in, and its limit (the v1 hierarchy's root has none).
+    let script = r#"p=$(awk -F: '$2=="pids"{print $3}' /proc/self/cgroup); cat "/sys/fs/cgroup/pids$p/pids.max""#;
+    let out = Command::new(SANDBOX)
+        .args([
+            "run",
+            "--allow-root",
+            "--profile",
+            "shell",
+            "--",
+            "/bin/sh",
+            "-c",
+            script,
+        ])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", "/tmp")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1024\n", "{out:?}");
+    // Control: the same script outside the sandbox finds no limit of its own.
+    let out = Command::new("/bin/sh")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert_ne!(String::from_utf8_lossy(&out.stdout), "1024\n", "{out:?}");
 }
 
 /// Whether a process whose whole command line is `cmdline` runs (not the host, whose

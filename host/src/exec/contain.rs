@@ -19,6 +19,7 @@
 //! adopted orphans are reaped by pid, never with `waitpid(-1)`, which would steal the exit
 //! status of children that other threads of the host are waiting for.
 
+use super::cgroup1::{counter, Controller, Dir};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fs;
@@ -72,6 +73,8 @@ struct Base {
     rel: String,
     /// Request cgroups have the pids controller (`pids.max`): a process limit per request.
     pids: bool,
+    /// Request cgroups have the memory controller (`memory.max`): a memory limit per request.
+    memory: bool,
 }
 
 fn base() -> Option<&'static Base> {
@@ -94,6 +97,7 @@ fn detect() -> Option<Base> {
     fs::create_dir(&probe).ok()?;
     let usable = probe.join("cgroup.kill").exists() && probe.join("cgroup.freeze").exists();
     let pids = probe.join("pids.max").exists();
+    let memory = probe.join("memory.max").exists();
     if !usable {
         let _ = fs::remove_dir(&probe);
         return None;
@@ -104,7 +108,12 @@ fn detect() -> Option<Base> {
         dir: probe,
     };
     pool().lock().unwrap_or_else(|e| e.into_inner()).push(place);
-    Some(Base { dir, rel, pids })
+    Some(Base {
+        dir,
+        rel,
+        pids,
+        memory,
+    })
 }
 
 /// The number of the next request cgroup this host creates.
@@ -148,7 +157,7 @@ fn mount_from_mountinfo() -> Option<PathBuf> {
 
 /// Removes the empty request cgroups left by hosts that are gone (killed before their exit
 /// handler ran). A cgroup that still has processes cannot be removed and stays.
-fn remove_stale(dir: &Path) {
+pub(super) fn remove_stale(dir: &Path) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -207,7 +216,7 @@ extern "C" fn drain_pool() {
 }
 
 /// Request cgroups of this host process are named `sandbox-exec-<host pid>-<n>`.
-fn prefix() -> String {
+pub(super) fn prefix() -> String {
     format!("sandbox-exec-{}-", std::process::id())
 }
 
@@ -324,6 +333,10 @@ pub(crate) struct Group {
     /// cgroup that was once killed with `CLONE_INTO_CGROUP` is killed at birth).
     killed: bool,
     finished: bool,
+    /// The request's cgroups in v1 hierarchies (limits the v2 cgroup cannot set here).
+    v1: Vec<Dir>,
+    /// The v2 counters of the limits set, when the request started.
+    v2_before: Vec<(Controller, u64)>,
 }
 
 impl Group {
@@ -375,6 +388,8 @@ impl Group {
             emptied: false,
             killed: false,
             finished: false,
+            v1: Vec::new(),
+            v2_before: Vec::new(),
         })
     }
 
@@ -397,16 +412,87 @@ impl Group {
         self.cg.as_ref().map(|c| c.fd.as_raw_fd())
     }
 
-    /// Sets the request's process limit (`pids.max` of its cgroup, so it counts every
-    /// descendant whatever its session); `false` when this machine gives request cgroups no
-    /// pids controller.
-    pub(crate) fn limit_processes(&self, max: u64) -> bool {
-        match (&self.cg, base()) {
-            (Some(cg), Some(b)) if b.pids => {
-                write_file(&cg.dir.join("pids.max"), max.to_string().as_bytes()).is_ok()
+    /// Sets the request's process limit (`pids.max` of its cgroup v2, else of a v1 pids
+    /// cgroup the child joins, so it counts every descendant whatever its session); `false`
+    /// when neither is available to this caller.
+    pub(crate) fn limit_processes(&mut self, max: u64) -> bool {
+        self.limit(Controller::Pids, Some(max))
+    }
+
+    /// Sets the request's memory limit (`None`: unlimited): `memory.max` of its cgroup v2
+    /// (swap not counted: `memory.swap.max` 0), else `memory.limit_in_bytes` of a v1 memory
+    /// cgroup the child joins; `false` when neither is available to this caller.
+    pub(crate) fn limit_memory(&mut self, bytes: Option<u64>) -> bool {
+        self.limit(Controller::Memory, bytes)
+    }
+
+    fn limit(&mut self, c: Controller, value: Option<u64>) -> bool {
+        let v2 = match (&self.cg, base()) {
+            (Some(cg), Some(b))
+                if (c == Controller::Pids && b.pids) || (c == Controller::Memory && b.memory) =>
+            {
+                Some(cg)
             }
-            _ => false,
+            _ => None,
+        };
+        if let Some(cg) = v2 {
+            let text = value.map_or("max".to_string(), |v| v.to_string());
+            let (file, swap) = match c {
+                Controller::Pids => ("pids.max", None),
+                Controller::Memory => (
+                    "memory.max",
+                    Some(if value.is_some() { "0" } else { "max" }),
+                ),
+            };
+            if write_file(&cg.dir.join(file), text.as_bytes()).is_err() {
+                return false;
+            }
+            if let Some(s) = swap.filter(|_| cg.dir.join("memory.swap.max").exists()) {
+                if write_file(&cg.dir.join("memory.swap.max"), s.as_bytes()).is_err() {
+                    return false;
+                }
+            }
+            let (file, key) = v2_counter(c);
+            self.v2_before.push((c, counter(&cg.dir.join(file), key)));
+            return true;
         }
+        if value.is_none() {
+            // Unlimited: nothing to create.
+            return true;
+        }
+        match Dir::new(c, value) {
+            Some(d) => {
+                self.v1.push(d);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The v1 cgroups the child must join before exec (its v2 cgroup it is created in).
+    pub(crate) fn v1_dirs(&self) -> Vec<RawFd> {
+        self.v1.iter().map(Dir::raw_fd).collect()
+    }
+
+    /// How often each limit set with [`Group::limit_memory`] and [`Group::limit_processes`]
+    /// stopped something during the request (kills by the out-of-memory killer, refused
+    /// forks): `(memory, processes)`. Read once every process of the request is gone.
+    pub(crate) fn hits(&self) -> (u64, u64) {
+        let mut hits = (0, 0);
+        let mut add = |c: Controller, n: u64| match c {
+            Controller::Memory => hits.0 += n,
+            Controller::Pids => hits.1 += n,
+        };
+        if let Some(cg) = &self.cg {
+            for (c, before) in &self.v2_before {
+                let (file, key) = v2_counter(*c);
+                add(*c, counter(&cg.dir.join(file), key).saturating_sub(*before));
+            }
+        }
+        for d in &self.v1 {
+            add(d.controller(), d.hits());
+        }
+        hits
     }
 
     /// Records the direct child's pid (it leads its own session).
@@ -518,7 +604,12 @@ impl Group {
             return;
         }
         self.finished = true;
-        let Some(cg) = self.cg.take() else { return };
+        let Some(cg) = self.cg.take() else {
+            for d in self.v1.drain(..) {
+                d.finish();
+            }
+            return;
+        };
         // Every recorded member is dead; each becomes the host's child once its parent has
         // finished exiting. Reap them by pid.
         let deadline = Instant::now() + KILL_DEADLINE;
@@ -541,6 +632,9 @@ impl Group {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&cg.name);
         sweep(&cg.rel);
+        for d in self.v1.drain(..) {
+            d.finish();
+        }
         let thawed = !self.froze || write_file(&cg.dir.join("cgroup.freeze"), b"0").is_ok();
         if self.emptied && thawed && !self.killed {
             let mut idle = pool().lock().unwrap_or_else(|e| e.into_inner());
@@ -559,7 +653,7 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        if !self.finished && self.cg.is_some() {
+        if !self.finished && (self.cg.is_some() || !self.v1.is_empty()) {
             self.kill_all();
             self.finish();
         }
@@ -654,6 +748,14 @@ fn write_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
         .write(true)
         .open(path)?
         .write_all(data)
+}
+
+/// The v2 counter that grows when the limit of `c` stopped something: `(file, key)`.
+fn v2_counter(c: Controller) -> (&'static str, &'static str) {
+    match c {
+        Controller::Memory => ("memory.events", "oom_kill"),
+        Controller::Pids => ("pids.events", "max"),
+    }
 }
 
 /// `cgroup.events`: whether `key` is 1.

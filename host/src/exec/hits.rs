@@ -6,7 +6,9 @@
 //! its parent sees, and a shell goes on after it) by a file of exactly the limit's size, or
 //! larger, changed during the run in the places the program may write: a write the limit stops
 //! is cut at the limit, so a file ends exactly there; the memory and process limits by the
-//! counters of the request's cgroup, where it has those controllers.
+//! counters of the request's cgroups (kills by the out-of-memory killer, refused forks). A
+//! memory limit enforced as RLIMIT_AS leaves no trace (an allocation fails, the program
+//! decides what to do): a program that failed under it gets a warning saying so instead.
 
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -26,6 +28,10 @@ pub(crate) enum Hit {
     Cpu,
     /// RLIMIT_FSIZE.
     Fsize,
+    /// The request cgroup's memory limit (its out-of-memory killer ended a process).
+    Memory,
+    /// The request cgroup's process limit (a fork was refused).
+    Processes,
 }
 
 impl Hit {
@@ -36,6 +42,8 @@ impl Hit {
             Hit::Output => "output",
             Hit::Cpu => "cpu",
             Hit::Fsize => "fsize",
+            Hit::Memory => "memory",
+            Hit::Processes => "processes",
         }
     }
 }
@@ -79,6 +87,8 @@ pub(crate) fn warning(hit: Hit, detail: &str, field: Option<&str>) -> String {
         Hit::Output => "output beyond the cap was discarded".to_string(),
         Hit::Cpu => "the CPU-time limit ended the program".to_string(),
         Hit::Fsize => format!("a write was cut at the file-size limit{detail}"),
+        Hit::Memory => format!("the out-of-memory killer ended {detail}"),
+        Hit::Processes => detail.to_string(),
     };
     format!("sandbox: limit hit: {}: {what}{change}", hit.name())
 }

@@ -1,17 +1,20 @@
-//! Resource limits set in the child between fork and exec (seed 001 section 4): RLIMIT_CPU,
-//! RLIMIT_AS, RLIMIT_FSIZE, RLIMIT_NOFILE, and RLIMIT_CORE = 0 (a program the filter stops
-//! dies of SIGSYS, which would otherwise dump core into its working directory).
+//! Resource limits: RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NOFILE and RLIMIT_CORE = 0 (a program
+//! the filter stops dies of SIGSYS, which would otherwise dump core into its working
+//! directory), set in the child between clone and exec; memory and processes, limited by the
+//! request's cgroups where the machine has them (module `contain`), with RLIMIT_AS as the
+//! memory limit's fallback (it counts reserved address space, which runtimes such as V8, the
+//! JVM and Go reserve far beyond what they use).
 
 use super::request::{Limits, Refusal};
 use serde::Serialize;
 
-/// Default RLIMIT_AS: 512 MiB.
+/// Default memory limit (cgroup memory, else RLIMIT_AS): 512 MiB.
 pub const DEFAULT_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
 /// Default RLIMIT_FSIZE: 64 MiB.
 pub const DEFAULT_FSIZE_BYTES: u64 = 64 * 1024 * 1024;
 /// Default RLIMIT_NOFILE.
 pub const DEFAULT_NOFILE: u64 = 256;
-/// Smallest RLIMIT_AS accepted: below this, the loader itself fails.
+/// Smallest memory limit accepted: below this, the loader itself fails under RLIMIT_AS.
 pub const MIN_MEMORY_BYTES: u64 = 32 * 1024 * 1024;
 /// Largest RLIMIT_CPU accepted, in seconds.
 pub const MAX_CPU_SECONDS: u64 = 86_400;
@@ -29,7 +32,8 @@ pub const MAX_PROCESSES: u64 = 1 << 16;
 pub struct Rlimits {
     /// RLIMIT_CPU, seconds (SIGXCPU at this value, SIGKILL one second later).
     pub cpu_seconds: u64,
-    /// RLIMIT_AS, bytes.
+    /// Memory, bytes: the request cgroup's memory limit, else RLIMIT_AS (`RLIM_INFINITY`:
+    /// no limit of the sandbox's own; the caller's RLIMIT_AS is inherited).
     pub memory_bytes: u64,
     /// RLIMIT_FSIZE, bytes.
     pub fsize_bytes: u64,
@@ -81,9 +85,28 @@ impl Rlimits {
         Ok(r)
     }
 
-    /// The limits to set in the child, `(resource, value)`: each capped at the host's current
-    /// hard limit (which the child inherits), so an unprivileged host never fails there; soft
-    /// and hard are both set, so the program cannot raise them again.
+    /// The memory limit (`None`: none of the sandbox's own; a value beyond what any machine
+    /// has is none either).
+    pub(crate) fn memory(&self) -> Option<u64> {
+        (self.memory_bytes < i64::MAX as u64).then_some(self.memory_bytes)
+    }
+
+    /// The memory limit as RLIMIT_AS, for a machine that gives this caller no memory cgroup
+    /// (capped like [`Rlimits::plan`]'s).
+    pub(crate) fn address_space(&self) -> std::io::Result<Option<(libc::c_int, libc::rlimit)>> {
+        self.memory()
+            .map(|b| {
+                Ok((
+                    libc::RLIMIT_AS as libc::c_int,
+                    capped(libc::RLIMIT_AS, b, b)?,
+                ))
+            })
+            .transpose()
+    }
+
+    /// The limits to set in the child, `(resource, value)`, memory aside: each capped at the
+    /// host's current hard limit (which the child inherits), so an unprivileged host never
+    /// fails there; soft and hard are both set, so the program cannot raise them again.
     pub(crate) fn plan(&self) -> std::io::Result<Vec<(libc::c_int, libc::rlimit)>> {
         [
             (
@@ -91,7 +114,6 @@ impl Rlimits {
                 self.cpu_seconds,
                 self.cpu_seconds.saturating_add(1),
             ),
-            (libc::RLIMIT_AS, self.memory_bytes, self.memory_bytes),
             (libc::RLIMIT_FSIZE, self.fsize_bytes, self.fsize_bytes),
             (libc::RLIMIT_NOFILE, self.nofile, self.nofile),
             (libc::RLIMIT_CORE, 0, 0),

@@ -9,6 +9,7 @@
 //! the same for `sandbox exec --json`. See `docs/exec.md`.
 
 mod advice;
+mod cgroup1;
 mod contain;
 pub mod env;
 mod hits;

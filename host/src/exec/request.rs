@@ -176,7 +176,8 @@ pub struct Limits {
     /// RLIMIT_CPU in seconds (default: the timeout, rounded up).
     #[serde(default)]
     pub cpu_seconds: Option<u64>,
-    /// RLIMIT_AS in bytes (default 512 MiB).
+    /// Memory in bytes (default 512 MiB): the request cgroup's memory limit where the machine
+    /// gives the caller one, else RLIMIT_AS.
     #[serde(default)]
     pub memory_bytes: Option<u64>,
     /// RLIMIT_FSIZE in bytes (default 64 MiB).

@@ -745,6 +745,12 @@ fn run(
 
     let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
     *mechanism = Some(group.mechanism());
+    // Memory by the cgroup where this caller has one (RLIMIT_AS would count the address space
+    // that runtimes reserve), else by RLIMIT_AS: the bound holds either way.
+    let address_space = !group.limit_memory(v.rlimits.memory());
+    if address_space {
+        limits.extend(v.rlimits.address_space().map_err(ExecError::Setup)?);
+    }
     if group.limit_processes(v.rlimits.processes) {
     } else if isolated.is_some() && !crate::platform::running_as_root() {
         // No pids controller, but a user namespace of its own: RLIMIT_NPROC counts the
@@ -762,13 +768,14 @@ fn run(
     } else if v.rlimits.processes_required {
         return Err(ExecError::Refused(Refusal::new(
             "limits.processes",
-            "this machine gives request cgroups no pids controller (cgroup v2 with the pids \
-             controller delegated is needed), so the limit cannot be enforced; omit it to run \
-             without one",
+            "this machine gives this caller no pids controller for request cgroups (cgroup v2 \
+             with the pids controller delegated, or a writable v1 pids hierarchy, is needed), \
+             so the limit cannot be enforced; omit it to run without one",
         )));
     }
     // Violations reach the spawner's shared listener, which finds the request by its cgroup
     // or its child.
+    let join_v1 = group.v1_dirs();
     let mut registration = Registration::new(group.cgroup_name(), response);
     let spec = Spec {
         path: &path,
@@ -778,6 +785,7 @@ fn run(
         stdio: io.child_fds().map_err(ExecError::Setup)?,
         report: report.as_ref().map(|(_, fd)| fd.as_raw_fd()),
         cgroup: group.dir_fd(),
+        join_v1: &join_v1,
         limits: &limits,
         landlock: layer
             .as_ref()
@@ -984,6 +992,7 @@ fn run(
         .as_ref()
         .and_then(|i| i.program_status())
         .unwrap_or(status);
+    let (memory_hits, process_hits) = group.hits();
     group.finish();
     drop(registration);
 
@@ -1053,8 +1062,22 @@ fn run(
         signal,
         timed_out,
         stdout_truncated || stderr_truncated,
+        (memory_hits, process_hits),
         &mut warnings,
     );
+    let failed = signal.is_some() || exit_code != Some(0);
+    if let Some(bytes) = v.rlimits.memory().filter(|_| address_space && failed) {
+        let field = match v.audience {
+            super::request::Audience::Json => "limits.memory_bytes",
+            _ => "the limit",
+        };
+        warnings.push(format!(
+            "sandbox: the memory limit ({bytes} bytes) was an address-space limit (RLIMIT_AS: \
+             no memory cgroup for this caller here), which runtimes that reserve address space \
+             (node, Java, Go) may not start under; raise {field} if the program failed for \
+             want of memory"
+        ));
+    }
     let profile = &sandbox.options().profile;
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
         let advice = super::advice::advise(nr, args, profile, v.audience);
@@ -1197,6 +1220,7 @@ fn limits_hit(
     signal: Option<i32>,
     timed_out: bool,
     truncated: bool,
+    (memory_hits, process_hits): (u64, u64),
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
     use super::hits::{file_at_limit, warning, Hit};
@@ -1218,6 +1242,29 @@ fn limits_hit(
             Hit::Cpu,
             String::new(),
             field("limits.cpu_seconds", Some("--timeout")),
+        ));
+    }
+    let plural = |n: u64, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "es" });
+    if memory_hits > 0 {
+        hits.push((
+            Hit::Memory,
+            format!(
+                "{} at the memory limit of {} bytes",
+                plural(memory_hits, "process"),
+                v.rlimits.memory_bytes
+            ),
+            field("limits.memory_bytes", None),
+        ));
+    }
+    if process_hits > 0 {
+        hits.push((
+            Hit::Processes,
+            format!(
+                "{process_hits} fork{} refused at the process limit of {}",
+                if process_hits == 1 { "" } else { "s" },
+                v.rlimits.processes
+            ),
+            field("limits.processes", None),
         ));
     }
     let fsize = v.rlimits.fsize_bytes;

@@ -51,6 +51,8 @@ pub(crate) struct Spec<'a> {
     pub report: Option<RawFd>,
     /// The request cgroup's directory: the child starts in it.
     pub cgroup: Option<RawFd>,
+    /// The request's cgroup directories in v1 hierarchies: the child joins them before exec.
+    pub join_v1: &'a [RawFd],
     /// Resource limits.
     pub limits: &'a [Limit],
     /// A Landlock ruleset to restrict the child with (after no_new_privs, before the filter).
@@ -244,6 +246,9 @@ struct Ctx {
     report: RawFd,
     /// The cgroup directory to join from the child (-1: none, or created in it by clone3).
     join_cgroup: RawFd,
+    /// Cgroup directories in v1 hierarchies the child joins too (v1 has no `CLONE_INTO_CGROUP`).
+    join_v1: *const RawFd,
+    njoin_v1: usize,
     limits: *const Limit,
     nlimits: usize,
     /// The Landlock ruleset (-1: none).
@@ -488,6 +493,19 @@ extern "C" fn child_main(arg: *mut c_void) -> c_int {
                 fail(c, Stage::Cgroup, rc.min(-libc::EIO as isize));
             }
             sys!(libc::SYS_close, procs);
+        }
+        // Before anything of the program runs, so that all its memory and processes count.
+        for i in 0..c.njoin_v1 {
+            let dir = *c.join_v1.add(i);
+            let procs = ksys!(c; libc::SYS_openat, dir, c"cgroup.procs".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC, 0);
+            if procs < 0 {
+                fail(c, Stage::Cgroup, procs);
+            }
+            let rc = ksys!(c; libc::SYS_write, procs, b"0".as_ptr(), 1);
+            if rc != 1 {
+                fail(c, Stage::Cgroup, rc.min(-libc::EIO as isize));
+            }
+            ksys!(c; libc::SYS_close, procs);
         }
         if !c.cwd.is_null() {
             let rc = ksys!(c; libc::SYS_chdir, c.cwd);
@@ -760,6 +778,8 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         } else {
             spec.cgroup.unwrap_or(-1)
         },
+        join_v1: spec.join_v1.as_ptr(),
+        njoin_v1: spec.join_v1.len(),
         limits: spec.limits.as_ptr(),
         nlimits: spec.limits.len(),
         landlock: spec.landlock.unwrap_or(-1),

@@ -722,6 +722,7 @@ mod tests {
             stdio: [null.as_raw_fd(), w.as_raw_fd(), w.as_raw_fd()],
             report: None,
             cgroup: None,
+            join_v1: &[],
             limits: &[],
             landlock: None,
             filter: None,

@@ -1,0 +1,317 @@
+//! Request cgroups in the cgroup v1 `memory` and `pids` hierarchies.
+//!
+//! On hybrid machines the cgroup v2 hierarchy holds a request's processes together (module
+//! `contain`) but has no controllers, while the memory and process limits live in v1
+//! hierarchies mounted beside it. There a request also gets a directory of its own in each v1
+//! hierarchy it needs, next to the host's own cgroup there; its child writes its pid to the
+//! directory's `cgroup.procs` before exec (v1 has no `CLONE_INTO_CGROUP`), so the program and
+//! every descendant are charged and counted there whatever they do with sessions.
+//!
+//! Emptied directories are kept for the next request (creating a memory cgroup costs far more
+//! than reusing one), removed at exit, and those of hosts that died are removed by the next
+//! host. Creating them needs write access to the host's cgroup in the hierarchy: root, on a
+//! usual system.
+
+use std::fs;
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// A v1 controller this module uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Controller {
+    /// `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`, so swap does not extend it).
+    Memory,
+    /// `pids.max`.
+    Pids,
+}
+
+impl Controller {
+    fn name(self) -> &'static str {
+        match self {
+            Controller::Memory => "memory",
+            Controller::Pids => "pids",
+        }
+    }
+
+    /// The file that must exist in a child cgroup for the controller to be usable there.
+    fn limit_file(self) -> &'static str {
+        match self {
+            Controller::Memory => "memory.limit_in_bytes",
+            Controller::Pids => "pids.max",
+        }
+    }
+
+    /// The counter that grows when the limit stopped something: `(file, key)`.
+    pub(crate) fn counter(self) -> (&'static str, &'static str) {
+        match self {
+            Controller::Memory => ("memory.oom_control", "oom_kill"),
+            Controller::Pids => ("pids.events", "max"),
+        }
+    }
+}
+
+/// Idle request cgroups kept per hierarchy.
+const POOL_MAX: usize = 16;
+
+/// Above this usage left by the previous request (memory that cannot be reclaimed without
+/// swap, such as files in a shared tmpfs) a memory cgroup is removed rather than reused.
+const REUSE_MAX_USAGE: u64 = 16 * 1024 * 1024;
+
+/// One v1 hierarchy where request cgroups can be created.
+#[derive(Debug)]
+struct Hierarchy {
+    /// The host's own cgroup directory in it.
+    dir: PathBuf,
+    /// Idle request cgroups, with the pid of the host that made them.
+    idle: Mutex<(u32, Vec<PathBuf>)>,
+}
+
+fn hierarchy(c: Controller) -> Option<&'static Hierarchy> {
+    static MEMORY: OnceLock<Option<Hierarchy>> = OnceLock::new();
+    static PIDS: OnceLock<Option<Hierarchy>> = OnceLock::new();
+    let cell = match c {
+        Controller::Memory => &MEMORY,
+        Controller::Pids => &PIDS,
+    };
+    cell.get_or_init(|| detect(c)).as_ref()
+}
+
+/// The host's cgroup in the v1 hierarchy of `c`, when a request cgroup with the controller's
+/// limit file can be created there.
+fn detect(c: Controller) -> Option<Hierarchy> {
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, list, path) = (f.next()?, f.next()?, f.next()?);
+        list.split(',').any(|n| n == c.name()).then_some(path)
+    })?;
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let dir = mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let mut p = post.split(' ');
+        if p.next()? != "cgroup" {
+            return None;
+        }
+        let options = p.nth(1)?;
+        if !options.split(',').any(|o| o == c.name()) {
+            return None;
+        }
+        let f: Vec<&str> = pre.split(' ').collect();
+        let (root, point) = (*f.get(3)?, *f.get(4)?);
+        let below = path.strip_prefix(root.trim_end_matches('/'))?;
+        Some(Path::new(point).join(below.trim_start_matches('/')))
+    })?;
+    super::contain::remove_stale(&dir);
+    // The probe is the first request cgroup itself: when usable it waits in the idle pool.
+    let probe = dir.join(name());
+    fs::create_dir(&probe).ok()?;
+    if !probe.join(c.limit_file()).exists() {
+        let _ = fs::remove_dir(&probe);
+        return None;
+    }
+    // SAFETY: registers a plain function to run at normal process exit.
+    unsafe { libc::atexit(drain) };
+    Some(Hierarchy {
+        dir,
+        idle: Mutex::new((std::process::id(), vec![probe])),
+    })
+}
+
+/// A new request cgroup's name: `sandbox-exec-<host pid>-v1-<n>`.
+fn name() -> String {
+    format!(
+        "{}v1-{}",
+        super::contain::prefix(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Removes the idle request cgroups at exit (not in a forked child: they are its parent's).
+extern "C" fn drain() {
+    for c in [Controller::Memory, Controller::Pids] {
+        let Some(h) = hierarchy(c) else { continue };
+        if let Ok(mut idle) = h.idle.try_lock() {
+            if idle.0 == std::process::id() {
+                for d in idle.1.drain(..) {
+                    let _ = fs::remove_dir(d);
+                }
+            }
+        }
+    }
+}
+
+/// The number of the next request cgroup this host creates in a v1 hierarchy.
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A request's cgroup in one v1 hierarchy.
+#[derive(Debug)]
+pub(crate) struct Dir {
+    controller: Controller,
+    path: PathBuf,
+    /// Opened for the child, which joins through `cgroup.procs` relative to it.
+    fd: fs::File,
+    /// The counter of [`Controller::counter`] when the request started.
+    before: u64,
+}
+
+impl Dir {
+    /// A request cgroup of `c` with its limit set to `limit` (`None`: unlimited); `None` when
+    /// the machine has no usable v1 hierarchy for `c` or this caller cannot create one there.
+    pub(crate) fn new(c: Controller, limit: Option<u64>) -> Option<Dir> {
+        let h = hierarchy(c)?;
+        let reused = {
+            let mut idle = h.idle.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.0 != std::process::id() {
+                // A forked host: the pooled cgroups are its parent's.
+                *idle = (std::process::id(), Vec::new());
+            }
+            idle.1.pop()
+        };
+        let path = match reused {
+            Some(p) => p,
+            None => {
+                let p = h.dir.join(name());
+                if let Err(e) = fs::create_dir(&p) {
+                    tracing::warn!(cgroup = %p.display(), error = %e, "cannot create a request cgroup");
+                    return None;
+                }
+                p
+            }
+        };
+        let set = set_limit(c, &path, limit);
+        let fd = set.and_then(|_| fs::File::open(&path));
+        match fd {
+            Ok(fd) => {
+                let (file, key) = c.counter();
+                let before = counter(&path.join(file), key);
+                Some(Dir {
+                    controller: c,
+                    path,
+                    fd,
+                    before,
+                })
+            }
+            Err(e) => {
+                tracing::warn!(cgroup = %path.display(), error = %e, "cannot set the request cgroup's limit");
+                let _ = fs::remove_dir(&path);
+                None
+            }
+        }
+    }
+
+    /// The directory the child joins.
+    pub(crate) fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// The controller.
+    pub(crate) fn controller(&self) -> Controller {
+        self.controller
+    }
+
+    /// How often the limit stopped something during the request (the out-of-memory killer's
+    /// kills, or refused forks).
+    pub(crate) fn hits(&self) -> u64 {
+        let (file, key) = self.controller.counter();
+        counter(&self.path.join(file), key).saturating_sub(self.before)
+    }
+
+    /// After every process of the request is gone: keeps the directory for the next request
+    /// when it is empty, else removes it.
+    pub(crate) fn finish(self) {
+        let Dir {
+            controller,
+            path,
+            fd,
+            ..
+        } = self;
+        drop(fd);
+        let empty =
+            fs::read_to_string(path.join("cgroup.procs")).is_ok_and(|t| t.trim().is_empty());
+        let small = controller != Controller::Memory
+            || counter_value(&path.join("memory.usage_in_bytes")) < REUSE_MAX_USAGE;
+        if empty && small {
+            if let Some(h) = hierarchy(controller) {
+                let mut idle = h.idle.lock().unwrap_or_else(|e| e.into_inner());
+                if idle.0 == std::process::id() && idle.1.len() < POOL_MAX {
+                    idle.1.push(path);
+                    return;
+                }
+            }
+        }
+        if let Err(e) = fs::remove_dir(&path) {
+            tracing::warn!(cgroup = %path.display(), error = %e, "cannot remove the request cgroup");
+        }
+    }
+}
+
+/// Writes the limit of `c` in `dir`. For memory, swap is limited to the same total, so that
+/// the limit is not extended by swapping (the order keeps `memsw >= memory` at every step).
+fn set_limit(c: Controller, dir: &Path, limit: Option<u64>) -> std::io::Result<()> {
+    match c {
+        Controller::Memory => {
+            let value = limit.map_or("-1".to_string(), |b| b.to_string());
+            let memsw = dir.join("memory.memsw.limit_in_bytes");
+            let swap = memsw.exists();
+            if swap {
+                write(&memsw, "-1")?;
+            }
+            write(&dir.join("memory.limit_in_bytes"), &value)?;
+            if swap {
+                write(&memsw, &value)?;
+            }
+            Ok(())
+        }
+        Controller::Pids => write(
+            &dir.join("pids.max"),
+            &limit.map_or("max".to_string(), |n| n.to_string()),
+        ),
+    }
+}
+
+fn write(path: &Path, value: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .write_all(value.as_bytes())
+}
+
+/// The value after `key` in a file of `key value` lines (0 when it cannot be read).
+pub(crate) fn counter(path: &Path, key: &str) -> u64 {
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == key).then(|| v.trim().parse().ok()).flatten()
+            })
+        })
+        .unwrap_or(0)
+}
+
+/// A file holding one number (`u64::MAX` when it cannot be read).
+fn counter_value(path: &Path) -> u64 {
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_read_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("memory.oom_control");
+        fs::write(&f, "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n").unwrap();
+        assert_eq!(counter(&f, "oom_kill"), 3);
+        assert_eq!(counter(&f, "under_oom"), 0);
+        assert_eq!(counter(&f, "missing"), 0);
+        assert_eq!(counter(&dir.path().join("none"), "max"), 0);
+    }
+}
