@@ -370,8 +370,8 @@ pub fn run_cell(cmd: &'static Cmd, profile: &'static str, via: Via) -> Result<Ce
     if via == Via::ShPipe {
         r.stdin = Some("piped line\n".into());
     }
-    // V8 reserves far more address space than it uses, which the default RLIMIT_AS (512 MiB)
-    // refuses; node runs only with a larger address-space limit.
+    // V8 reserves far more address space than it uses: where the caller has no memory cgroup
+    // the memory limit is RLIMIT_AS, whose default (512 MiB) refuses it.
     if cmd.id == "node" {
         r.limits.memory_bytes = Some(16 << 30);
     }

@@ -187,8 +187,8 @@ pub struct Limits {
     #[serde(default)]
     pub nofile: Option<u64>,
     /// Processes and threads the request may have at once, descendants included (cgroup
-    /// `pids.max`; default 1024 where the machine delegates the pids controller). Asked for
-    /// explicitly on a machine without it, the request is refused.
+    /// `pids.max`, v2 or v1; default 1024 where the caller can use a pids controller). Asked
+    /// for explicitly where it cannot be enforced, the request is refused.
     #[serde(default)]
     pub processes: Option<u64>,
 }
