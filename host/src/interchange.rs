@@ -57,7 +57,7 @@ pub fn export(
     arch: Arch,
     action: Option<Action>,
 ) -> Result<oci::Export, String> {
-    oci::export(profile, arch, action).map_err(|e| format!("profile {}: {e}", profile.name))
+    oci::export(profile, arch, action).map_err(|e| format!("profile {}: {e}", profile.name()))
 }
 
 /// The running kernel's (major, minor), for Docker's `minKernel`.

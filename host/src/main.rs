@@ -35,7 +35,7 @@ fn options(p: &PolicyArgs) -> Result<(Options, Option<ExecConfig>), String> {
         _ => None,
     };
     if let Some(mut prof) = profile {
-        if prof.name != "custom" {
+        if prof.name() != "custom" {
             extend(&mut prof, p)?;
         }
         opts.profile = prof;
@@ -57,19 +57,19 @@ fn extend(prof: &mut Profile, p: &PolicyArgs) -> Result<(), String> {
     if p.allow.is_none() && p.deny.is_none() {
         return Ok(());
     }
-    let mut allow = prof.allow.clone();
+    let mut allow = prof.allow().map(<[String]>::to_vec);
     if let Some(a) = &p.allow {
         match &mut allow {
             Some(list) => list.extend(a.split(':').filter(|e| !e.is_empty()).map(String::from)),
             None => {
                 return Err(format!(
                     "profile {} has no allow list to extend with --allow",
-                    prof.name
+                    prof.name()
                 ))
             }
         }
     }
-    let mut deny = prof.deny.clone();
+    let mut deny = prof.deny().to_vec();
     if let Some(d) = &p.deny {
         deny.extend(d.split(':').filter(|e| !e.is_empty()).map(String::from));
     }
@@ -84,14 +84,14 @@ fn extend(prof: &mut Profile, p: &PolicyArgs) -> Result<(), String> {
     };
     let mut text = format!(
         "description = {:?}\ndefault_action = {:?}\n",
-        prof.description,
-        prof.default_action.to_string()
+        prof.description(),
+        prof.default_action().to_string()
     );
     if let Some(a) = &allow {
         text += &format!("allow = {}\n", toml_list(a));
     }
     text += &format!("deny = {}\n", toml_list(&deny));
-    *prof = Profile::from_toml(&prof.name, &text).map_err(|e| e.to_string())?;
+    *prof = Profile::from_toml(prof.name(), &text).map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -366,7 +366,7 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
         None => {
             for name in Profile::builtin_names() {
                 match Profile::builtin(name) {
-                    Ok(p) => println!("{name:13} {}", p.description),
+                    Ok(p) => println!("{name:13} {}", p.description()),
                     Err(e) => return fail(e),
                 }
             }
@@ -383,12 +383,12 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
                 Ok(p) => p,
                 Err(e) => return fail(e),
             };
-            println!("# {}: {}", p.name, p.description);
+            println!("# {}: {}", p.name(), p.description());
             if p.is_unrestricted() {
                 println!("# no filter");
                 return 0;
             }
-            println!("# default action: {}", p.default_action);
+            println!("# default action: {}", p.default_action());
             for (syscall, decision, source) in p.resolve_with_groups(sandbox_policy::NATIVE) {
                 println!("{syscall:24} {decision:40} {source}");
             }
@@ -514,7 +514,7 @@ fn cmd_learn(
         }
     };
     let command = learn::shell_line(argv);
-    let text = learn::profile_text(&learned.recording, &command, &base.name);
+    let text = learn::profile_text(&learned.recording, &command, base.name());
     let r = &learned.result;
     let ended = if r.timed_out {
         format!(
@@ -533,7 +533,7 @@ fn cmd_learn(
         learned.program.display(),
         r.duration_s
     );
-    eprint!("{}", learn::summary(&learned.recording, &base.name));
+    eprint!("{}", learn::summary(&learned.recording, base.name()));
     let written = match (&target, stdout) {
         (Some(t), _) => t.write(&text).map(|()| {
             eprintln!("sandbox learn: profile written to {}", t.path().display());

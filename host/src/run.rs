@@ -112,7 +112,7 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         timeout: settings.timeout,
         streams: Streams::Inherit,
         max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES as usize,
-        profile: options.profile.name.clone(),
+        profile: options.profile.name().to_string(),
         static_binary: options.static_binary,
         require_sandbox: options.require_sandbox,
         stdin: None,

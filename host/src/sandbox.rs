@@ -218,21 +218,21 @@ impl Sandbox {
                 options.libsandbox_sha256.as_deref(),
             )?));
         }
-        tracing::debug!(profile = %options.profile.name, "sandbox ready");
+        tracing::debug!(profile = %options.profile.name(), "sandbox ready");
         let base = outer::base_policy(&options.profile, options.on_violation)
-            .map_err(|e| SandboxError::Profile(options.profile.name.clone(), e))?;
+            .map_err(|e| SandboxError::Profile(options.profile.name().to_string(), e))?;
         let outer_exact = base.as_ref().is_some_and(|b| b.exact);
         let outer = base
             .map(|b| outer::Template::new(b.policy))
             .transpose()
-            .map_err(|e| SandboxError::Profile(options.profile.name.clone(), e))?;
+            .map_err(|e| SandboxError::Profile(options.profile.name().to_string(), e))?;
         let key = {
             use std::hash::{Hash, Hasher};
             let p = &options.profile;
             let mut h = std::collections::hash_map::DefaultHasher::new();
-            (&p.allow, &p.deny, p.default_action.to_string()).hash(&mut h);
+            (&p.allow(), &p.deny(), p.default_action().to_string()).hash(&mut h);
             options.on_violation.map(|a| a.to_string()).hash(&mut h);
-            format!("{}#{:016x}", p.name, h.finish())
+            format!("{}#{:016x}", p.name(), h.finish())
         };
         Ok(Sandbox {
             options,
@@ -311,7 +311,7 @@ impl Sandbox {
     /// Configures `cmd`, which will run `program`, under this sandbox. Call it after the
     /// command's environment is set up: it replaces `LD_PRELOAD` and every `SECCOMP_*`.
     pub fn apply(&self, cmd: &mut Command, program: &Path) -> Result<Applied, SandboxError> {
-        let profile = self.options.profile.name.clone();
+        let profile = self.options.profile.name().to_string();
         for var in crate::SANDBOX_VARS {
             cmd.env_remove(var);
         }
@@ -333,7 +333,7 @@ impl Sandbox {
         let action = self
             .options
             .on_violation
-            .unwrap_or(self.options.profile.default_action);
+            .unwrap_or(self.options.profile.default_action());
         // What the preload must do in this program: stack the exact filter when the outer one
         // carries exemptions; when the outer one is exact, only name violations (trap).
         let inner = !confine_only && !self.outer_exact;
@@ -399,7 +399,7 @@ impl Sandbox {
         warnings: &mut Vec<String>,
     ) -> Result<Option<Admitted>, SandboxError> {
         if self.options.profile.is_unrestricted() {
-            tracing::info!(profile = %self.options.profile.name, program = %program.display(), "unrestricted: no filter");
+            tracing::info!(profile = %self.options.profile.name(), program = %program.display(), "unrestricted: no filter");
             return Ok(None);
         }
         if let Err(why) = &self.available {
@@ -482,7 +482,7 @@ impl Sandbox {
         if !self.outer_exact {
             if attach.is_none() {
                 return Err(SandboxError::NeedsPreload(
-                    self.options.profile.name.clone(),
+                    self.options.profile.name().to_string(),
                 ));
             }
             if admitted.confine_only {
@@ -503,7 +503,7 @@ impl Sandbox {
                 .expect("a filtering profile has an outer policy");
             let mut prog = template
                 .program(path_addr)
-                .map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))?;
+                .map_err(|e| SandboxError::Profile(self.options.profile.name().to_string(), e))?;
             if handover_allowed(template.policy()) {
                 plan.notify = sandbox_policy::bpf::retarget(
                     &mut prog,
@@ -514,7 +514,7 @@ impl Sandbox {
             plan.filter = Some(prog);
         }
         tracing::info!(
-            profile = %self.options.profile.name,
+            profile = %self.options.profile.name(),
             program = %program.display(),
             attach = attach.is_some(),
             notify = plan.notify,
@@ -538,7 +538,7 @@ impl Sandbox {
             .expect("a filtering profile has an outer policy");
         template
             .program(addr)
-            .map_err(|e| SandboxError::Profile(self.options.profile.name.clone(), e))
+            .map_err(|e| SandboxError::Profile(self.options.profile.name().to_string(), e))
     }
 }
 

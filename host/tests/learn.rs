@@ -55,7 +55,7 @@ fn allowed(profile: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(profile).unwrap();
     let p = sandbox_policy::profile::Profile::from_toml("learned", &text)
         .unwrap_or_else(|e| panic!("the learned profile parses: {e}\n{text}"));
-    p.allow.expect("an allow list")
+    p.allow().expect("an allow list").to_vec()
 }
 
 /// A Python program that opens a socket only when given an argument.

@@ -47,18 +47,32 @@ struct File {
 }
 
 /// A validated profile.
+///
+/// The fields are private so that a `Profile` can only come from a constructor that checks it
+/// ([`Profile::builtin`], [`Profile::load`], [`Profile::from_toml`], [`Profile::custom`], and
+/// the `with_*` / [`Profile::extended`] methods that validate the result again): holding one
+/// means its lists parse and compile to a filter on this machine.
+///
+/// ```
+/// use sandbox_policy::profile::Profile;
+///
+/// let p = Profile::from_toml("mine", r#"
+///     description = "read-only tools"
+///     allow = ["@base", "@fd-io", "@fs-read"]
+/// "#).unwrap();
+/// assert_eq!(p.name(), "mine");
+/// assert_eq!(p.allow(), Some(&["@base".to_string(), "@fd-io".into(), "@fs-read".into()][..]));
+///
+/// // An entry that does not name a syscall is refused, so no such profile exists.
+/// assert!(Profile::from_toml("bad", "description = \"x\"\nallow = [\"nosuchcall\"]").is_err());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Profile {
-    /// Name (a built-in's name, `custom`, or the file's stem).
-    pub name: String,
-    /// One line saying what the profile permits.
-    pub description: String,
-    /// Allow-list entries; `None` for a deny-list or unrestricted profile.
-    pub allow: Option<Vec<String>>,
-    /// Deny-list entries.
-    pub deny: Vec<String>,
-    /// The profile's default action (kill when not given).
-    pub default_action: Action,
+    name: String,
+    description: String,
+    allow: Option<Vec<String>>,
+    deny: Vec<String>,
+    default_action: Action,
 }
 
 /// Why a profile cannot be used.
@@ -93,6 +107,31 @@ impl core::fmt::Display for ProfileError {
 impl std::error::Error for ProfileError {}
 
 impl Profile {
+    /// Name (a built-in's name, `custom`, or the file's stem).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// One line saying what the profile permits.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Allow-list entries; `None` for a deny-list or unrestricted profile.
+    pub fn allow(&self) -> Option<&[String]> {
+        self.allow.as_deref()
+    }
+
+    /// Deny-list entries.
+    pub fn deny(&self) -> &[String] {
+        &self.deny
+    }
+
+    /// The profile's default action (kill when not given).
+    pub fn default_action(&self) -> Action {
+        self.default_action
+    }
+
     /// Names of the built-in profiles.
     pub fn builtin_names() -> impl Iterator<Item = &'static str> {
         BUILTIN.iter().map(|(n, _)| *n)

@@ -362,6 +362,6 @@ fn names_unknown_here_are_skipped_and_listed() {
         &env(),
     )
     .unwrap();
-    assert_eq!(i.profile.allow.as_deref(), Some(&["read".to_string()][..]));
+    assert_eq!(i.profile.allow(), Some(&["read".to_string()][..]));
     assert!(i.notes[0].ends_with("chown32, frobnicate"), "{:?}", i.notes);
 }

@@ -99,7 +99,7 @@ fn plus_group(
         builtins()
             .iter()
             .find(|b| {
-                b.name != profile.name
+                b.name != profile.name()
                     && b.policy
                         .as_ref()
                         .is_some_and(|p| p.decide(nr, args) == Action::Allow)
@@ -116,7 +116,7 @@ fn plus_group(
 /// Advice for the call `nr` with `args`, refused under `profile`.
 pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audience) -> Advice {
     let name = NATIVE.syscall_name(nr).unwrap_or("unknown");
-    let refused = format!("{name} is not allowed by profile {}", profile.name);
+    let refused = format!("{name} is not allowed by profile {}", profile.name());
     let current = profile
         .policy(NATIVE, None)
         .ok()
@@ -134,12 +134,12 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audi
         return Advice {
             hint: format!(
                 "{refused}; it belongs to @{group}, which profile {target} adds to {}: {change}",
-                profile.name
+                profile.name()
             ),
             change,
         };
     }
-    if name != "unknown" && profile.allow.is_some() {
+    if name != "unknown" && profile.allow().is_some() {
         let allows = profile
             .extended(&[name.to_string()], &[])
             .ok()
@@ -162,7 +162,7 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audi
             .is_some_and(|cur| cur.iter().zip(&b.allowed).all(|(c, o)| !c || *o))
     };
     let closest = builtins().iter().find(|b| {
-        b.name != profile.name
+        b.name != profile.name()
             && b.policy
                 .as_ref()
                 .is_none_or(|p| p.decide(nr, args) == Action::Allow)

@@ -106,7 +106,7 @@ fn spec(
     temp: Option<&Path>,
 ) -> Result<Spec, Refusal> {
     let allows = allows(sandbox);
-    let profile = &sandbox.options().profile.name;
+    let profile = &sandbox.options().profile.name();
     let tcp = match (&rules.connect_ports, allows.tcp) {
         (Some(_), false) => {
             return Err(Refusal::new(

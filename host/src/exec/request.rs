@@ -394,7 +394,7 @@ impl Request {
         let secrets = self.secrets()?;
         let profile = custom
             .as_ref()
-            .map_or_else(|| self.profile.clone(), |p| p.name.clone());
+            .map_or_else(|| self.profile.clone(), |p| p.name().to_string());
         // Last: a request that is wrong in any other way is refused as such (125) first.
         let env = env::scrubbed(&self.env);
         let search = env
@@ -518,7 +518,7 @@ impl Request {
             .map_err(|e| Refusal::new("allow", e.to_string()))?;
         // Too large a filter shows only when compiled.
         p.policy(crate::policy::NATIVE, None)
-            .map_err(|e| Refusal::new("allow", format!("profile {}: {e}", p.name)))?;
+            .map_err(|e| Refusal::new("allow", format!("profile {}: {e}", p.name())))?;
         Ok(Some(p))
     }
 

@@ -493,7 +493,7 @@ fn response_of(v: &Validated, sandbox: &Sandbox) -> Response {
     match v.on_violation {
         OnViolation::Kill => Response::Kill,
         OnViolation::Report => Response::Errno(v.deny_errno.unwrap_or(
-            match sandbox.options().profile.default_action {
+            match sandbox.options().profile.default_action() {
                 Action::Errno(e) => e,
                 _ => libc::EPERM as u16,
             },

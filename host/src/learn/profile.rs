@@ -147,7 +147,7 @@ mod tests {
             .insert("/tmp/o\"ut".into(), ["/bin/x".to_string()].into());
         let text = profile_text(&rec, "x 'a\"b\\c\n'", "minimal");
         let p = Profile::from_toml("learned", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        let mut allow = p.allow.unwrap();
+        let mut allow = p.allow().unwrap().to_vec();
         allow.sort();
         let mut want: Vec<String> = ["read", "openat", "socket", "@loader"]
             .iter()
@@ -156,7 +156,7 @@ mod tests {
             .collect();
         want.sort();
         assert_eq!(allow, want);
-        assert!(p.description.contains("a\"b\\c\n"));
+        assert!(p.description().contains("a\"b\\c\n"));
         assert!(
             text.contains("\"socket\", # new; 2 calls: /bin/x?newline"),
             "{text}"
