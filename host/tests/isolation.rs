@@ -511,6 +511,73 @@ fn degraded_mode_forced_in_the_host() {
     }
 }
 
+/// `sandbox ARGS` in a user namespace of its own whose `user.max_user_namespaces` is `limit`
+/// (per user namespace): with 0 the kernel refuses every namespace the sandbox creates.
+fn in_limited_userns(cwd: &Path, limit: u32, args: &[&str]) -> Output {
+    let mut c = command(As::Root, "unshare");
+    let script = format!("echo {limit} > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"");
+    c.args(["--user", "--map-root-user", "sh", "-c", &script, SANDBOX])
+        .args(args)
+        .current_dir(cwd);
+    c.output().expect("unshare")
+}
+
+#[test]
+fn namespaces_refused_by_the_kernel_are_found_at_spawn() {
+    // No probe runs before the spawn: the spawn's clone3 finds the refusal, and the job is
+    // planned again without namespaces (preferred) or refused (required).
+    let ws = workspace();
+    let pid = ["run", "--allow-root", "--", "sh", "-c", "echo $$"];
+    // Control: with a limit that allows them, the program is PID 2 under the init.
+    let o = in_limited_userns(ws.path(), 100, &pid);
+    let (out, err) = text(&o);
+    assert_eq!((o.status.code(), out.trim()), (Some(0), "2"), "{err}");
+    let o = in_limited_userns(ws.path(), 0, &pid);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_ne!(out.trim(), "2", "{err}");
+    assert_eq!(err.matches("namespaces unavailable").count(), 1, "{err}");
+    assert!(err.contains("max_user_namespaces"), "{err}");
+    let o = in_limited_userns(
+        ws.path(),
+        0,
+        &[
+            "run",
+            "--allow-root",
+            "--isolation",
+            "required",
+            "--",
+            "/bin/true",
+        ],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("namespaces are required but unavailable"),
+        "{err}"
+    );
+    // A network namespace alone (isolation off, network none) is refused the same way.
+    let o = in_limited_userns(
+        ws.path(),
+        0,
+        &[
+            "run",
+            "--allow-root",
+            "--isolation",
+            "off",
+            "--network",
+            "none",
+            "--profile",
+            "shell",
+            "--",
+            "/bin/true",
+        ],
+    );
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.contains("network namespace"), "{err}");
+}
+
 #[test]
 fn hostile_read_only_paths_are_refused_naming_the_field() {
     let ws = workspace();

@@ -35,32 +35,60 @@ pub struct Status {
 /// The namespaces the layer creates.
 const NAMESPACES: &[&str] = &["user", "pid", "mount", "ipc", "uts"];
 
+/// The probe's answer, once a probe has run in this process.
+static PROBE: OnceLock<Option<String>> = OnceLock::new();
+
+/// The override variable's reason, when it is set.
+fn forced() -> Option<String> {
+    std::env::var_os(FORCE_UNAVAILABLE_VAR)
+        .filter(|v| !v.is_empty())
+        .map(|v| {
+            format!(
+                "{FORCE_UNAVAILABLE_VAR}={} (namespaces treated as unavailable)",
+                v.to_string_lossy()
+            )
+        })
+}
+
 /// Why namespaces cannot be used here, if they cannot (probed once per process; the
 /// override variable is read every time).
 pub fn unavailable() -> Option<String> {
-    if let Some(v) = std::env::var_os(FORCE_UNAVAILABLE_VAR).filter(|v| !v.is_empty()) {
-        return Some(format!(
-            "{FORCE_UNAVAILABLE_VAR}={} (namespaces treated as unavailable)",
-            v.to_string_lossy()
-        ));
-    }
-    static PROBE: OnceLock<Option<String>> = OnceLock::new();
-    PROBE
-        .get_or_init(|| {
-            let flags = libc::CLONE_NEWUSER
-                | libc::CLONE_NEWPID
-                | libc::CLONE_NEWNS
-                | libc::CLONE_NEWIPC
-                | libc::CLONE_NEWUTS;
-            probe(flags).err().map(|e| {
-                let mut why = format!("cannot create user, PID and mount namespaces: {e}");
-                if let Some(r) = reasons().first() {
-                    why.push_str(&format!(" ({r})"));
-                }
-                why
+    forced().or_else(|| {
+        PROBE
+            .get_or_init(|| {
+                let flags = libc::CLONE_NEWUSER
+                    | libc::CLONE_NEWPID
+                    | libc::CLONE_NEWNS
+                    | libc::CLONE_NEWIPC
+                    | libc::CLONE_NEWUTS;
+                probe(flags).err().map(|e| {
+                    let mut why = format!("cannot create user, PID and mount namespaces: {e}");
+                    if let Some(r) = reasons().first() {
+                        why.push_str(&format!(" ({r})"));
+                    }
+                    why
+                })
             })
-        })
-        .clone()
+            .clone()
+    })
+}
+
+/// What a job plans with: namespaces are presumed to work until a probe says otherwise. The
+/// spawn itself is the test (its `clone3` creates them): when it is refused, the spawn runs
+/// the probes (`recheck`) and the job is planned again. A probe of its own would cost every
+/// run a fork of the host and a second set of namespaces.
+pub(crate) fn presumed_unavailable() -> Option<String> {
+    forced().or_else(|| PROBE.get().cloned().flatten())
+}
+
+/// After a spawn's `clone3` with namespace flags failed: runs the probes (isolation and
+/// network) and says whether either now reports namespaces unavailable, so that planning the
+/// job again gives a different plan.
+pub(crate) fn recheck() -> bool {
+    // Both probes run: the next plan needs both answers.
+    let isolation = unavailable().is_some();
+    let network = super::net::unavailable().is_some();
+    isolation || network
 }
 
 /// Whether a child can `unshare(flags)`: forks, tries, exits with the errno.
@@ -419,7 +447,7 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
     if inputs.mode == Mode::Off {
         return Ok(Err(String::new()));
     }
-    if let Some(why) = unavailable() {
+    if let Some(why) = presumed_unavailable() {
         if inputs.mode == Mode::Required {
             return Err(Refusal::new(
                 "isolation",

@@ -77,10 +77,18 @@ impl Plan {
     }
 }
 
+/// The network probe's answer, once it has run in this process.
+static PROBE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// What a job plans with: a network namespace is presumed to work until the probe says
+/// otherwise (see `isolation::presumed_unavailable`: the spawn's `clone3` is the test).
+pub(crate) fn presumed_unavailable() -> Option<String> {
+    PROBE.get().cloned().flatten()
+}
+
 /// Why this machine cannot create a network namespace in a user namespace, if it cannot
 /// (probed once per process: a forked child tries `unshare`).
 pub(crate) fn unavailable() -> Option<String> {
-    static PROBE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     PROBE
         .get_or_init(|| {
             // SAFETY: the child only calls unshare and _exit, both async-signal-safe.

@@ -263,8 +263,26 @@ pub(crate) fn run_validated(
 ) -> Result<ExecResult, ExecError> {
     let start = Instant::now();
     let mut mechanism = None;
-    let res = run(v, sandbox, opts, start, &mut mechanism, None);
+    let res = run_planned(v, sandbox, opts, start, &mut mechanism, None);
     audit(&v.argv, &v.profile, &res, start, mechanism);
+    res
+}
+
+/// [`run`], planned again once when the spawn found namespaces refused although they were
+/// presumed to work (nothing ran: the refusal is the `clone3` that would have started it).
+fn run_planned(
+    v: &Validated,
+    sandbox: &Sandbox,
+    opts: &RunOptions,
+    start: Instant,
+    mechanism: &mut Option<Mechanism>,
+    recorder: Option<&Recorder>,
+) -> Result<ExecResult, ExecError> {
+    spawn::take_namespaces_refused();
+    let res = run(v, sandbox, opts, start, mechanism, recorder);
+    if res.is_err() && spawn::take_namespaces_refused() {
+        return run(v, sandbox, opts, start, mechanism, recorder);
+    }
     res
 }
 
@@ -283,7 +301,7 @@ pub(crate) fn learn_validated(
         spawner: false,
         ..opts.clone()
     };
-    let res = run(v, sandbox, &opts, start, &mut mechanism, Some(recorder));
+    let res = run_planned(v, sandbox, &opts, start, &mut mechanism, Some(recorder));
     audit(&v.argv, &v.profile, &res, start, mechanism);
     res
 }
@@ -696,7 +714,7 @@ fn run(
     let net = super::net::Plan::new(
         &v.network,
         super::paths::allows(sandbox).tcp,
-        super::net::unavailable().as_deref(),
+        super::net::presumed_unavailable().as_deref(),
     )?;
     // The isolation layer's namespaces, with a network namespace when the mode needs one.
     let namespaces = match (isolated, net.namespaces()) {

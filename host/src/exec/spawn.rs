@@ -842,9 +842,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
                 rc
             };
             if rc < 0 {
-                return Err(SpawnError::Setup(std::io::Error::from_raw_os_error(
-                    -rc as i32,
-                )));
+                return Err(clone_failed(rc, spec.namespaces.is_some()));
             }
             Started::Now(rc as i32)
         }
@@ -900,11 +898,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         Started::Now(pid) => pid,
         #[cfg(target_arch = "x86_64")]
         Started::Later(ticket) => match ticket.wait() {
-            rc if rc < 0 => {
-                return Err(SpawnError::Setup(std::io::Error::from_raw_os_error(
-                    -rc as i32,
-                )))
-            }
+            rc if rc < 0 => return Err(clone_failed(rc, spec.namespaces.is_some())),
             pid => pid as i32,
         },
     };
@@ -948,6 +942,27 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         #[cfg(not(target_arch = "x86_64"))]
         init: None,
     })
+}
+
+thread_local! {
+    /// This thread's last spawn found namespaces refused that were presumed to work.
+    static NAMESPACES_REFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The error for a `clone3` that returned `rc`. With namespace flags, the probes run now
+/// (namespaces are presumed to work until then): when they confirm the refusal, the caller
+/// learns it from [`take_namespaces_refused`] and plans the job again without them.
+fn clone_failed(rc: isize, namespaced: bool) -> SpawnError {
+    if namespaced && super::isolation::recheck() {
+        NAMESPACES_REFUSED.with(|f| f.set(true));
+    }
+    SpawnError::Setup(std::io::Error::from_raw_os_error(-rc as i32))
+}
+
+/// Whether this thread's last spawn failed because namespaces are refused here (once: the
+/// flag is cleared).
+pub(crate) fn take_namespaces_refused() -> bool {
+    NAMESPACES_REFUSED.with(|f| f.replace(false))
 }
 
 /// SIGKILL through a pidfd.
