@@ -414,6 +414,11 @@ fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecErr
 /// across reads is found) and, when asked, redacts them. Output passed through to the host's
 /// own streams is not seen here.
 fn scan_leaks(v: &Validated, stdout: &mut String, stderr: &mut String) -> Vec<Leak> {
+    // Nothing collected (streams passed through, or a silent program): nothing to scan, and
+    // no automaton to build (a `sandbox run` would pay for it on every call).
+    if stdout.is_empty() && stderr.is_empty() {
+        return Vec::new();
+    }
     let own;
     let scanner = if v.secrets.is_empty() {
         Scanner::shapes_only()
