@@ -792,3 +792,41 @@ fn time_output_and_cpu_limits_hit_are_named() {
         "{v}"
     );
 }
+
+#[test]
+fn a_shell_stopped_at_vfork_is_reported_as_the_filters_kill() {
+    // dash blocks every signal around vfork, so SIGSYS cannot end it there: the host ends it
+    // with SIGKILL and the result still reports the filter's kill (signal 31) and the call.
+    for nobody in [false, true] {
+        let request = |profile: &str| {
+            json!({"argv": ["/bin/sh", "-c", "/bin/true; echo after"], "profile": profile,
+                   "on_violation": "kill", "env": {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}})
+            .to_string()
+        };
+        let as_user = |c: &mut Command| {
+            use std::os::unix::process::CommandExt;
+            c.env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .env("LANG", "C.UTF-8");
+            if nobody {
+                c.uid(65534).gid(65534).env("HOME", "/nonexistent");
+            } else {
+                c.env("HOME", "/root");
+            }
+        };
+        let (v, status, _) = cli_with(request("minimal").as_bytes(), as_user);
+        assert_eq!(status, 0, "nobody={nobody}: {v}");
+        assert_eq!(v["signal"], 31, "nobody={nobody}: {v}");
+        assert_eq!(v["stdout"], "", "nobody={nobody}: {v}");
+        assert_eq!(v["violation"]["syscall"], "vfork", "nobody={nobody}: {v}");
+        assert_eq!(
+            v["violation"]["program"], "/usr/bin/dash",
+            "nobody={nobody}: {v}"
+        );
+        // Control: where vfork is allowed the same command runs through.
+        let (v, status, _) = cli_with(request("shell").as_bytes(), as_user);
+        assert_eq!(status, 0, "nobody={nobody}: {v}");
+        assert_eq!(v["exit_code"], 0, "nobody={nobody}: {v}");
+        assert_eq!(v["stdout"], "after\n", "nobody={nobody}: {v}");
+    }
+}

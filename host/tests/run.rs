@@ -785,3 +785,57 @@ fn a_file_cut_at_the_callers_size_limit_is_said_on_stderr() {
         "{e}"
     );
 }
+
+/// `sandbox run ARGS` through `bash -c` as agents run commands: only PATH, HOME and LANG set,
+/// stdin /dev/null; as uid 65534 when `nobody`.
+fn as_agent(args: &str, nobody: bool) -> Output {
+    let line = format!("{SANDBOX} run --allow-root {args} </dev/null");
+    let mut c = if nobody {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        c.arg("/bin/bash");
+        c
+    } else {
+        Command::new("/bin/bash")
+    };
+    c.args(["-c", &line])
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", if nobody { "/nonexistent" } else { "/root" })
+        .env("LANG", "C.UTF-8")
+        .current_dir(std::env::temp_dir())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_shell_stopped_at_vfork_is_reported_as_the_filters_kill() {
+    // dash blocks every signal around vfork, so SIGSYS cannot end it there: the host ends it
+    // with SIGKILL and still reports the filter's kill (128 + 31) and the call.
+    for nobody in [false, true] {
+        let o = as_agent(
+            "--profile minimal --on-violation kill -- /bin/sh -c '/bin/true; echo after'",
+            nobody,
+        );
+        assert_eq!(
+            o.status.code(),
+            Some(128 + 31),
+            "nobody={nobody}: {}",
+            err(&o)
+        );
+        assert_eq!(out(&o), "", "nobody={nobody}");
+        assert!(
+            err(&o).contains("/usr/bin/dash was stopped by the filter: syscall vfork (58)"),
+            "nobody={nobody}: {}",
+            err(&o)
+        );
+        // Control: where vfork is allowed the same command runs through.
+        let o = as_agent(
+            "--profile shell --on-violation kill -- /bin/sh -c '/bin/true; echo after'",
+            nobody,
+        );
+        assert_eq!(o.status.code(), Some(0), "nobody={nobody}: {}", err(&o));
+        assert_eq!(out(&o), "after\n", "nobody={nobody}");
+    }
+}

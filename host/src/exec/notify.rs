@@ -53,6 +53,10 @@ pub(crate) struct Tally {
     pub omitted: u64,
     /// The call that ended the program (kill response): its number and program.
     pub killer: Option<(u32, Option<String>)>,
+    /// The request's program itself was ended with SIGKILL in place of SIGSYS (it had SIGSYS
+    /// blocked, ignored or caught, as a shell has around `vfork`): the result reports SIGSYS,
+    /// as the kernel's kill action would have ended it.
+    pub program_sigkill: bool,
 }
 
 impl Tally {
@@ -77,6 +81,42 @@ impl Tally {
     }
 }
 
+/// The request's program as the host started it, so that a kill of the program itself can be
+/// told from a kill of one of its descendants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MainProgram {
+    /// The host's direct child: the program, or the namespace init that started it.
+    pub pid: i32,
+    /// Whether `pid` is an init whose first child is the program.
+    pub init: bool,
+}
+
+impl MainProgram {
+    /// Whether thread `tid`, whose call waits, belongs to the program. Under an init, the
+    /// program is the init's first child while it lives (orphans it adopts come after it).
+    fn holds(&self, tid: i32) -> bool {
+        let Some(tgid) = status_field(tid, "Tgid:").and_then(|t| t.parse::<i32>().ok()) else {
+            return false;
+        };
+        if !self.init {
+            return tgid == self.pid;
+        }
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", self.pid))
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse::<i32>().ok())
+            == Some(tgid)
+    }
+}
+
+/// One field of `/proc/PID/status`, trimmed.
+fn status_field(pid: i32, key: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .map(|v| v.trim().to_string())
+}
+
 /// The executable of `pid`, read while its call waits (so the pid is still that process).
 fn program_of(pid: u32) -> Option<String> {
     std::fs::read_link(format!("/proc/{pid}/exe"))
@@ -89,6 +129,7 @@ fn respond(
     fd: RawFd,
     n: &libc::seccomp_notif,
     response: Response,
+    main: Option<&MainProgram>,
     tally: &mut Tally,
     signalled: &mut Vec<i32>,
 ) {
@@ -112,7 +153,10 @@ fn respond(
                 tally.killer = Some((nr, program.clone()));
             }
             tally.record(nr, program, n.data.args);
-            stop(fd, n, signalled);
+            let of_program = main.is_some_and(|m| m.holds(n.pid as i32));
+            if stop(fd, n, signalled) == Some(libc::SIGKILL) && of_program {
+                tally.program_sigkill = true;
+            }
         }
     }
 }
@@ -134,6 +178,7 @@ fn sync_wake_up(fd: RawFd) {
 pub(crate) struct Notifier {
     fd: OwnedFd,
     response: Response,
+    main: MainProgram,
     /// What was refused.
     pub tally: Tally,
     /// Processes already sent SIGSYS; a second refused call from one of them means the
@@ -142,12 +187,13 @@ pub(crate) struct Notifier {
 }
 
 impl Notifier {
-    /// Wraps the listener taken from the child.
-    pub(crate) fn new(fd: OwnedFd, response: Response) -> Notifier {
+    /// Wraps the listener taken from the child of `main`.
+    pub(crate) fn new(fd: OwnedFd, response: Response, main: MainProgram) -> Notifier {
         sync_wake_up(fd.as_raw_fd());
         Notifier {
             fd,
             response,
+            main,
             tally: Tally::default(),
             signalled: Vec::new(),
         }
@@ -170,6 +216,7 @@ impl Notifier {
             self.fd.as_raw_fd(),
             &n,
             self.response,
+            Some(&self.main),
             &mut self.tally,
             &mut self.signalled,
         );
@@ -208,7 +255,8 @@ fn still_waiting(fd: RawFd, n: &libc::seccomp_notif) -> bool {
 }
 
 /// Ends the process that made the refused call: SIGSYS when that ends it, else SIGKILL.
-fn stop(fd: RawFd, n: &libc::seccomp_notif, signalled: &mut Vec<i32>) {
+/// Returns the signal sent (none when the call no longer waits).
+fn stop(fd: RawFd, n: &libc::seccomp_notif, signalled: &mut Vec<i32>) -> Option<i32> {
     let pid = n.pid as i32;
     let sig = if !signalled.contains(&pid) && sigsys_is_fatal(pid) {
         signalled.push(pid);
@@ -216,17 +264,21 @@ fn stop(fd: RawFd, n: &libc::seccomp_notif, signalled: &mut Vec<i32>) {
     } else {
         libc::SIGKILL
     };
-    if still_waiting(fd, n) {
-        // kill() with a thread id signals its whole thread group.
-        // SAFETY: signals the process that made the refused call.
-        unsafe { libc::kill(pid, sig) };
+    if !still_waiting(fd, n) {
+        return None;
     }
+    // kill() with a thread id signals its whole thread group.
+    // SAFETY: signals the process that made the refused call.
+    unsafe { libc::kill(pid, sig) };
+    Some(sig)
 }
 
 /// What a request learns from a shared listener, and how its refused calls are answered.
 #[derive(Debug)]
 pub(crate) struct Slot {
     response: Response,
+    /// The request's program, once started.
+    main: OnceLock<MainProgram>,
     /// The tally and the processes already sent SIGSYS.
     state: Mutex<(Tally, Vec<i32>)>,
 }
@@ -269,6 +321,7 @@ impl Registration {
         let mut r = Registration {
             slot: Arc::new(Slot {
                 response,
+                main: OnceLock::new(),
                 state: Mutex::default(),
             }),
             keys: Vec::new(),
@@ -280,8 +333,9 @@ impl Registration {
     }
 
     /// Adds the direct child once it has started.
-    pub(crate) fn add_child(&mut self, pid: i32) {
-        self.add(Member::Child(pid));
+    pub(crate) fn add_child(&mut self, main: MainProgram) {
+        let _ = self.slot.main.set(main);
+        self.add(Member::Child(main.pid));
     }
 
     fn add(&mut self, key: Member) {
@@ -448,14 +502,24 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
                         }
                     };
                     match slot {
+                        // A kill claimed through the cgroup before the request has named its
+                        // program waits for it (a moment), so a kill of the program itself is
+                        // reported as one.
+                        Some(slot)
+                            if slot.response == Response::Kill
+                                && slot.main.get().is_none()
+                                && since.elapsed() <= UNCLAIMED =>
+                        {
+                            true
+                        }
                         Some(slot) => {
                             let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
                             let (tally, signalled) = &mut *state;
-                            respond(fd, c, slot.response, tally, signalled);
+                            respond(fd, c, slot.response, slot.main.get(), tally, signalled);
                             false
                         }
                         None if since.elapsed() > UNCLAIMED => {
-                            stop(fd, c, &mut orphans);
+                            let _ = stop(fd, c, &mut orphans);
                             orphans.truncate(64);
                             false
                         }

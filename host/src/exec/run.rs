@@ -4,7 +4,7 @@
 
 use super::contain::{Containment, Group, Mechanism};
 use super::leaks::{Leak, Scanner};
-use super::notify::{Notifier, Registration, Response, Tally};
+use super::notify::{MainProgram, Notifier, Registration, Response, Tally};
 use super::record::Recorder;
 use super::request::{io_reason, OnViolation, Refusal, Request, Streams, Validated};
 use super::spawn::{self, SpawnError, Spec};
@@ -841,7 +841,11 @@ fn run(
     });
     let pid = spawned.pid;
     group.started(pid);
-    registration.add_child(pid);
+    let main = MainProgram {
+        pid,
+        init: spawned.init.is_some(),
+    };
+    registration.add_child(main);
 
     let pidfd = spawned.pidfd;
     // The proxy and host-port relays serve the listeners made inside the sandbox's network
@@ -863,7 +867,7 @@ fn run(
             }
             None
         }
-        None => spawned.listener.map(|l| Notifier::new(l, response)),
+        None => spawned.listener.map(|l| Notifier::new(l, response, main)),
     };
     let mut notified: Option<Tally> = None;
     let mut out = Stream::new(io.stdout, v.max_output_bytes);
@@ -1074,7 +1078,12 @@ fn run(
             })
         }
     };
-    let signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
+    let signal = match libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)) {
+        // Ended with SIGKILL in place of SIGSYS (it had SIGSYS blocked, ignored or caught):
+        // reported as the filter's kill, whatever the program was doing at the time.
+        Some(libc::SIGKILL) if tally.program_sigkill => Some(libc::SIGSYS),
+        s => s,
+    };
     let exit_code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
     let limits_hit = limits_hit(
         v,
