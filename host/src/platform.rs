@@ -122,12 +122,15 @@ pub fn report() -> Vec<Check> {
 /// What weakens the sandbox on this machine, each as a check that is never required: a `warn`
 /// line says what it means and what to change.
 pub fn weaknesses() -> Vec<Check> {
+    let limits = crate::exec::limit_cgroups();
     [
         ("user", user()),
         ("yama", yama()),
         ("landlock", landlock()),
         ("user namespaces", user_namespaces()),
         ("cgroup v2", cgroup_delegation()),
+        ("memory limit", memory_limit(&limits.0)),
+        ("process limit", process_limit(&limits.1)),
     ]
     .into_iter()
     .map(|(name, result)| Check {
@@ -302,6 +305,39 @@ fn cgroup_delegation() -> Result<String, String> {
             "cannot create a cgroup under {} ({e}): {WHY}; delegate a cgroup v2 subtree to this user (systemd: Delegate=yes)",
             dir.display()
         )),
+    }
+}
+
+/// How exec requests get their memory limit here: a cgroup, or the address-space fallback.
+fn memory_limit(cgroup: &Option<String>) -> Result<String, String> {
+    match cgroup {
+        Some(c) => Ok(c.clone()),
+        None => Err(
+            "no memory cgroup for this caller: limits.memory_bytes (default 512 MiB) is an \
+             address-space limit (RLIMIT_AS), which runtimes that reserve address space (node, \
+             Java, Go) may not start under (docs/exec.md); run as root or delegate the memory \
+             controller (systemd: Delegate=yes)"
+                .into(),
+        ),
+    }
+}
+
+/// How exec requests get their process limit here: a cgroup, `RLIMIT_NPROC` in the isolation
+/// layer's user namespace, or none.
+fn process_limit(cgroup: &Option<String>) -> Result<String, String> {
+    match cgroup {
+        Some(c) => Ok(c.clone()),
+        None if !running_as_root() && user_namespaces().is_ok() => Ok(
+            "RLIMIT_NPROC in each request's user namespace (no pids controller for this caller; \
+             a request with isolation off has no process limit)"
+                .into(),
+        ),
+        None => Err(
+            "no pids controller for this caller: requests have no process limit and \
+             an explicit limits.processes is refused (docs/exec.md); delegate the pids \
+             controller (systemd: Delegate=yes)"
+                .into(),
+        ),
     }
 }
 

@@ -625,6 +625,39 @@ fn check_reports_user_namespaces_and_cgroup_delegation() {
 }
 
 #[test]
+fn check_says_how_memory_and_processes_are_limited() {
+    // As root on this machine the v1 hierarchies (or a cgroup v2 with the controllers) hold
+    // both limits; uid 65534 can create cgroups in neither.
+    let v1 = |c: &str| std::path::Path::new(&format!("/sys/fs/cgroup/{c}")).is_dir();
+    let stdout = text(&sandbox_bare(&["check"]).stdout);
+    if is_root() && v1("memory") && v1("pids") {
+        for (name, file) in [
+            ("memory limit", "memory.limit_in_bytes"),
+            ("process limit", "pids.max"),
+        ] {
+            let (level, detail) = check_line(&stdout, name);
+            assert_eq!(level, "ok", "{detail}");
+            assert!(
+                detail.contains(file) || detail.contains("cgroup v2"),
+                "{detail}"
+            );
+        }
+    }
+    let stdout = text(&sandbox_as_nobody(&["check"]).stdout);
+    let (level, detail) = check_line(&stdout, "memory limit");
+    if level == "warn" {
+        assert!(
+            detail.contains("RLIMIT_AS") && detail.contains("node"),
+            "{detail}"
+        );
+    }
+    let (level, detail) = check_line(&stdout, "process limit");
+    if level == "warn" {
+        assert!(detail.contains("limits.processes is refused"), "{detail}");
+    }
+}
+
+#[test]
 fn check_prints_one_line_per_check_each_with_a_level() {
     for o in [sandbox_bare(&["check"]), sandbox_as_nobody(&["check"])] {
         let stdout = text(&o.stdout);
@@ -637,7 +670,15 @@ fn check_prints_one_line_per_check_each_with_a_level() {
                 "{line}"
             );
         }
-        for name in ["user", "yama", "landlock", "user namespaces", "cgroup v2"] {
+        for name in [
+            "user",
+            "yama",
+            "landlock",
+            "user namespaces",
+            "cgroup v2",
+            "memory limit",
+            "process limit",
+        ] {
             check_line(&stdout, name);
         }
     }

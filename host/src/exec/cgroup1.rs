@@ -28,7 +28,7 @@ pub(crate) enum Controller {
 }
 
 impl Controller {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Controller::Memory => "memory",
             Controller::Pids => "pids",
@@ -36,7 +36,7 @@ impl Controller {
     }
 
     /// The file that must exist in a child cgroup for the controller to be usable there.
-    fn limit_file(self) -> &'static str {
+    pub(crate) fn limit_file(self) -> &'static str {
         match self {
             Controller::Memory => "memory.limit_in_bytes",
             Controller::Pids => "pids.max",
@@ -101,7 +101,12 @@ fn detect(c: Controller) -> Option<Hierarchy> {
         let f: Vec<&str> = pre.split(' ').collect();
         let (root, point) = (*f.get(3)?, *f.get(4)?);
         let below = path.strip_prefix(root.trim_end_matches('/'))?;
-        Some(Path::new(point).join(below.trim_start_matches('/')))
+        let below = below.trim_start_matches('/');
+        Some(if below.is_empty() {
+            PathBuf::from(point)
+        } else {
+            Path::new(point).join(below)
+        })
     })?;
     super::contain::remove_stale(&dir);
     // The probe is the first request cgroup itself: when usable it waits in the idle pool.
@@ -117,6 +122,12 @@ fn detect(c: Controller) -> Option<Hierarchy> {
         dir,
         idle: Mutex::new((std::process::id(), vec![probe])),
     })
+}
+
+/// Where request cgroups of `c` are created (the host's own cgroup in the v1 hierarchy), when
+/// this caller can create them.
+pub(crate) fn location(c: Controller) -> Option<&'static Path> {
+    hierarchy(c).map(|h| h.dir.as_path())
 }
 
 /// A new request cgroup's name: `sandbox-exec-<host pid>-v1-<n>`.

@@ -116,6 +116,35 @@ fn detect() -> Option<Base> {
     })
 }
 
+/// Which cgroup would hold a request's memory limit and which its process limit, for this
+/// caller on this machine (`sandbox check`): `(memory, processes)`, each the limit file and
+/// where request cgroups are created, `None` where no cgroup can.
+pub fn limit_cgroups() -> (Option<String>, Option<String>) {
+    let v2 = base();
+    let pick = |c: Controller, has: bool, v2_file: &str| match v2 {
+        Some(b) if has => Some(format!(
+            "{v2_file} of a cgroup v2 per request under {}",
+            b.dir.display()
+        )),
+        _ => super::cgroup1::location(c).map(|d| {
+            format!(
+                "{} of a v1 {} cgroup per request under {}",
+                c.limit_file(),
+                c.name(),
+                d.display()
+            )
+        }),
+    };
+    (
+        pick(
+            Controller::Memory,
+            v2.is_some_and(|b| b.memory),
+            "memory.max",
+        ),
+        pick(Controller::Pids, v2.is_some_and(|b| b.pids), "pids.max"),
+    )
+}
+
 /// The number of the next request cgroup this host creates.
 static NEXT: AtomicU64 = AtomicU64::new(0);
 

@@ -27,7 +27,7 @@ mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
 
-pub use contain::{Containment, Mechanism};
+pub use contain::{limit_cgroups, Containment, Mechanism};
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use limits::Rlimits;
 pub use net::Report as NetworkReport;
