@@ -19,6 +19,7 @@ pub mod network;
 pub mod outer;
 pub mod platform;
 pub mod proxy;
+mod refusal;
 
 pub use sandbox_policy as policy;
 pub mod config;

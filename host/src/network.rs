@@ -11,8 +11,8 @@
 //! `host_ports` alone implies `none`; otherwise the engine picks `none` for profiles that
 //! refuse sockets (when namespaces are available) and `host` for the others.
 
-use crate::exec::Refusal;
 use crate::proxy::{Allowlist, Naming, Pins};
+use crate::refusal::Refusal;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;

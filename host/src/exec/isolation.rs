@@ -3,8 +3,8 @@
 //! binds over the repository's code-running files and the asked paths). The namespaces
 //! themselves and the init that runs in them are `spawn/init.rs`. See docs/isolation.md.
 
-use super::request::Refusal;
 use super::spawn::{Mount, Namespaces};
+use crate::refusal::Refusal;
 use serde::Serialize;
 use std::ffi::CString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};

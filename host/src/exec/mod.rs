@@ -10,6 +10,8 @@
 
 mod advice;
 mod cgroup1;
+#[cfg(target_arch = "x86_64")]
+mod clone;
 mod contain;
 pub mod env;
 mod hits;

@@ -28,11 +28,11 @@ impl Plan {
         net: &Network,
         profile_allows_sockets: bool,
         unavailable: Option<&str>,
-    ) -> Result<Plan, super::Refusal> {
+    ) -> Result<Plan, crate::refusal::Refusal> {
         let mode = net.effective_mode(profile_allows_sockets, unavailable.is_none());
         if let (true, Some(why)) = (mode.isolates(), unavailable) {
             // Asked for explicitly: the protection cannot be given, so nothing runs.
-            return Err(super::Refusal::new(
+            return Err(crate::refusal::Refusal::new(
                 "network",
                 format!(
                     "{mode} needs a network namespace, which this machine cannot create: {why}"

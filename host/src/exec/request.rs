@@ -3,8 +3,11 @@
 
 use super::env;
 use super::isolation::Mode as IsolationMode;
+pub use super::limits::Limits;
 use super::limits::Rlimits;
 use crate::landlock::{self, Field, Mode as LandlockMode};
+pub(crate) use crate::refusal::io_reason;
+pub use crate::refusal::Refusal;
 use crate::sandbox::StaticBinaryAction;
 use sandbox_policy::profile::{Profile, ProfileError};
 use serde::{Deserialize, Serialize};
@@ -169,30 +172,6 @@ pub struct PathRules {
     pub read_only: Vec<PathBuf>,
 }
 
-/// Resource-limit overrides; each absent field keeps its default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Limits {
-    /// RLIMIT_CPU in seconds (default: the timeout, rounded up).
-    #[serde(default)]
-    pub cpu_seconds: Option<u64>,
-    /// Memory in bytes (default 512 MiB): the request cgroup's memory limit where the machine
-    /// gives the caller one, else RLIMIT_AS.
-    #[serde(default)]
-    pub memory_bytes: Option<u64>,
-    /// RLIMIT_FSIZE in bytes (default 64 MiB).
-    #[serde(default)]
-    pub fsize_bytes: Option<u64>,
-    /// RLIMIT_NOFILE (default 256).
-    #[serde(default)]
-    pub nofile: Option<u64>,
-    /// Processes and threads the request may have at once, descendants included (cgroup
-    /// `pids.max`, v2 or v1; default 1024 where the caller can use a pids controller). Asked
-    /// for explicitly where it cannot be enforced, the request is refused.
-    #[serde(default)]
-    pub processes: Option<u64>,
-}
-
 fn default_timeout() -> f64 {
     DEFAULT_TIMEOUT_S
 }
@@ -201,39 +180,6 @@ fn default_max_output() -> u64 {
 }
 fn default_profile() -> String {
     DEFAULT_PROFILE.to_string()
-}
-
-/// Why a request was refused before anything ran: the field and the reason.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
-#[error("{field}: {reason}")]
-pub struct Refusal {
-    /// The offending field, e.g. `argv[0]`, `env.LD_PRELOAD`, `timeout_s`.
-    pub field: String,
-    /// What is wrong with it.
-    pub reason: String,
-    /// The shell's status for a program that cannot run: 126 (found but not executable), 127
-    /// (not found); absent for every other refusal (status 125).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exit_code: Option<i32>,
-}
-
-impl Refusal {
-    /// A refusal of `field` for `reason`.
-    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Refusal {
-        Refusal {
-            field: field.into(),
-            reason: reason.into(),
-            exit_code: None,
-        }
-    }
-
-    /// A program that cannot be run, with the status a shell gives it (126 or 127).
-    pub fn cannot_run(field: impl Into<String>, reason: impl Into<String>, code: i32) -> Refusal {
-        Refusal {
-            exit_code: Some(code),
-            ..Refusal::new(field, reason)
-        }
-    }
 }
 
 /// Status of a program that exists but cannot be executed (as `env` and shells give).
@@ -745,20 +691,5 @@ fn validate_cwd(cwd: &str) -> Result<PathBuf, Refusal> {
         Err(e) => Err(Refusal::new("cwd", format!("`{cwd}`: {}", io_reason(&e)))),
         Ok(m) if !m.is_dir() => Err(Refusal::new("cwd", format!("`{cwd}` is not a directory"))),
         Ok(_) => Ok(p.to_path_buf()),
-    }
-}
-
-/// An I/O error in words, without the `(os error N)` suffix.
-pub(crate) fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "does not exist".to_string(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-        _ => {
-            let s = e.to_string();
-            match s.find(" (os error") {
-                Some(i) => s[..i].to_string(),
-                None => s,
-            }
-        }
     }
 }

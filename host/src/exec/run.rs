@@ -145,7 +145,7 @@ pub struct ExecResult {
     /// What the namespace layer did (`null` when it was off).
     pub isolation: Option<super::isolation::Status>,
     /// The network mode and, through the proxy and host ports, every destination tried.
-    pub network: super::NetworkReport,
+    pub network: super::net::Report,
 }
 
 /// A syscall the filter refused.
@@ -1028,7 +1028,7 @@ fn run(
     let leaks = scan_leaks(v, &mut stdout, &mut stderr);
     let network = served
         .as_ref()
-        .map_or_else(super::NetworkReport::host, super::net::Running::finish);
+        .map_or_else(super::net::Report::host, super::net::Running::finish);
     let mut warnings = plan.warnings;
     warnings.extend(net_warning);
     let mut filter = plan.planned;

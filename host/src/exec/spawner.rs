@@ -21,7 +21,7 @@
 //! user notifications; [`super::notify::supervise`] serves them for every request of the
 //! profile and tells each request which call stopped it.
 
-use super::spawn::{clone_for_spawner, CloneArgs};
+use super::clone::{clone_for_spawner, CloneArgs};
 use crate::policy::action::{RET_TRAP, RET_USER_NOTIF};
 use crate::policy::{bpf, grammar, Action, Error, ErrorKind, Insn, Policy, Source, NATIVE};
 use std::cell::UnsafeCell;

@@ -101,7 +101,7 @@ pub fn resolve(host: &Host, port: u16, pins: &Pins) -> Result<Vec<SocketAddr>, U
         Host::Ip(ip) => vec![SocketAddr::new(*ip, port)],
         Host::Name(n) => match (n.as_str(), port).to_socket_addrs() {
             Ok(a) => a.collect(),
-            Err(e) => return Err(Unreachable::NoAddress(crate::exec::request::io_reason(&e))),
+            Err(e) => return Err(Unreachable::NoAddress(crate::refusal::io_reason(&e))),
         },
     };
     let mut first_internal = None;

@@ -109,7 +109,7 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
             c.connect_timeout.as_secs_f64()
         )
     } else {
-        crate::exec::request::io_reason(&e).to_lowercase()
+        crate::refusal::io_reason(&e).to_lowercase()
     };
     shared.records.allowed(&host, port, Some(words.clone()));
     Err(Refused {

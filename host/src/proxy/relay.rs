@@ -17,7 +17,7 @@ pub fn serve(shared: &Shared, id: u64, client: TcpStream, to: SocketAddr) {
             }
         }
         Err(e) => {
-            let words = crate::exec::request::io_reason(&e).to_lowercase();
+            let words = crate::refusal::io_reason(&e).to_lowercase();
             shared.records.allowed(&host, to.port(), Some(words));
         }
     }
