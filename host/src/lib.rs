@@ -28,9 +28,7 @@ pub mod run;
 pub mod sandbox;
 pub mod serve;
 
-pub use sandbox::{
-    Applied, Options, Outcome, Sandbox, SandboxError, Sandboxed, StaticBinaryAction,
-};
+pub use sandbox::{Options, Sandbox, SandboxError, Sandboxed, StaticBinaryAction};
 
 /// Variables the sandbox owns in a child's environment; inherited values are removed.
 pub const SANDBOX_VARS: &[&str] = &[

@@ -97,12 +97,3 @@ impl ReportPipe {
         Report::parse(&String::from_utf8_lossy(&buf))
     }
 }
-
-/// In the child between fork and exec: lets `fd` survive exec.
-pub fn inherit_fd(fd: RawFd) -> std::io::Result<()> {
-    // SAFETY: fcntl on a descriptor number; async-signal-safe.
-    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}

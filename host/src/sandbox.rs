@@ -1,18 +1,15 @@
-//! Applying the sandbox to a `std::process::Command`: profile, preload, admission control,
-//! no_new_privs, and the report channel that tells the host what happened.
+//! Deciding how a command is sandboxed: the profile compiled once into the outer filter,
+//! admission control of the program, and the preload for profiles that need it on top. The
+//! exec engine carries out the resulting [`Plan`] for every front end.
 
 use crate::admission::{self, Unconfinable};
 use crate::extract::{self, ExtractError};
 use crate::outer;
 use crate::platform::{self, Unavailable};
-use crate::report::{Report, ReportPipe};
 
 use sandbox_policy::profile::Profile;
 use sandbox_policy::{Action, Insn};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// What to do with a program the preload cannot enter (static, musl, 32-bit, unreadable).
@@ -95,17 +92,10 @@ pub enum SandboxError {
     /// The profile does not compile.
     #[error("profile {0}: {1}")]
     Profile(String, sandbox_policy::Error),
-    /// The program is not given as an absolute path (the outer filter needs the exact string
-    /// `execve` receives).
-    #[error("{0}: the sandbox needs the program as an absolute path")]
-    RelativeProgram(PathBuf),
     /// The profile is exact only with the preload's inner filter, which a caller that starts
     /// the program itself does not load.
     #[error("profile {0} needs loader exemptions in the outer filter and the preload's exact filter on top; the exec runtime runs only profiles its outer filter enforces exactly")]
     NeedsPreload(String),
-    /// The report channel could not be created.
-    #[error("cannot create the report pipe: {0}")]
-    Io(#[from] std::io::Error),
 }
 
 /// How the command will be (or was) confined.
@@ -176,29 +166,6 @@ pub struct Plan {
     /// be a [`ReportPipe`]'s write end, whose handshake confirms the stacking. Empty when the
     /// outer filter is exact by itself (every built-in profile).
     pub preload_env: Vec<(&'static str, String)>,
-}
-
-/// The sandbox applied to one command; call [`Applied::finish`] after the child has exited.
-#[derive(Debug)]
-pub struct Applied {
-    /// What the host expects before the run.
-    pub planned: Sandboxed,
-    /// Warnings the caller must show (one line each): unconfined runs, unavailable sandbox.
-    pub warnings: Vec<String>,
-    /// The profile's name.
-    pub profile: String,
-    report: Option<ReportPipe>,
-    /// The preload was asked to stack the exact filter (the outer one carries exemptions).
-    inner: bool,
-}
-
-/// What happened, known once the child has exited.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Outcome {
-    /// Whether the filter was installed.
-    pub sandboxed: Sandboxed,
-    /// The preload's own report (handshake, violation, error).
-    pub report: Report,
 }
 
 impl Sandbox {
@@ -285,109 +252,6 @@ impl Sandbox {
         }
         v.extend(self.options.profile.env(self.options.on_violation));
         Ok(v)
-    }
-
-    /// A ready `Command` for `program` (absolute, or a name looked up in PATH) and `args`, with
-    /// the sandbox applied; add stdio and environment as usual, but do not add `pre_exec`
-    /// hooks after this (the outer filter's hook must run last).
-    pub fn command<I, S>(&self, program: &str, args: I) -> Result<(Command, Applied), SandboxError>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<std::ffi::OsStr>,
-    {
-        let path =
-            admission::resolve(program, std::env::var("PATH").ok().as_deref()).map_err(|e| {
-                SandboxError::Io(std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    e.to_string(),
-                ))
-            })?;
-        let mut cmd = Command::new(&path);
-        cmd.args(args);
-        let applied = self.apply(&mut cmd, &path)?;
-        Ok((cmd, applied))
-    }
-
-    /// Configures `cmd`, which will run `program`, under this sandbox. Call it after the
-    /// command's environment is set up: it replaces `LD_PRELOAD` and every `SECCOMP_*`.
-    pub fn apply(&self, cmd: &mut Command, program: &Path) -> Result<Applied, SandboxError> {
-        let profile = self.options.profile.name().to_string();
-        for var in crate::SANDBOX_VARS {
-            cmd.env_remove(var);
-        }
-        let mut applied = Applied {
-            planned: Sandboxed::None,
-            warnings: Vec::new(),
-            profile,
-            report: None,
-            inner: false,
-        };
-        let Some(Admitted {
-            confine_only,
-            privileged,
-        }) = self.admit(program, &mut applied.warnings)?
-        else {
-            return Ok(applied);
-        };
-        let outer = self.outer_program(cmd)?;
-        let action = self
-            .options
-            .on_violation
-            .unwrap_or(self.options.profile.default_action());
-        // What the preload must do in this program: stack the exact filter when the outer one
-        // carries exemptions; when the outer one is exact, only name violations (trap).
-        let inner = !confine_only && !self.outer_exact;
-        let handler_only = !confine_only && self.outer_exact && action == Action::Trap;
-        let report = if inner || handler_only {
-            let pipe = ReportPipe::new()?;
-            cmd.env("LD_PRELOAD", self.preload_file()?);
-            if inner {
-                for (k, v) in self.options.profile.env(self.options.on_violation) {
-                    cmd.env(k, v);
-                }
-            } else {
-                cmd.env("SECCOMP_DEFAULT_ACTION", action.to_string());
-            }
-            cmd.env("SECCOMP_REPORT_FD", pipe.child_fd().to_string());
-            Some(pipe)
-        } else {
-            None
-        };
-        let child_fd = report.as_ref().map(|p| p.child_fd());
-        // SAFETY: the closure makes only async-signal-safe syscalls (prctl, fcntl, seccomp)
-        // and does not allocate: the program was compiled before fork. It must be the last
-        // pre_exec hook, so callers apply the sandbox after adding their own.
-        unsafe {
-            cmd.pre_exec(move || {
-                if let Some(fd) = child_fd {
-                    crate::report::inherit_fd(fd)?;
-                }
-                // setuid/setgid programs then run unprivileged and keep the preload.
-                sandbox_policy::install(&outer).map_err(|e| match e {
-                    sandbox_policy::InstallError::NoNewPrivs(n)
-                    | sandbox_policy::InstallError::Seccomp(n) => {
-                        std::io::Error::from_raw_os_error(n)
-                    }
-                    _ => std::io::Error::from_raw_os_error(libc::EINVAL),
-                })
-            });
-        }
-        tracing::info!(
-            profile = %applied.profile,
-            program = %program.display(),
-            privileged,
-            inner_filter = inner,
-            exact_outer = self.outer_exact,
-            "sandbox applied"
-        );
-        applied.planned = if confine_only && !self.outer_exact {
-            Sandboxed::OuterOnly
-        } else {
-            Sandboxed::Exact
-        };
-        applied.inner = inner;
-        applied.report = report;
-        Ok(applied)
     }
 
     /// Decides whether `program` gets a filter: `None` when it runs without one (unrestricted
@@ -517,62 +381,11 @@ impl Sandbox {
             profile = %self.options.profile.name(),
             program = %program.display(),
             attach = attach.is_some(),
+            privileged = admitted.privileged,
             notify = plan.notify,
             "sandbox planned"
         );
         Ok(plan)
-    }
-
-    /// Compiles the outer filter for `cmd`, exempting the first execve of its program string.
-    fn outer_program(&self, cmd: &Command) -> Result<Vec<Insn>, SandboxError> {
-        let program = cmd.get_program();
-        if !program.as_bytes().starts_with(b"/") {
-            return Err(SandboxError::RelativeProgram(PathBuf::from(program)));
-        }
-        // std passes this very buffer (the Command's program CString) to execvp, which hands
-        // an absolute path to execve unchanged; fork keeps its address in the child.
-        let addr = program.as_bytes().as_ptr() as u64;
-        let template = self
-            .outer
-            .as_ref()
-            .expect("a filtering profile has an outer policy");
-        template
-            .program(addr)
-            .map_err(|e| SandboxError::Profile(self.options.profile.name().to_string(), e))
-    }
-}
-
-impl Applied {
-    /// Closes the parent's copy of the report pipe's write end; call right after spawning.
-    pub fn spawned(&mut self) {
-        if let Some(p) = &mut self.report {
-            p.close_writer();
-        }
-    }
-
-    /// Reads what the preload reported and says how the run was confined. Call after the
-    /// child has exited.
-    pub fn finish(mut self) -> Outcome {
-        let report = match self.report.take() {
-            Some(p) => p.read_available(),
-            None => Report::default(),
-        };
-        let sandboxed = match self.planned {
-            Sandboxed::Exact if !self.inner => Sandboxed::Exact,
-            Sandboxed::Exact if report.ready && report.error.is_none() => Sandboxed::Exact,
-            // The outer filter was installed before exec; the preload did not confirm its own.
-            Sandboxed::Exact | Sandboxed::OuterOnly => Sandboxed::OuterOnly,
-            Sandboxed::None => Sandboxed::None,
-        };
-        tracing::info!(
-            profile = %self.profile,
-            sandboxed = ?sandboxed,
-            handshake = report.ready,
-            violation = ?report.violation,
-            preload_error = ?report.error,
-            "sandbox outcome"
-        );
-        Outcome { sandboxed, report }
     }
 }
 

@@ -464,24 +464,27 @@ fn a_setuid_root_program_run_by_an_unprivileged_user_stays_filtered() {
 }
 
 #[test]
-fn library_api_gives_a_ready_command() {
-    use sandbox_host::{Options, Sandbox, Sandboxed};
-    let profile = sandbox_policy::profile::Profile::builtin("minimal").unwrap();
-    let sandbox = Sandbox::new(Options::new(profile)).unwrap();
-    let (mut cmd, mut applied) = sandbox.command("cat", ["/etc/hostname"]).unwrap();
-    let child = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
-    applied.spawned();
-    let o = child.wait_with_output().unwrap();
-    assert!(o.status.success());
-    assert_eq!(applied.finish().sandboxed, Sandboxed::Exact);
-    let (mut cmd, mut applied) = sandbox
-        .command("/usr/bin/python3", ["-c", "import socket; socket.socket()"])
-        .unwrap();
-    let status = cmd.status().unwrap();
-    applied.spawned();
-    use std::os::unix::process::ExitStatusExt;
-    assert_eq!(status.signal(), Some(libc::SIGSYS));
-    assert_eq!(applied.finish().sandboxed, Sandboxed::Exact);
+fn library_api_runs_a_command_through_the_engine() {
+    use sandbox_host::exec::{self, OnViolation, Request};
+    use sandbox_host::Sandboxed;
+    let r = exec::exec(&Request::new(["/bin/cat", "/etc/hostname"])).unwrap();
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(
+        r.stdout,
+        std::fs::read_to_string("/etc/hostname").unwrap(),
+        "{r:?}"
+    );
+    assert_eq!(r.sandboxed.filter, Sandboxed::Exact);
+    assert_eq!(r.sandboxed.profile, "minimal");
+    let mut req = Request::new(["/usr/bin/python3", "-c", "import socket; socket.socket()"]);
+    req.on_violation = OnViolation::Kill;
+    let r = exec::exec(&req).unwrap();
+    assert_eq!(r.signal, Some(libc::SIGSYS), "{r:?}");
+    assert_eq!(
+        r.violation.as_ref().map(|v| v.syscall.as_str()),
+        Some("socket")
+    );
+    assert_eq!(r.sandboxed.filter, Sandboxed::Exact);
 }
 
 #[test]

@@ -341,6 +341,12 @@ pub fn run(args: &[&str]) -> Result<()> {
         print!("{}", crate::bench_learn::run(rounds, per)?);
         return Ok(());
     }
+    // `--outer`: only the outer-filter section, printed, not written.
+    if args.contains(&"--outer") {
+        let (rounds, per) = if quick { (3, 50) } else { (7, 300) };
+        print!("{}", crate::bench_outer::run(rounds, per)?);
+        return Ok(());
+    }
     // `--proxy`: only the proxy section, printed, not written.
     if args.contains(&"--proxy") {
         print!(

@@ -7,9 +7,9 @@
 //!   (the table drift check is a test in it)
 //! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--learn]
-//!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--exec`,
-//!   `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
+//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--learn]
+//!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
+//!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
 //!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`)
 
 mod bench;
@@ -129,7 +129,7 @@ fn main() -> Result<()> {
             println!("{}", xtask::dist::dist(&root(), &opts)?.display());
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | dist | matrix [--check] | bench [--quick] [--oneshot] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
     }
 }
 
