@@ -367,17 +367,28 @@ pub struct AbiStatus {
     pub used: u8,
 }
 
-/// A built ruleset, ready to be applied to any number of children.
+/// A planned ruleset (paths opened, rules decided), ready to be applied to any number of
+/// children. The kernel's ruleset is created from the rules when it is first needed: a
+/// process with mounts of its own rebuilds it from [`Prepared::raw_rules`] instead, so a run
+/// in namespaces never needs the host's.
 #[derive(Debug)]
 pub struct Prepared {
-    /// `None` only in [`Mode::Preferred`] when Landlock is not available at all.
-    ruleset: Option<RulesetCreated>,
-    /// The same ruleset's fd, kept for [`Prepared::raw_fd`] (the crate does not expose it).
-    fd: Option<OwnedFd>,
+    /// The kernel's ruleset, once built (never without Landlock: `raw` is `None` then).
+    kernel: OnceLock<Kernel>,
+    /// How strictly the kernel must honour the rules (`Required`: no silent downgrade).
+    mode: Mode,
     status: Status,
     stamps: Vec<Stamp>,
     /// The same rules in the kernel's terms, to rebuild the ruleset with more rules.
     raw: Option<Arc<RawRules>>,
+}
+
+/// The kernel's ruleset of a [`Prepared`].
+#[derive(Debug)]
+struct Kernel {
+    ruleset: RulesetCreated,
+    /// The same ruleset's fd, kept for [`Prepared::raw_fd`] (the crate does not expose it).
+    fd: Option<OwnedFd>,
 }
 
 /// A ruleset's attributes and rules in the kernel's terms, with the descriptors the rules
@@ -397,7 +408,8 @@ pub struct RawRules {
     pub read: u64,
     /// Every file-system right of the ABI (for a private `/tmp`).
     pub all: u64,
-    _fds: Vec<OwnedFd>,
+    /// The descriptors of `paths`, in the same order (they keep them open).
+    fds: Vec<OwnedFd>,
 }
 
 impl Prepared {
@@ -406,11 +418,30 @@ impl Prepared {
         self.raw.clone()
     }
 
+    /// The kernel's ruleset, built on first use; `None` without Landlock.
+    fn kernel(&self) -> Result<Option<&Kernel>, LandlockError> {
+        let Some(raw) = &self.raw else {
+            return Ok(None);
+        };
+        if let Some(k) = self.kernel.get() {
+            return Ok(Some(k));
+        }
+        let ruleset = build(self.mode, raw).map_err(LandlockError::Ruleset)?;
+        let fd = ruleset_fd(&ruleset)?;
+        // Another thread may have built it meanwhile: either copy does.
+        let _ = self.kernel.set(Kernel { ruleset, fd });
+        Ok(self.kernel.get())
+    }
+
     /// The ruleset fd (close-on-exec) for `landlock_restrict_self(fd, 0)` in a child after
-    /// `PR_SET_NO_NEW_PRIVS`. It is -1 only when Landlock is unavailable in
-    /// [`Mode::Preferred`] (then `status().enforced` is empty): skip the call.
-    pub fn raw_fd(&self) -> RawFd {
-        self.fd.as_ref().map_or(-1, AsRawFd::as_raw_fd)
+    /// `PR_SET_NO_NEW_PRIVS`, the kernel's ruleset built on the first call. It is -1 only when
+    /// Landlock is unavailable in [`Mode::Preferred`] (then `status().enforced` is empty):
+    /// skip the call. An error means the kernel refused the rules: nothing may run.
+    pub fn raw_fd(&self) -> Result<RawFd, LandlockError> {
+        Ok(self
+            .kernel()?
+            .and_then(|k| k.fd.as_ref())
+            .map_or(-1, AsRawFd::as_raw_fd))
     }
 
     /// What this ruleset enforces.
@@ -423,10 +454,11 @@ impl Prepared {
     /// duplicate of the fd. Landlock restricts only the calling thread: call it in a
     /// single-threaded child (e.g. `pre_exec`) or before starting threads.
     pub fn restrict_self(&self) -> Result<Status, LandlockError> {
-        let Some(ruleset) = &self.ruleset else {
+        let Some(kernel) = self.kernel()? else {
             return Ok(self.status.clone());
         };
-        let copy = ruleset
+        let copy = kernel
+            .ruleset
             .try_clone()
             .map_err(|e| LandlockError::Restrict(e.to_string()))?;
         let result = copy
@@ -832,21 +864,17 @@ pub fn prepare(
     };
     if used == 0 {
         return Ok(Some(Prepared {
-            ruleset: None,
-            fd: None,
+            kernel: OnceLock::new(),
+            mode,
             status,
             stamps: plan.stamps,
             raw: None,
         }));
     }
-
-    let ruleset = build(spec, mode, used, &plan.read, &plan.write, &plan.dev)
-        .map_err(LandlockError::Ruleset)?;
-    let fd = ruleset_fd(&ruleset)?;
     let raw = raw_rules(spec, used, plan.read, plan.write, plan.dev);
     Ok(Some(Prepared {
-        ruleset: Some(ruleset),
-        fd,
+        kernel: OnceLock::new(),
+        mode,
         status,
         stamps: plan.stamps,
         raw: Some(Arc::new(raw)),
@@ -902,7 +930,7 @@ fn raw_rules(
         ports,
         read: (READ & all).bits(),
         all: all.bits(),
-        _fds: fds,
+        fds,
     }
 }
 
@@ -915,53 +943,33 @@ fn ruleset_fd(ruleset: &RulesetCreated) -> Result<Option<OwnedFd>, LandlockError
     Ok(copy.into())
 }
 
-fn build(
-    spec: &Spec,
-    mode: Mode,
-    used: u8,
-    read: &[Entry],
-    write: &[(Entry, bool)],
-    dev: &[Entry],
-) -> Result<RulesetCreated, ::landlock::RulesetError> {
-    let abi = ABI::from(i32::from(used));
-    // Only features of the ABI in use are requested, so the crate's compatibility handling
-    // only has to catch a kernel that claims more than it enforces: Required makes that an
-    // error instead of a silent downgrade.
+/// The kernel's ruleset for `raw` (the rules of [`raw_rules`]), created with the crate.
+fn build(mode: Mode, raw: &RawRules) -> Result<RulesetCreated, ::landlock::RulesetError> {
+    // Only features of the ABI in use are requested (`raw_rules` chose them), so the crate's
+    // compatibility handling only has to catch a kernel that claims more than it enforces:
+    // Required makes that an error instead of a silent downgrade.
     let level = match mode {
         Mode::Required => CompatLevel::HardRequirement,
         _ => CompatLevel::BestEffort,
     };
     let mut ruleset = Ruleset::default()
         .set_compatibility(level)
-        .handle_access(AccessFs::from_all(abi))?;
-    if used >= 4 && spec.tcp != Tcp::Any {
-        ruleset = ruleset.handle_access(make_bitflags!(AccessNet::{BindTcp | ConnectTcp}))?;
+        .handle_access(BitFlags::<AccessFs>::from_bits_truncate(raw.attr[0]))?;
+    if raw.attr[1] != 0 {
+        ruleset = ruleset.handle_access(BitFlags::<AccessNet>::from_bits_truncate(raw.attr[1]))?;
     }
-    if used >= 6 && spec.scoped {
-        ruleset = ruleset.scope(make_bitflags!(Scope::{Signal | AbstractUnixSocket}))?;
+    if raw.attr[2] != 0 {
+        ruleset = ruleset.scope(BitFlags::<Scope>::from_bits_truncate(raw.attr[2]))?;
     }
     let mut created = ruleset.create()?;
-    for e in read {
-        created = created.add_rule(PathBeneath::new(&e.fd, rights_for(e, READ, abi)))?;
+    for ((_, rights), fd) in raw.paths.iter().zip(&raw.fds) {
+        created = created.add_rule(PathBeneath::new(
+            fd,
+            BitFlags::<AccessFs>::from_bits_truncate(*rights),
+        ))?;
     }
-    let write_only = AccessFs::from_all(abi) & !READ;
-    for (e, with_read) in write {
-        let rights = if *with_read {
-            AccessFs::from_all(abi)
-        } else {
-            write_only
-        };
-        created = created.add_rule(PathBeneath::new(&e.fd, rights_for(e, rights, abi)))?;
-    }
-    for e in dev {
-        created = created.add_rule(PathBeneath::new(&e.fd, rights_for(e, DEV, abi)))?;
-    }
-    if used >= 4 {
-        if let Tcp::Ports(ports) = &spec.tcp {
-            for port in ports {
-                created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
-            }
-        }
+    for (port, _) in &raw.ports {
+        created = created.add_rule(NetPort::new(*port as u16, AccessNet::ConnectTcp))?;
     }
     Ok(created)
 }

@@ -546,7 +546,7 @@ fn degraded_abi_is_reported_or_refused() {
     let none = ll::prepare(&spec, Mode::Preferred, Some(0))
         .unwrap()
         .unwrap();
-    assert_eq!(none.raw_fd(), -1);
+    assert_eq!(none.raw_fd().unwrap(), -1);
     assert!(none.status().enforced.is_empty());
     assert!(ll::prepare(&spec, Mode::Off, None).unwrap().is_none());
 }
@@ -687,7 +687,7 @@ fn one_cached_ruleset_serves_many_children() {
     assert!(same, "the cache never served the same ruleset twice");
     // The integrator's route: the raw fd, after no_new_privs, in several children.
     for _ in 0..3 {
-        let fd = a.raw_fd();
+        let fd = a.raw_fd().unwrap();
         let mut cmd = Command::new("cat");
         cmd.arg(w.home.join(".ssh/id_rsa")).stdin(Stdio::null());
         // SAFETY: only async-signal-safe syscalls in the forked child.

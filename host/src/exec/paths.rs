@@ -141,7 +141,8 @@ fn spec(
     })
 }
 
-fn refusal(e: landlock::LandlockError) -> Refusal {
+/// A Landlock error as the refusal of the field it names (`landlock` when none).
+pub(crate) fn refusal(e: landlock::LandlockError) -> Refusal {
     Refusal::new(e.field().map_or("landlock", Field::as_str), e.to_string())
 }
 

@@ -800,6 +800,16 @@ fn run(
     // or its child.
     let join_v1 = group.v1_dirs();
     let mut registration = Registration::new(group.cgroup_name(), response);
+    // In namespaces the init builds the ruleset itself, from the raw rules with its own
+    // mounts added: the host's kernel ruleset is built only for runs without an init.
+    let landlock_rules = isolated
+        .and(layer.as_ref())
+        .and_then(|l| l.prepared.raw_rules());
+    let landlock_fd = match (&layer, &landlock_rules) {
+        (Some(l), None) => Some(l.prepared.raw_fd().map_err(super::paths::refusal)?),
+        _ => None,
+    }
+    .filter(|fd| *fd >= 0);
     let spec = Spec {
         path: &path,
         argv: &argv,
@@ -810,19 +820,14 @@ fn run(
         cgroup: group.dir_fd(),
         join_v1: &join_v1,
         limits: &limits,
-        landlock: layer
-            .as_ref()
-            .map(|l| l.prepared.raw_fd())
-            .filter(|fd| *fd >= 0),
+        landlock: landlock_fd,
         filter: plan.filter.as_deref(),
         listener: plan.notify,
         #[cfg(target_arch = "x86_64")]
         spawner,
         namespaces: namespaces.as_ref(),
         listen: &net.listen,
-        landlock_rules: isolated
-            .and(layer.as_ref())
-            .and_then(|l| l.prepared.raw_rules()),
+        landlock_rules,
     };
     // Only exec itself failing is the program's affair (126/127); a step of the child's setup
     // failing is the sandbox's (125), and its message names the step.
