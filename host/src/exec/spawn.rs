@@ -734,10 +734,11 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         ns: ns.as_ref().map_or(std::ptr::null(), |n| n.ctx()),
     };
 
-    let mut pidfd: c_int = -1;
+    // Written by the kernel at the clone, possibly on the spawner thread while this one waits.
+    let pidfd = AtomicI32::new(-1);
     #[cfg(target_arch = "x86_64")]
     let args = {
-        let mut args = clone_args(&stack, spec.cgroup, &mut pidfd, &sh.phase);
+        let mut args = clone_args(&stack, spec.cgroup, &pidfd, &sh.phase);
         if let Some(n) = &ns {
             // A process of its own (no CLONE_VM): it outlives the exec as the command's init.
             args.flags = n.clone_flags() | (args.flags & !(libc::CLONE_VM as u64));
@@ -772,7 +773,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
                 #[cfg(target_arch = "x86_64")]
                 let rc = clone3(&args, entry, arg, 0);
                 #[cfg(not(target_arch = "x86_64"))]
-                let rc = start_child(arg, &stack, &mut pidfd, &sh.phase);
+                let rc = start_child(arg, &stack, &pidfd, &sh.phase);
                 libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
                 rc
             };
@@ -785,9 +786,22 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
 
     let mut listener = None;
     let mut failure: Option<SpawnError> = None;
+    // An init has memory of its own, and the kernel clears a task's exit word only when its
+    // memory is shared: an init that dies before the command's exec (killed from outside)
+    // releases nothing. The wait then wakes now and then to see whether the init is gone.
+    let has_init = spec.namespaces.is_some();
     loop {
         let phase = sh.phase.load(Ordering::Acquire);
         if phase == RELEASED {
+            break;
+        }
+        if has_init && exited(&pidfd) {
+            if sh.phase.load(Ordering::Acquire) == RELEASED {
+                break;
+            }
+            failure = Some(SpawnError::Setup(std::io::Error::other(
+                "the namespaces' init ended before the command started (killed from outside?)",
+            )));
             break;
         }
         if phase == HANDOVER && sh.go.load(Ordering::Relaxed) == WAIT {
@@ -795,7 +809,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             // pidfd is already there (with namespaces: the init's, whose descriptor table
             // the command shares until exec).
             let fd = sh.listener_fd.load(Ordering::Relaxed);
-            let answer = match take_fd(pidfd, fd) {
+            let answer = match take_fd(pidfd.load(Ordering::Acquire), fd) {
                 Ok(l) => {
                     listener = Some(l);
                     GO
@@ -813,7 +827,11 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             continue;
         }
         // Not private: the kernel's wake at exec (CLONE_CHILD_CLEARTID) is a shared one.
-        futex_shared(&sh.phase, libc::FUTEX_WAIT, phase);
+        if has_init {
+            futex_wait_shared_for(&sh.phase, phase, INIT_CHECK);
+        } else {
+            futex_shared(&sh.phase, libc::FUTEX_WAIT, phase);
+        }
     }
     if failure.is_none() {
         let stage = sh.failed[0].load(Ordering::Acquire);
@@ -838,7 +856,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         },
     };
     // SAFETY: CLONE_PIDFD stored a new descriptor that belongs to nobody else.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd.load(Ordering::Acquire)) };
     // The child has exec'd or exited: its stack (and `ctx`, argv, envp) are no longer used.
     // The stack is kept for this thread's next spawn (mapping a fresh one costs three calls
     // and its page faults). An init runs on its own copy.
@@ -932,12 +950,12 @@ enum Started<'a> {
 fn clone_args(
     stack: &Stack,
     cgroup: Option<RawFd>,
-    pidfd: &mut c_int,
+    pidfd: &AtomicI32,
     phase: &AtomicU32,
 ) -> CloneArgs {
     let mut args = CloneArgs {
         flags: (libc::CLONE_VM | libc::CLONE_PIDFD | libc::CLONE_CHILD_CLEARTID) as u64,
-        pidfd: pidfd as *mut c_int as u64,
+        pidfd: pidfd.as_ptr() as u64,
         child_tid: phase as *const AtomicU32 as u64,
         exit_signal: libc::SIGCHLD as u64,
         stack: stack.0 as u64,
@@ -960,7 +978,7 @@ fn clone_args(
 unsafe fn start_child(
     ctx: *mut c_void,
     stack: &Stack,
-    pidfd: &mut c_int,
+    pidfd: &AtomicI32,
     phase: &AtomicU32,
 ) -> isize {
     // SAFETY: as in `spawn`: ctx and stack stay valid until the child has exec'd.
@@ -970,7 +988,7 @@ unsafe fn start_child(
             stack.top(),
             libc::CLONE_VM | libc::CLONE_PIDFD | libc::CLONE_CHILD_CLEARTID | libc::SIGCHLD,
             ctx,
-            pidfd as *mut c_int,
+            pidfd.as_ptr(),
             std::ptr::null_mut::<c_void>(),
             phase as *const AtomicU32 as *mut c_void,
         )
@@ -982,6 +1000,47 @@ unsafe fn start_child(
     } else {
         pid as isize
     }
+}
+
+/// How often a host waiting for a command's exec looks whether the namespaces' init is gone
+/// (only a dead init makes it wait that long: an exec wakes it at once).
+const INIT_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// `futex(word, FUTEX_WAIT, val)` for at most `timeout`.
+fn futex_wait_shared_for(word: &AtomicU32, val: u32, timeout: std::time::Duration) {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: futex on a word that outlives the call, with a timeout on the stack.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word as *const AtomicU32,
+            libc::FUTEX_WAIT,
+            val,
+            &ts as *const libc::timespec,
+        )
+    };
+}
+
+/// Whether the process behind the pidfd in `pidfd` (once the clone stored one) has exited.
+/// The kernel stores the number before it installs the descriptor: until then (a clone still
+/// under way on the spawner thread) poll answers `POLLNVAL`, which says nothing about the
+/// process.
+fn exited(pidfd: &AtomicI32) -> bool {
+    let fd = pidfd.load(Ordering::Acquire);
+    if fd < 0 {
+        return false;
+    }
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: polls one pollfd without waiting.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 1 && p.revents & libc::POLLIN != 0 && p.revents & libc::POLLNVAL == 0
 }
 
 /// `futex(word, op, val)` without timeout (a wait returns early on any change or signal).
