@@ -834,4 +834,119 @@ mod tests {
             "{status:#x}"
         );
     }
+
+    /// Processes of this host whose command line contains `tag`, as (pid, command line).
+    fn tagged(tag: &str) -> Vec<(i32, String)> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+                let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                cmd.contains(tag).then_some((pid, cmd))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn orphans_end_with_the_init_and_outlive_a_plain_spawn() {
+        // The program starts a process in a session of its own (out of its process group) that
+        // closes its descriptors, and exits at once: the orphan is re-parented to the init.
+        // When the program ends the init exits, and the kernel kills everything left in a PID
+        // namespace whose init is gone. No cgroup and no tree walk here (this spawn has no
+        // containment): the namespace alone ends it.
+        let tag = format!("4{}7", std::process::id());
+        let script = format!(
+            "import subprocess\n\
+             subprocess.Popen(['/bin/sleep', '{tag}'], start_new_session=True,\n    \
+             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n\
+             print('started')\n"
+        );
+        let ns = Namespaces {
+            isolate: true,
+            ..Namespaces::default()
+        };
+        let (status, out) = python(&script, Some(&ns), &[], |_| {});
+        assert_eq!((status, out.as_str()), (0, "started\n"));
+        assert_eq!(tagged(&tag), Vec::new(), "the orphan outlived the init");
+        // Control: the same program without the namespaces leaves its orphan running.
+        let (status, out) = python(&script, None, &[], |_| {});
+        assert_eq!((status, out.as_str()), (0, "started\n"));
+        let left = tagged(&tag);
+        for (pid, _) in &left {
+            // SAFETY: kill on a pid we just found running our tagged sleep.
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
+
+    #[test]
+    fn an_init_killed_before_the_command_starts_is_an_error_not_a_hang() {
+        // The init is cloned into a frozen cgroup, so it is killed before it runs a single
+        // instruction: the command never starts and nothing will release the word the host
+        // waits on.
+        let mut group = crate::exec::contain::Group::new(crate::exec::Containment::Cgroup)
+            .expect("a cgroup v2 to hold the init frozen");
+        let dir = group.dir_fd().expect("the cgroup's directory");
+        let file = |name: &str| format!("/proc/self/fd/{dir}/{name}");
+        std::fs::write(file("cgroup.freeze"), "1").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let path = CString::new("/bin/true").unwrap();
+            let argv = [path.clone()];
+            let null = super::super::above_stdio(OwnedFd::from(
+                std::fs::File::options()
+                    .read(true)
+                    .write(true)
+                    .open("/dev/null")
+                    .unwrap(),
+            ))
+            .unwrap();
+            let ns = Namespaces {
+                isolate: true,
+                ..Namespaces::default()
+            };
+            let fd = null.as_raw_fd();
+            let spec = Spec {
+                path: &path,
+                argv: &argv,
+                envp: &[],
+                cwd: None,
+                stdio: [fd, fd, fd],
+                report: None,
+                cgroup: Some(dir),
+                join_v1: &[],
+                limits: &[],
+                landlock: None,
+                filter: None,
+                listener: false,
+                spawner: None,
+                namespaces: Some(&ns),
+                listen: &[],
+                landlock_rules: None,
+            };
+            let _ = tx.send(spawn(&spec).map(|s| s.pid).map_err(|e| format!("{e:?}")));
+        });
+        let mut init = None;
+        for _ in 0..6000 {
+            let procs = std::fs::read_to_string(file("cgroup.procs")).unwrap();
+            init = procs.lines().next().map(|p| p.parse::<i32>().unwrap());
+            if init.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let init = init.expect("no init in the frozen cgroup");
+        // SAFETY: kill on the init we just found in our own cgroup.
+        assert_eq!(unsafe { libc::kill(init, libc::SIGKILL) }, 0);
+        // A bound that only turns a hang into a failure.
+        let res = rx.recv_timeout(std::time::Duration::from_secs(60));
+        std::fs::write(file("cgroup.freeze"), "0").unwrap();
+        group.finish();
+        let err = res
+            .expect("the host still waits for a command that will never start")
+            .expect_err("a spawn whose init was killed succeeded");
+        assert!(err.contains("ended before"), "{err}");
+    }
 }
