@@ -366,25 +366,65 @@ fn a_protected_path_that_does_not_exist_cannot_be_created() {
     }
 }
 
+/// Processes whose command line contains `tag`: (pid, command line).
+fn tagged(tag: &str) -> Vec<(i32, String)> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse().ok()?;
+            let cmd = fs::read_to_string(e.path().join("cmdline")).ok()?;
+            cmd.contains(tag).then_some((pid, cmd))
+        })
+        .collect()
+}
+
+/// Two ways out of the command's process group (a new session, a double fork), both outliving
+/// the command. Here two layers end them: the init (PID 1 of the namespace; when the command
+/// ends it exits, and the kernel kills everything left in the namespace) and the request's
+/// cgroup or process-tree kill, which runs with `--isolation off` too, so `--isolation off` is
+/// no control for the init. The init alone is shown by the spawn-level test
+/// `orphans_end_with_the_init_and_outlive_a_plain_spawn` (host/src/exec/spawn/init.rs): the
+/// same orphan without containment dies with the init and survives a plain spawn. The control
+/// here shows the attack itself: outside the sandbox the orphans survive.
 #[test]
 fn orphans_are_gone_when_the_command_ends() {
     for who in BOTH {
         let ws = workspace();
         let tag = format!("31{}", std::process::id() % 1000);
-        let script = format!("setsid sleep {tag}1 & (sleep {tag}2 &) ; echo started");
+        let script = format!(
+            "setsid sleep {tag}1 </dev/null >/dev/null 2>&1 & (sleep {tag}2 </dev/null >/dev/null 2>&1 &) ; echo started"
+        );
         let o = run(
             who,
             ws.path(),
             &["--profile", "unrestricted", "--", "/bin/sh", "-c", &script],
         );
         assert_eq!(text(&o).0, "started\n");
-        let left: Vec<String> = fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| fs::read_to_string(e.path().join("cmdline")).ok())
-            .filter(|c| c.contains(&tag))
-            .collect();
+        let left = tagged(&tag);
         assert!(left.is_empty(), "{who:?}: {left:?}");
+        // Control: the same command outside the sandbox leaves both running.
+        let o = command(who, "/bin/sh")
+            .args(["-c", &script])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        assert_eq!(text(&o).0, "started\n");
+        // The background shells may still be on their way to exec `sleep`.
+        let sleeps =
+            |l: &[(i32, String)]| l.iter().filter(|(_, c)| c.starts_with("sleep\0")).count();
+        let mut left = tagged(&tag);
+        for _ in 0..500 {
+            if sleeps(&left) == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            left = tagged(&tag);
+        }
+        for (pid, _) in &left {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        assert_eq!(sleeps(&left), 2, "{who:?}: {left:?}");
     }
 }
 
@@ -681,4 +721,83 @@ fn concurrent_requests_in_one_repository_share_the_placeholders() {
         assert_eq!(String::from_utf8_lossy(&o.stdout), "ok\n", "{o:?}");
     }
     assert!(!commondir.exists(), "the placeholder was left behind");
+}
+
+#[test]
+fn a_killed_host_leaves_a_placeholder_git_works_with_and_the_next_job_removes() {
+    let dir = workspace();
+    git(dir.path(), &["init", "-q"]);
+    git(dir.path(), &["commit", "-q", "--allow-empty", "-m", "one"]);
+    chmod_r(dir.path());
+    let commondir = dir.path().join(".git/commondir");
+    let git_log = |who: As| {
+        command(who, "git")
+            .args(["-c", "safe.directory=*", "log", "--oneline"])
+            .current_dir(dir.path())
+            .output()
+            .unwrap()
+    };
+    // A job in the repository, then its host killed (its init and command die with it).
+    let mut host = command(As::Root, SANDBOX)
+        .args([
+            "run",
+            "--allow-root",
+            "--profile",
+            "shell",
+            "--",
+            "/bin/sleep",
+            "300",
+        ])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..1000 {
+        if commondir.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(commondir.exists(), "no placeholder while the job runs");
+    // Git outside works while the job runs...
+    assert!(git_log(As::Root).status.success());
+    host.kill().unwrap();
+    host.wait().unwrap();
+    // ...and after the host was killed, with the placeholder left behind.
+    assert!(commondir.exists());
+    for who in BOTH {
+        let o = git_log(who);
+        assert!(o.status.success(), "{who:?}: {:?}", text(&o));
+    }
+    // Control: an empty `commondir`, as placeholders were, breaks every git command.
+    let kept = fs::read(&commondir).unwrap();
+    fs::remove_file(&commondir).unwrap();
+    fs::write(&commondir, "").unwrap();
+    let o = git_log(As::Root);
+    assert!(!o.status.success(), "{:?}", text(&o));
+    fs::remove_file(&commondir).unwrap();
+    fs::write(&commondir, &kept).unwrap();
+    // A job of a user who may not change the repository leaves it (and its record)...
+    let st = Command::new("chmod")
+        .args(["-R", "go-w"])
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = run(
+        As::Nobody,
+        dir.path(),
+        &["--profile", "shell", "--", "/bin/true"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert!(commondir.exists(), "removed by a user who may not");
+    // ...to the next job of one who may, whoever made it.
+    let o = run(
+        As::Root,
+        dir.path(),
+        &["--profile", "shell", "--", "/bin/true"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert!(!commondir.exists(), "the next job left the placeholder");
 }

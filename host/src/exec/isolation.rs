@@ -91,8 +91,9 @@ pub(crate) fn recheck() -> bool {
     isolation || network
 }
 
-/// Whether a child can `unshare(flags)`: forks, tries, exits with the errno.
-fn probe(flags: libc::c_int) -> std::io::Result<()> {
+/// Whether a child can `unshare(flags)`: forks, tries, exits with the errno. The one probe of
+/// namespaces (this layer's, the network layer's, `sandbox check`'s).
+pub(crate) fn probe(flags: libc::c_int) -> std::io::Result<()> {
     // SAFETY: the child only makes async-signal-safe calls (unshare, _exit).
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -289,8 +290,8 @@ impl Hold {
     }
 
     /// Makes `path` exist so that a read-only mount can cover it: the first missing component
-    /// becomes an empty file (when it is `path` itself and `dir` is false) or an empty
-    /// directory, recorded beside the lock. Returns what to cover (`None`: nothing to cover,
+    /// becomes a placeholder file ([`placeholder_text`]; when it is `path` itself and `dir` is
+    /// false) or an empty directory, recorded beside the lock. Returns what to cover (`None`: nothing to cover,
     /// the caller cannot create it either).
     fn cover(&self, path: &Path, dir: bool) -> std::io::Result<Option<PathBuf>> {
         let first_missing = path
@@ -304,13 +305,14 @@ impl Hold {
             ));
         };
         let made = if missing == path && !dir {
+            use std::io::Write;
             use std::os::unix::fs::OpenOptionsExt;
             std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .mode(0o444)
                 .open(&missing)
-                .map(drop)
+                .and_then(|mut f| f.write_all(placeholder_text(&missing)))
         } else {
             std::fs::create_dir(&missing)
         };
@@ -338,7 +340,7 @@ impl Hold {
         let p = PathBuf::from(std::ffi::OsString::from_vec(made));
         let removed = if p.is_dir() {
             std::fs::remove_dir(&p)
-        } else if p.metadata().is_ok_and(|m| m.len() == 0) {
+        } else if std::fs::read(&p).is_ok_and(|t| t == placeholder_text(&p)) {
             std::fs::remove_file(&p)
         } else {
             Ok(())
@@ -348,6 +350,18 @@ impl Hold {
         if removed.is_ok() || !p.exists() {
             let _ = std::fs::write(&self.made, b"");
         }
+    }
+}
+
+/// What a placeholder file holds: for a git directory's `commondir`, `.` (the git directory
+/// itself, what git assumes without the file), so that git outside keeps working while a job
+/// runs and after a host that was killed left it behind (an empty `commondir` makes every git
+/// command in the repository fail); nothing for any other path.
+fn placeholder_text(path: &Path) -> &'static [u8] {
+    if path.file_name() == Some(std::ffi::OsStr::new("commondir")) {
+        b".\n"
+    } else {
+        b""
     }
 }
 
