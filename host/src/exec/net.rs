@@ -87,38 +87,13 @@ pub(crate) fn presumed_unavailable() -> Option<String> {
 }
 
 /// Why this machine cannot create a network namespace in a user namespace, if it cannot
-/// (probed once per process: a forked child tries `unshare`).
+/// (probed once per process by the namespace layer's probe: a forked child tries `unshare`).
 pub(crate) fn unavailable() -> Option<String> {
     PROBE
         .get_or_init(|| {
-            // SAFETY: the child only calls unshare and _exit, both async-signal-safe.
-            let pid = unsafe { libc::fork() };
-            if pid < 0 {
-                return Some(format!("fork failed: {}", std::io::Error::last_os_error()));
-            }
-            if pid == 0 {
-                // SAFETY: in the forked child: unshare, then _exit with the errno.
-                unsafe {
-                    let rc = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET);
-                    let errno = if rc == 0 {
-                        0
-                    } else {
-                        *libc::__errno_location()
-                    };
-                    libc::_exit(errno.min(255));
-                }
-            }
-            let mut status = 0;
-            // SAFETY: reaps the child forked above.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
-                Some(0) => None,
-                Some(e) => Some(format!(
-                    "user and network namespaces: {}",
-                    std::io::Error::from_raw_os_error(e)
-                )),
-                None => Some("the namespace probe died".to_string()),
-            }
+            super::isolation::probe(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)
+                .err()
+                .map(|e| format!("user and network namespaces: {e}"))
         })
         .clone()
 }
