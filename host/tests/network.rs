@@ -156,6 +156,74 @@ fn shell_network_runs_a_shells_curl_and_shell_does_not() {
     }
 }
 
+/// Names of this process's spawner threads (`sandbox-spawn-PROFILE`, cut at 15 bytes).
+fn spawner_threads() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|c| c.trim().to_string())
+        .filter(|c| c.starts_with("sandbox-spawn-"))
+        .collect()
+}
+
+/// The network namespace's plumbing (loopback brought up by the init, a host port's listener
+/// made inside and handed to the host) works the same when the profile's spawner thread clones
+/// the job (`exec --json`, `serve`: the thread holds the filter, and every call the init makes
+/// carries the spawner's secret) as when the child attaches the filter itself (one-shot).
+/// Control: with the host's network the closed port is reachable.
+#[test]
+fn network_namespaces_through_the_spawner_thread_and_without_it() {
+    use sandbox_host::exec::{exec_with, Request, RunOptions};
+    use sandbox_host::network::Mode;
+    let open = Listener::start();
+    let closed = Listener::start();
+    let curl = |port: u16, mode: Mode, spawner: bool| {
+        let url = format!("http://127.0.0.1:{port}/");
+        let mut r = Request::new(["/usr/bin/curl", "-sS", "--max-time", "10", url.as_str()]);
+        r.profile = "network".into();
+        r.network = Some(mode);
+        if mode == Mode::None {
+            r.host_ports = vec![open.port];
+        }
+        let opts = RunOptions {
+            spawner,
+            ..RunOptions::default()
+        };
+        exec_with(&r, &opts).unwrap()
+    };
+    // The one-shot way first: no spawner thread may exist before the other way runs.
+    for spawner in [false, true] {
+        let res = curl(open.port, Mode::None, spawner);
+        assert_eq!(
+            (res.exit_code, res.stdout.as_str()),
+            (Some(0), "reached\n"),
+            "spawner {spawner}: {res:?}"
+        );
+        let n = &res.network;
+        assert_eq!(
+            (n.mode, n.host_ports.as_slice()),
+            (Mode::None, &[open.port][..])
+        );
+        let res = curl(closed.port, Mode::None, spawner);
+        assert_eq!(res.exit_code, Some(7), "spawner {spawner}: {res:?}");
+        assert_eq!(closed.hits(), 0, "spawner {spawner}: a connection arrived");
+        let threads = spawner_threads();
+        assert_eq!(
+            threads.iter().any(|t| t.starts_with("sandbox-spawn-n")),
+            spawner,
+            "spawner {spawner}: {threads:?}"
+        );
+    }
+    // Control: the host's network reaches the port the namespace kept closed.
+    for spawner in [false, true] {
+        let res = curl(closed.port, Mode::Host, spawner);
+        assert_eq!(res.stdout, "reached\n", "spawner {spawner}: {res:?}");
+    }
+    assert_eq!(open.hits(), 2);
+    assert_eq!(closed.hits(), 2);
+}
+
 #[test]
 fn a_host_port_opens_that_port_only() {
     let open = Listener::start();
