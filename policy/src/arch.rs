@@ -1,7 +1,7 @@
-//! Target architectures: each one's audit value and syscall table. Arch is data, not a `cfg`,
-//! so the host can compile and test policies for an architecture it does not run on.
-
-use crate::syscalls;
+//! Target architectures: each one's name and audit value (its syscall table, and the
+//! `syscall_number`/`syscall_name` methods, are in `syscalls`, which builds on this module).
+//! Arch is data, not a `cfg`, so the host can compile and test policies for an architecture it
+//! does not run on.
 
 /// An architecture a policy can be compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,15 +50,5 @@ impl Arch {
     /// Whether syscall numbers with bit 30 set (the x32 ABI on x86_64) must be killed.
     pub const fn has_x32(self) -> bool {
         matches!(self, Arch::X86_64)
-    }
-
-    /// The number of a syscall by name on this architecture.
-    pub fn syscall_number(self, name: &str) -> Option<u32> {
-        syscalls::number(self, name)
-    }
-
-    /// The name of a syscall by number on this architecture.
-    pub fn syscall_name(self, nr: u32) -> Option<&'static str> {
-        syscalls::name(self, nr)
     }
 }

@@ -525,3 +525,11 @@ pub fn updated_doc(old: &str) -> Result<String> {
         _ => format!("{old}\n## Agent command matrix\n\n{BEGIN}\n{table}{END}\n"),
     })
 }
+
+/// Rewrites the generated agent section of `docs/profiles.md` under `root`.
+pub fn write_doc(root: &Path) -> Result<()> {
+    let path = root.join("docs/profiles.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    std::fs::write(&path, updated_doc(&old)?)?;
+    Ok(())
+}

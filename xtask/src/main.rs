@@ -119,7 +119,14 @@ fn main() -> Result<()> {
         }
         Some("ci") => ci(),
         Some("msrv") => msrv::check(&root()),
-        Some("matrix") => xtask::matrix::run(&root(), rest.contains(&"--check")),
+        Some("matrix") => {
+            let check = rest.contains(&"--check");
+            let cells = xtask::matrix::run(&root(), check);
+            if !check {
+                xtask::agent_matrix::write_doc(&root())?;
+            }
+            cells
+        }
         Some("bench") => bench::run(&rest),
         Some("dist") => {
             let opts = xtask::dist::DistOptions {

@@ -861,7 +861,8 @@ const END: &str = "<!-- matrix:end -->";
 
 /// `cargo xtask matrix`: builds the preload, runs every cell, writes the table between the
 /// markers of `docs/profiles.md` (hand-written text outside them is kept), prints a summary and
-/// fails if any cell is not what its profile promises. With `check`, writes nothing.
+/// fails if any cell is not what its profile promises. With `check`, writes nothing. (The
+/// agent section of the same file is written by [`crate::agent_matrix::write_doc`].)
 pub fn run(root: &Path, check: bool) -> Result<()> {
     let so = preload()?;
     let results = run_matrix(&so)?;
@@ -878,7 +879,6 @@ pub fn run(root: &Path, check: bool) -> Result<()> {
             (Some(b), Some(e)) if b < e => format!("{}{BEGIN}\n{table}{}", &old[..b], &old[e..]),
             _ => format!("{old}\n## Command matrix\n\n{BEGIN}\n{table}{END}\n"),
         };
-        let new = crate::agent_matrix::updated_doc(&new)?;
         std::fs::write(&path, new)?;
         println!("wrote {}", path.display());
     }

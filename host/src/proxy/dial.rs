@@ -3,10 +3,10 @@
 //! recorded; every refusal comes back as the status and the line the client will read.
 
 use super::address::{self, Unreachable};
+use super::config::Naming;
 use super::domain::Host;
-use super::server::Shared;
+use super::shared::Shared;
 use super::target::Target;
-use super::Naming;
 use std::io;
 use std::net::TcpStream;
 

@@ -5,7 +5,7 @@
 
 use super::dial::upstream;
 use super::head::{self, Head, HeadError, Kind};
-use super::server::Shared;
+use super::shared::Shared;
 use super::tunnel::pump;
 use super::{reply, target};
 use std::io::{self, Write};

@@ -1,7 +1,7 @@
 //! Host ports: each connection accepted inside the sandbox is relayed to the same port of the
 //! host's own loopback, and recorded as a destination.
 
-use super::server::Shared;
+use super::shared::Shared;
 use super::tunnel::splice;
 use std::net::{SocketAddr, TcpStream};
 

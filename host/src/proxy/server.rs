@@ -1,15 +1,14 @@
 //! Serving: accept loops on the listeners the proxy is given, one thread per connection, a cap
 //! on connections at once, and a stop that closes every listener and connection.
 
+use super::config::Config;
 use super::head::{self, HeadError, Kind};
 use super::record::{Destination, Records};
-use super::{forward, relay, reply, tunnel, Config};
-use std::collections::HashMap;
+use super::shared::{shutdown_listener, Live, Shared};
+use super::{forward, relay, reply, tunnel};
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Stack of a connection thread: heads are parsed into heap buffers.
@@ -22,23 +21,6 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub struct Proxy {
     shared: Arc<Shared>,
-}
-
-pub(super) struct Shared {
-    pub(super) config: Config,
-    pub(super) records: Records,
-    live: Mutex<Live>,
-    idle: Condvar,
-}
-
-#[derive(Default)]
-struct Live {
-    stopped: bool,
-    next: u64,
-    /// Each connection's sockets, so that `stop` can shut them down.
-    conns: HashMap<u64, Vec<TcpStream>>,
-    listeners: Vec<TcpListener>,
-    loops: Vec<JoinHandle<()>>,
 }
 
 /// What an accepted connection is for.
@@ -134,54 +116,6 @@ impl Proxy {
             .spawn(move || accept_loop(&shared, &listener, service))?;
         live.loops.push(handle);
         Ok(())
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        let live = self.live.get_mut().unwrap_or_else(|p| p.into_inner());
-        for l in &live.listeners {
-            shutdown_listener(l);
-        }
-    }
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Live> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Adds `stream` to connection `id`'s sockets; false (and the stream shut down) when the
-    /// proxy is stopping.
-    pub(super) fn track(&self, id: u64, stream: &TcpStream) -> bool {
-        let mut live = self.lock();
-        let clone = stream.try_clone();
-        match (live.stopped, clone) {
-            (false, Ok(c)) => {
-                live.conns.entry(id).or_default().push(c);
-                true
-            }
-            _ => {
-                let _ = stream.shutdown(std::net::Shutdown::Both);
-                false
-            }
-        }
-    }
-
-    fn finish(&self, id: u64) {
-        let mut live = self.lock();
-        live.conns.remove(&id);
-        if live.conns.is_empty() {
-            self.idle.notify_all();
-        }
-    }
-}
-
-/// Makes a thread blocked in `accept` on this listener return (Linux answers EINVAL).
-fn shutdown_listener(l: &TcpListener) {
-    // SAFETY: shutdown(2) on a descriptor the listener owns; no memory is passed.
-    unsafe {
-        libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR);
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::dial::upstream;
 use super::head::Head;
-use super::server::Shared;
+use super::shared::Shared;
 use super::target;
 use std::io::{self, Write};
 use std::net::{Shutdown, TcpStream};

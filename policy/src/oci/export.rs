@@ -17,7 +17,7 @@
 //! Anything else is written as the strictest action the call can get, and said in a note.
 
 use super::eval::{Arg, Entry, Filter, Op};
-use super::{scmp_action, scmp_arch};
+use super::names::{scmp_action, scmp_arch};
 use crate::action::Action;
 use crate::arch::Arch;
 use crate::error::Error;

@@ -9,7 +9,7 @@
 //! an error naming the JSON path.
 
 use super::eval::{parse_action, Decision, Op};
-use super::{docker_arch_names, DOCKER_ARCHES, SCMP_ARCHES};
+use super::names::{docker_arch_names, DOCKER_ARCHES, SCMP_ARCHES};
 use crate::action::Action;
 use crate::arch::Arch;
 use crate::profile::Profile;

@@ -40,6 +40,18 @@ impl Table {
     }
 }
 
+impl Arch {
+    /// The number of a syscall by name on this architecture.
+    pub fn syscall_number(self, name: &str) -> Option<u32> {
+        number(self, name)
+    }
+
+    /// The name of a syscall by number on this architecture.
+    pub fn syscall_name(self, nr: u32) -> Option<&'static str> {
+        name(self, nr)
+    }
+}
+
 /// The number of the syscall `name` on `arch` (binary search over the names).
 pub fn number(arch: Arch, name: &str) -> Option<u32> {
     let t = table(arch);
