@@ -790,12 +790,15 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     // memory is shared: an init that dies before the command's exec (killed from outside)
     // releases nothing. The wait then wakes now and then to see whether the init is gone.
     let has_init = spec.namespaces.is_some();
+    let mut timed_out = false;
     loop {
         let phase = sh.phase.load(Ordering::Acquire);
         if phase == RELEASED {
             break;
         }
-        if has_init && exited(&pidfd) {
+        // Only after a wait that timed out: an init that execs the command wakes the host
+        // at once, so a normal spawn never looks.
+        if std::mem::take(&mut timed_out) && exited(&pidfd) {
             if sh.phase.load(Ordering::Acquire) == RELEASED {
                 break;
             }
@@ -828,7 +831,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         }
         // Not private: the kernel's wake at exec (CLONE_CHILD_CLEARTID) is a shared one.
         if has_init {
-            futex_wait_shared_for(&sh.phase, phase, INIT_CHECK);
+            timed_out = futex_wait_shared_for(&sh.phase, phase, INIT_CHECK);
         } else {
             futex_shared(&sh.phase, libc::FUTEX_WAIT, phase);
         }
@@ -1006,14 +1009,14 @@ unsafe fn start_child(
 /// (only a dead init makes it wait that long: an exec wakes it at once).
 const INIT_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// `futex(word, FUTEX_WAIT, val)` for at most `timeout`.
-fn futex_wait_shared_for(word: &AtomicU32, val: u32, timeout: std::time::Duration) {
+/// `futex(word, FUTEX_WAIT, val)` for at most `timeout`; true when the time ran out.
+fn futex_wait_shared_for(word: &AtomicU32, val: u32, timeout: std::time::Duration) -> bool {
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
     // SAFETY: futex on a word that outlives the call, with a timeout on the stack.
-    unsafe {
+    let rc = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word as *const AtomicU32,
@@ -1022,6 +1025,7 @@ fn futex_wait_shared_for(word: &AtomicU32, val: u32, timeout: std::time::Duratio
             &ts as *const libc::timespec,
         )
     };
+    rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ETIMEDOUT)
 }
 
 /// Whether the process behind the pidfd in `pidfd` (once the clone stored one) has exited.
