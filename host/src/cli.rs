@@ -26,7 +26,9 @@ pub struct Cli {
 /// Options that select and adjust the policy.
 #[derive(clap::Args, Clone, Default)]
 pub struct PolicyArgs {
-    /// A built-in profile name or a profile file's path (default: minimal).
+    /// A built-in profile (minimal, network, write, no-exec, shell, shell-network,
+    /// unrestricted; `sandbox profiles` describes them) or a profile file's path (default:
+    /// minimal).
     #[arg(long)]
     pub profile: Option<String>,
     /// Extra allow-list entries (`a:b:@group`); alone, they form a custom allow list.
@@ -225,7 +227,9 @@ pub enum Cmd {
         /// Kubernetes read).
         #[arg(long, value_enum)]
         format: ExportFormat,
-        /// A built-in profile name or a profile file's path (default: minimal).
+        /// A built-in profile (minimal, network, write, no-exec, shell, shell-network,
+        /// unrestricted; `sandbox profiles` describes them) or a profile file's path (default:
+        /// minimal).
         #[arg(long)]
         profile: Option<String>,
         /// Extra allow-list entries (`a:b:@group`), as for `run`.
@@ -348,4 +352,29 @@ pub fn completions(shell: Shell, out: &mut dyn std::io::Write) {
         Shell::Fish => S::Fish,
     };
     clap_complete::generate(gen, &mut cmd, "sandbox", out);
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--profile`'s help names every built-in profile.
+    #[test]
+    fn the_profile_help_names_every_built_in() {
+        use clap::CommandFactory;
+        let cmd = super::Cli::command();
+        for sub in ["run", "export"] {
+            let help = cmd
+                .find_subcommand(sub)
+                .and_then(|c| c.get_arguments().find(|a| a.get_id() == "profile"))
+                .and_then(|a| a.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            let listed: Vec<&str> = help
+                .split_once('(')
+                .and_then(|(_, r)| r.split_once(';'))
+                .map(|(l, _)| l.split(", ").collect())
+                .unwrap_or_default();
+            let built_in: Vec<&str> = crate::policy::profile::Profile::builtin_names().collect();
+            assert_eq!(listed, built_in, "{sub} --profile: {help:?}");
+        }
+    }
 }
