@@ -147,75 +147,57 @@ impl Init {
     }
 }
 
-/// Where the child failed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(i32)]
-enum Stage {
-    Signals = 1,
-    Session,
-    Cgroup,
-    Cwd,
-    Stdio,
-    Limits,
-    NoNewPrivs,
-    Landlock,
-    Filter,
-    Listener,
-    Exec,
-    IdMap,
-    Network,
-    Mounts,
-    Capabilities,
-    Command,
-    Paths,
+/// Defines [`Stage`] from one list: the variants in order (numbered from 1, the value the child
+/// stores for the parent), and what each one was doing, for the error message.
+macro_rules! stages {
+    ($first:ident => $first_what:literal, $($name:ident => $what:literal,)*) => {
+        /// Where the child failed.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[repr(i32)]
+        enum Stage {
+            $first = 1,
+            $($name,)*
+        }
+
+        impl Stage {
+            /// Every stage, in order.
+            const ALL: &'static [Stage] = &[Stage::$first, $(Stage::$name,)*];
+
+            /// What the child was doing at this stage.
+            fn what(self) -> &'static str {
+                match self {
+                    Stage::$first => $first_what,
+                    $(Stage::$name => $what,)*
+                }
+            }
+        }
+    };
+}
+
+stages! {
+    Signals => "resetting signal dispositions",
+    Session => "starting a new session",
+    Cgroup => "joining the request cgroup",
+    Cwd => "changing to the working directory",
+    Stdio => "setting up standard streams",
+    Limits => "setting resource limits",
+    NoNewPrivs => "setting no_new_privs",
+    Landlock => "restricting with Landlock",
+    Filter => "installing the seccomp filter",
+    Listener => "handing over the seccomp listener",
+    Exec => "exec",
+    IdMap => "mapping the user and group ids into the new user namespace",
+    Network => "setting up the network namespace",
+    Mounts => "mounting in the new mount namespace",
+    Capabilities => "dropping capabilities",
+    Command => "starting the program under the namespaces' init",
+    Paths => "adding the namespace's own mounts to the Landlock rules",
 }
 
 impl Stage {
+    /// The stage the child stored as `n`.
     fn from_i32(n: i32) -> Option<Stage> {
-        use Stage::*;
-        [
-            Signals,
-            Session,
-            Cgroup,
-            Cwd,
-            Stdio,
-            Limits,
-            NoNewPrivs,
-            Landlock,
-            Filter,
-            Listener,
-            Exec,
-            IdMap,
-            Network,
-            Mounts,
-            Capabilities,
-            Command,
-            Paths,
-        ]
-        .into_iter()
-        .find(|s| *s as i32 == n)
-    }
-
-    fn what(self) -> &'static str {
-        match self {
-            Stage::Signals => "resetting signal dispositions",
-            Stage::Session => "starting a new session",
-            Stage::Cgroup => "joining the request cgroup",
-            Stage::Cwd => "changing to the working directory",
-            Stage::Stdio => "setting up standard streams",
-            Stage::Limits => "setting resource limits",
-            Stage::NoNewPrivs => "setting no_new_privs",
-            Stage::Landlock => "restricting with Landlock",
-            Stage::Filter => "installing the seccomp filter",
-            Stage::Listener => "handing over the seccomp listener",
-            Stage::Exec => "exec",
-            Stage::IdMap => "mapping the user and group ids into the new user namespace",
-            Stage::Network => "setting up the network namespace",
-            Stage::Mounts => "mounting in the new mount namespace",
-            Stage::Capabilities => "dropping capabilities",
-            Stage::Command => "starting the program under the namespaces' init",
-            Stage::Paths => "adding the namespace's own mounts to the Landlock rules",
-        }
+        Stage::ALL.iter().copied().find(|s| *s as i32 == n)
     }
 }
 
