@@ -801,3 +801,63 @@ fn a_killed_host_leaves_a_placeholder_git_works_with_and_the_next_job_removes() 
     assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
     assert!(!commondir.exists(), "the next job left the placeholder");
 }
+
+/// The lock file that guards protected path `p` (as `isolation.rs` names it).
+fn lock_file(p: &Path) -> std::path::PathBuf {
+    use sha2::Digest;
+    use std::os::unix::ffi::OsStrExt;
+    let digest = sha2::Sha256::digest(p.as_os_str().as_bytes());
+    let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    Path::new("/tmp/sandbox-locks").join(name)
+}
+
+#[test]
+fn protection_does_not_depend_on_tmpdir_and_an_unusable_lock_refuses_the_job() {
+    let ws = workspace();
+    git(ws.path(), &["init", "-q"]);
+    chmod_r(ws.path());
+    let dir = ws.path().canonicalize().unwrap();
+    let commondir = dir.join(".git/commondir");
+    // A TMPDIR the user cannot write (its lock directory could not be made there).
+    let unwritable = tempfile::tempdir().unwrap();
+    let attack =
+        "echo x > .git/commondir && echo wrote-commondir; touch .git/hooks/pre-commit && echo wrote-hook";
+    let run_as = |extra: &[&str]| {
+        let mut c = command(As::Nobody, SANDBOX);
+        c.args(["run", "--landlock", "off", "--profile", "shell"])
+            .args(extra)
+            .args(["--", "/bin/sh", "-c", attack])
+            .env("TMPDIR", unwritable.path())
+            .current_dir(&dir);
+        c.output().unwrap()
+    };
+    let o = run_as(&[]);
+    let (out, err) = text(&o);
+    assert!(
+        !out.contains("wrote-commondir") && !out.contains("wrote-hook"),
+        "{out}{err}"
+    );
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert!(!commondir.exists());
+    // Control: without the namespaces both are written.
+    let o = run_as(&["--isolation", "off"]);
+    let (out, err) = text(&o);
+    assert!(
+        out.contains("wrote-commondir") && out.contains("wrote-hook"),
+        "{out}{err}"
+    );
+    fs::remove_file(&commondir).unwrap();
+    fs::remove_file(dir.join(".git/hooks/pre-commit")).unwrap();
+    // Another user made the lock file unusable: the job is refused, not run unprotected.
+    let lock = lock_file(&commondir);
+    let _ = fs::remove_file(&lock);
+    fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    fs::File::create(&lock).unwrap();
+    fs::set_permissions(&lock, fs::Permissions::from_mode(0o000)).unwrap();
+    let o = run_as(&[]);
+    let (out, err) = text(&o);
+    fs::remove_file(&lock).unwrap();
+    assert_eq!(o.status.code(), Some(125), "{out}{err}");
+    assert!(err.contains("cannot take the lock that protects"), "{err}");
+    assert!(!commondir.exists());
+}

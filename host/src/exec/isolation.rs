@@ -263,8 +263,8 @@ fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<()> {
     }
 }
 
-/// A job's hold on a protected path: a shared lock on the path's lock file (below a private
-/// per-user directory) for as long as the job runs. Every job that covers the path holds one,
+/// A job's hold on a protected path: a shared lock on the path's lock file (in [`LOCK_DIR`],
+/// shared by every user) for as long as the job runs. Every job that covers the path holds one,
 /// in this host or another, so the placeholder one of them made for a missing path is removed
 /// by the last, never under a job that still covers it.
 #[derive(Debug)]
@@ -365,11 +365,15 @@ fn placeholder_text(path: &Path) -> &'static [u8] {
     }
 }
 
-/// `$TMPDIR_or_/tmp/sandbox-locks`: one directory for every user (mode 1777, like `/tmp`),
-/// since users working in one repository must see one another's holds.
+/// Where every host keeps its holds: one directory for every user (mode 1777, like `/tmp`),
+/// since users working in one repository must see one another's holds. Not below `TMPDIR`,
+/// which differs between users (pam_tmpdir) and hosts.
+const LOCK_DIR: &str = "/tmp/sandbox-locks";
+
+/// [`LOCK_DIR`], created if missing, checked to be a directory with mode 1777.
 fn lock_dir() -> std::io::Result<PathBuf> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let dir = std::env::temp_dir().join("sandbox-locks");
+    let dir = PathBuf::from(LOCK_DIR);
     match std::fs::create_dir(&dir) {
         Ok(()) => std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -535,11 +539,20 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
     }
     let mut read_only = Vec::new();
     for p in protect {
-        let covered = Hold::take(&p).and_then(|hold| {
-            let target = hold.cover(&p, p.ends_with("hooks"))?;
-            holds.push(hold);
-            Ok(target)
-        });
+        // Without the hold another job could remove a placeholder under this one (which
+        // detaches the read-only mount over it): a hold that cannot be taken refuses the job,
+        // whatever the reason (a lock directory or file another user made unusable).
+        let hold = Hold::take(&p).map_err(|e| {
+            Refusal::new(
+                "isolation",
+                format!(
+                    "cannot take the lock that protects `{}` (in {LOCK_DIR}): {e}",
+                    p.display()
+                ),
+            )
+        })?;
+        let covered = hold.cover(&p, p.ends_with("hooks"));
+        holds.push(hold);
         let target = match covered {
             Ok(Some(t)) => t,
             Ok(None) => continue,
