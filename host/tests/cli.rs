@@ -2,6 +2,9 @@
 //! host's outer filter alone, which still stops sockets, file writes and exec under `minimal`;
 //! without the option a static program is refused.
 
+mod common;
+
+use common::SANDBOX;
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
@@ -247,8 +250,6 @@ fn confine_reports_how_the_static_program_was_confined() {
     );
 }
 
-const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
-
 /// `bash -c SCRIPT` as agents start it: only PATH, HOME and LANG, no terminal, stdin /dev/null.
 /// `SANDBOX` in the script is the sandbox binary; `extra` adds variables.
 fn bare_bash(script: &str, extra: &[(&str, &str)]) -> Output {
@@ -429,15 +430,8 @@ fn env_refuses_hostile_lists_and_changes_nothing() {
 /// Runs the sandbox binary with `args` as uid/gid 65534 (HOME unwritable, so the preload goes
 /// to a fresh temporary directory), in a bare environment, stdin /dev/null.
 fn sandbox_as_nobody(args: &[&str]) -> Output {
-    Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(SANDBOX)
+    common::sandbox(common::As::Nobody)
         .args(args)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", "/nonexistent")
-        .env("LANG", "C.UTF-8")
-        .stdin(Stdio::null())
         .output()
         .expect("setpriv (util-linux)")
 }

@@ -10,44 +10,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 
-const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
+mod common;
 
-/// Who runs the sandbox: root, or uid 65534 through setpriv.
-#[derive(Clone, Copy, Debug)]
-enum As {
-    Root,
-    Nobody,
-}
-
-const BOTH: [As; 2] = [As::Root, As::Nobody];
-
-fn command(who: As, program: &str) -> Command {
-    let mut c = match who {
-        As::Root => Command::new(program),
-        As::Nobody => {
-            let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--",
-                program,
-            ]);
-            c
-        }
-    };
-    let home = match who {
-        As::Root => "/root",
-        As::Nobody => "/nonexistent",
-    };
-    c.env_clear()
-        .env("PATH", PATH)
-        .env("HOME", home)
-        .env("LANG", "C.UTF-8")
-        .stdin(Stdio::null());
-    c
-}
+use common::{command, As, BOTH, PATH, SANDBOX};
 
 /// `sandbox run ARGS` as `who` in `cwd`, with Landlock off unless ARGS say otherwise.
 fn run(who: As, cwd: &Path, args: &[&str]) -> Output {

@@ -8,25 +8,19 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
+mod common;
+
+use common::{As, SANDBOX};
 
 /// `sandbox ARGS` in a bare environment, from `dir`, optionally as nobody.
 fn sandbox_in(dir: &Path, args: &[&str], nobody: bool) -> Output {
-    let mut c = if nobody {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-            .arg(SANDBOX);
-        c
-    } else {
-        Command::new(SANDBOX)
-    };
+    let who = if nobody { As::Nobody } else { As::Root };
+    let mut c = common::sandbox(who);
+    if nobody {
+        c.env("HOME", dir);
+    }
     c.args(args)
         .current_dir(dir)
-        .env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-        .env("HOME", if nobody { dir } else { Path::new("/root") })
-        .env("LANG", "C.UTF-8")
-        .stdin(Stdio::null())
         .output()
         .expect("sandbox runs")
 }

@@ -9,7 +9,9 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
-const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
+mod common;
+
+use common::As;
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -24,12 +26,10 @@ enum Runner {
     Library,
 }
 
-/// The command agents start, in their bare environment.
+/// The command agents start, in their bare environment (see `common::command`) from /tmp.
 fn bare(c: &mut Command) -> &mut Command {
-    c.env_clear()
-        .env("PATH", "/usr/bin:/bin")
+    c.env("PATH", "/usr/bin:/bin")
         .env("HOME", "/tmp")
-        .env("LANG", "C.UTF-8")
         .current_dir("/tmp")
 }
 
@@ -44,22 +44,12 @@ fn run(runner: Runner, request: &Value) -> Value {
         Runner::Library => run_json(line.as_bytes()).0,
         Runner::Exec | Runner::ExecAsNobody | Runner::Serve => {
             let mut c = match runner {
-                Runner::ExecAsNobody => {
-                    let mut c = Command::new("setpriv");
-                    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-                        .args([SANDBOX, "exec", "--json"]);
-                    c
-                }
-                Runner::Serve => {
-                    let mut c = Command::new(SANDBOX);
-                    c.arg("serve");
-                    c
-                }
-                _ => {
-                    let mut c = Command::new(SANDBOX);
-                    c.args(["exec", "--json"]);
-                    c
-                }
+                Runner::ExecAsNobody => common::sandbox(As::Nobody),
+                _ => common::sandbox(As::Root),
+            };
+            match runner {
+                Runner::Serve => c.arg("serve"),
+                _ => c.args(["exec", "--json"]),
             };
             let mut child = bare(&mut c)
                 .stdin(Stdio::piped())

@@ -8,12 +8,14 @@
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_sandbox");
+mod common;
+
+use common::{As, BOTH};
 
 /// A loopback HTTP listener on the host that counts connections and answers `reached`.
 struct Listener {
@@ -46,35 +48,17 @@ impl Listener {
     }
 }
 
-/// Who runs `sandbox`: root (as CI does) or an unprivileged user.
-#[derive(Clone, Copy, Debug)]
-enum As {
-    Root,
-    Nobody,
-}
-
 /// Who the protection tests run as: root passes permission checks, so each also runs as an
 /// unprivileged user.
-const WHO: [As; 2] = [As::Root, As::Nobody];
+const WHO: [As; 2] = BOTH;
 
 fn sandbox(who: As, args: &[&str]) -> Output {
-    let mut c = match who {
-        As::Root => Command::new(BIN),
-        As::Nobody => {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
-            c
-        }
-    };
-    c.env_clear()
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+    common::sandbox(who)
         .env("HOME", "/tmp")
-        .env("LANG", "C.UTF-8")
         .current_dir("/tmp")
         .arg(args[0])
         .arg("--allow-root")
         .args(&args[1..])
-        .stdin(Stdio::null())
         .output()
         .unwrap()
 }
@@ -377,21 +361,11 @@ fn exec_json(request: &str) -> Value {
 }
 
 fn exec_json_as(who: As, request: &str) -> Value {
-    let mut c = match who {
-        As::Root => Command::new(BIN),
-        As::Nobody => {
-            let mut c = Command::new("setpriv");
-            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", BIN]);
-            c
-        }
-    };
-    let mut child = c
+    let mut child = common::sandbox(who)
         .args(["exec", "--json"])
         .current_dir("/tmp")
-        .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", "/tmp")
-        .env("LANG", "C.UTF-8")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

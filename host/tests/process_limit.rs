@@ -8,18 +8,17 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
+mod common;
+
+use common::{As, SANDBOX};
 
 /// `sandbox exec --json` as uid 65534 (the kernel exempts root from RLIMIT_NPROC).
 fn exec_as_nobody(request: &Value, dir: &std::path::Path) -> Value {
-    let mut child = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .args([SANDBOX, "exec", "--json"])
+    let mut child = common::sandbox(As::Nobody)
+        .args(["exec", "--json"])
         .current_dir(dir)
-        .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", dir)
-        .env("LANG", "C.UTF-8")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -717,3 +717,75 @@ fn constants_missing_from_libc_match_the_c_headers() {
         );
     }
 }
+
+/// The constant tables of docs/reference.md (section 5), written by hand, list exactly the
+/// constants of `consts` with their values on both architectures.
+#[test]
+fn reference_doc_lists_every_constant_with_its_value() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/reference.md");
+    let doc = std::fs::read_to_string(path).unwrap();
+    let start = doc
+        .find("## 5. Constants")
+        .expect("section 5 of docs/reference.md");
+    let section = &doc[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    // Values are written in hex (`0x40`) or, for some flags, octal (`0o40000`), or decimal.
+    let number = |cell: &str| {
+        let v = cell.trim().trim_matches('`');
+        let parsed = if let Some(h) = v.strip_prefix("0x") {
+            u64::from_str_radix(h, 16)
+        } else if let Some(o) = v.strip_prefix("0o") {
+            u64::from_str_radix(o, 8)
+        } else {
+            v.parse()
+        };
+        parsed.unwrap_or_else(|e| panic!("docs/reference.md: `{v}`: {e}"))
+    };
+    let mut listed = std::collections::BTreeMap::new();
+    for line in section.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').collect();
+        let mut rows = Vec::new();
+        match cells.len() {
+            // name | value | | name | value: the same on both architectures.
+            5 => {
+                rows.push((cells[0], number(cells[1]), number(cells[1])));
+                if !cells[3].trim().is_empty() {
+                    rows.push((cells[3], number(cells[4]), number(cells[4])));
+                }
+            }
+            // name | x86_64 | aarch64
+            3 => rows.push((cells[0], number(cells[1]), number(cells[2]))),
+            _ => panic!("unexpected row in docs/reference.md: {line}"),
+        }
+        for (name, x86, arm) in rows {
+            let name = name.trim().trim_matches('`');
+            assert!(
+                listed.insert(name.to_string(), (x86, arm)).is_none(),
+                "{name} listed twice"
+            );
+        }
+    }
+    let expected: std::collections::BTreeMap<String, (u64, u64)> = consts::constants(Arch::X86_64)
+        .map(|(name, x86)| {
+            let arm = consts::constant(Arch::Aarch64, name).expect("every constant on aarch64");
+            (name.to_string(), (x86, arm))
+        })
+        .collect();
+    let mut wrong = Vec::new();
+    for (name, values) in &expected {
+        if listed.get(name) != Some(values) {
+            wrong.push(format!(
+                "{name} should be {values:#x?}, is {:#x?}",
+                listed.get(name)
+            ));
+        }
+    }
+    for name in listed.keys().filter(|n| !expected.contains_key(*n)) {
+        wrong.push(format!("{name} is not a constant"));
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/reference.md section 5: {}",
+        wrong.join("; ")
+    );
+}

@@ -121,7 +121,7 @@ fn unique(tag: &str) -> String {
     format!("{tag}-{}-{nanos}", std::process::id())
 }
 
-// ---- seed 001 section 8 ----
+// ---- argv is not a command line; bad requests are refused ----
 
 #[test]
 fn metacharacters_are_not_interpreted() {

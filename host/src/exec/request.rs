@@ -1,5 +1,5 @@
 //! The exec request: its fields, their defaults and bounds, and validation that names the
-//! offending field and the reason (seed 001 section 2, plus code-injecting variables).
+//! offending field and the reason (code-injecting variables such as `LD_PRELOAD` included).
 
 use super::env;
 use super::isolation::Mode as IsolationMode;

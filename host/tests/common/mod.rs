@@ -1,0 +1,61 @@
+//! What the integration tests share: running a program as root or as an unprivileged user
+//! (uid and gid 65534 through `setpriv`), the way agents run things: a bare environment (PATH,
+//! HOME, LANG only), stdin from /dev/null.
+//!
+//! Each test binary compiles this module on its own and uses part of it.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::process::{Command, Stdio};
+
+/// The `sandbox` binary under test.
+pub const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
+
+/// The uid and gid of the unprivileged runs.
+pub const NOBODY: u32 = 65534;
+
+/// The PATH of the bare environment.
+pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Who runs a command: root (this test's own user) or uid 65534, which permission checks do
+/// not exempt, so a protection test runs as both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum As {
+    Root,
+    Nobody,
+}
+
+/// Both users, root first.
+pub const BOTH: [As; 2] = [As::Root, As::Nobody];
+
+/// `program` run as `who` in a bare environment: PATH [`PATH`], LANG C.UTF-8, HOME `/root` for
+/// root and `/nonexistent` (not writable) for uid 65534, stdin /dev/null. Callers add arguments
+/// and may override any of these.
+pub fn command(who: As, program: impl AsRef<OsStr>) -> Command {
+    let mut c = match who {
+        As::Root => Command::new(program),
+        As::Nobody => {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+                .arg(program);
+            c
+        }
+    };
+    c.env_clear()
+        .env("PATH", PATH)
+        .env("LANG", "C.UTF-8")
+        .env(
+            "HOME",
+            match who {
+                As::Root => "/root",
+                As::Nobody => "/nonexistent",
+            },
+        )
+        .stdin(Stdio::null());
+    c
+}
+
+/// The `sandbox` binary run as `who`, as [`command`] sets it up.
+pub fn sandbox(who: As) -> Command {
+    command(who, SANDBOX)
+}
