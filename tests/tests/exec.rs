@@ -1261,3 +1261,45 @@ fn a_host_holding_more_descriptors_than_the_request_limit_still_spawns() {
     assert_eq!(res.stdout, "spawned\n", "{res:?}");
     drop(held);
 }
+
+#[test]
+fn each_program_of_a_process_that_execs_is_named_for_its_own_refused_calls() {
+    // One process, three executables in turn (the last exec made by a second thread): the
+    // supervisor may keep a thread's executable between refused calls, never across an exec.
+    let dir = tempfile::tempdir().unwrap();
+    let src = "#include <pthread.h>\n#include <stdlib.h>\n#include <string.h>\n\
+               #include <sys/socket.h>\n#include <sys/syscall.h>\n#include <unistd.h>\n\
+               static char **next;\n\
+               static void *in_thread(void *a) { (void)a; execv(next[0], next); return 0; }\n\
+               int main(int argc, char **argv) {\n\
+                 for (int i = 0; i < atoi(argv[1]); i++) syscall(SYS_socket, AF_INET, SOCK_STREAM, 0);\n\
+                 if (argc < 4) return 0;\n\
+                 next = argv + 3;\n\
+                 if (!strcmp(argv[2], \"thread\")) {\n\
+                   pthread_t t; pthread_create(&t, 0, in_thread, 0); pthread_join(t, 0);\n\
+                 } else execv(next[0], next);\n\
+                 return 9;\n\
+               }\n";
+    let a = sandbox_tests::compile_c(dir.path(), "exec_a", src, sandbox_tests::Build::Dynamic);
+    let b = dir.path().join("exec_b");
+    let c = dir.path().join("exec_c");
+    std::fs::copy(&a, &b).unwrap();
+    std::fs::copy(&a, &c).unwrap();
+    let (a, b, c) = (
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        c.to_str().unwrap(),
+    );
+    for _ in 0..3 {
+        let mut r = req(&[a, "3", "main", b, "2", "thread", c, "1"]);
+        r.profile = "shell".into();
+        let res = run(&r);
+        assert_eq!(res.exit_code, Some(0), "{res:?}");
+        let seen: Vec<(&str, u64)> = res
+            .violations
+            .iter()
+            .map(|v| (v.program.as_deref().unwrap_or("?"), v.count))
+            .collect();
+        assert_eq!(seen, [(a, 3), (b, 2), (c, 1)], "{res:?}");
+    }
+}

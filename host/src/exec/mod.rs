@@ -14,6 +14,7 @@ mod cgroup1;
 mod clone;
 mod contain;
 pub mod env;
+pub(crate) mod exec_events;
 mod hits;
 pub mod isolation;
 pub mod json;

@@ -3,13 +3,16 @@
 //! holds the filter's listener, reads which call it was. A spawner thread's listener serves
 //! every request of its profile ([`supervise`] traces each process back to its request: its
 //! cgroup, or its chain of parents); a filter attached in the child has a listener per request
-//! ([`Notifier`]). Every refused call is counted per (call, program) in a bounded [`Tally`].
+//! ([`Notifier`]). Every refused call is counted per (call, program) in a bounded [`Tally`]; a
+//! supervisor that receives exec events keeps a thread's program between its refused calls
+//! (see [`super::exec_events`]), so repeating one costs a round trip and no /proc read.
 //! Then, by the request's [`Response`]: deny and report (the call fails with an errno and the
 //! program goes on), or kill (the host ends the process that made it with SIGSYS, as the trap
 //! action would; SIGKILL when the program has blocked, ignored or caught SIGSYS, or was already
 //! sent one). The call never runs, and the channel is the kernel's: nothing the program prints
 //! can forge it. Only refused calls reach the host: allowed ones never leave the filter.
 
+use super::exec_events::{Drained, ExecEvents};
 use std::collections::HashMap;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -124,17 +127,17 @@ fn program_of(pid: u32) -> Option<String> {
         .map(|p| p.display().to_string())
 }
 
-/// Applies `response` to one waiting call, after counting it in `tally`.
+/// Applies `response` to one waiting call of `program`, after counting it in `tally`.
 fn respond(
     fd: RawFd,
     n: &libc::seccomp_notif,
     response: Response,
+    program: Option<String>,
     main: Option<&MainProgram>,
     tally: &mut Tally,
     signalled: &mut Vec<i32>,
 ) {
     let nr = n.data.nr as u32;
-    let program = program_of(n.pid);
     match response {
         Response::Errno(e) => {
             tally.record(nr, program, n.data.args);
@@ -216,6 +219,7 @@ impl Notifier {
             self.fd.as_raw_fd(),
             &n,
             self.response,
+            program_of(n.pid),
             Some(&self.main),
             &mut self.tally,
             &mut self.signalled,
@@ -400,10 +404,22 @@ const UNCLAIMED: Duration = Duration::from_millis(500);
 /// Threads the supervisor has already traced to their request, so that a program repeating a
 /// refused call costs one lookup instead of reading /proc each time. Each entry holds a pidfd
 /// of the thread: while it has not exited, its id cannot belong to another thread. An entry
-/// whose request has finished (only this cache still holds its slot) is dropped.
+/// whose request has finished (only this cache still holds its slot) is dropped. With exec
+/// events, an entry also keeps the thread's executable until its process execs again.
 #[derive(Default)]
 struct Known {
-    map: HashMap<i32, (Arc<Slot>, OwnedFd)>,
+    map: HashMap<i32, KnownThread>,
+    events: Option<ExecEvents>,
+}
+
+/// One traced thread.
+struct KnownThread {
+    slot: Arc<Slot>,
+    pidfd: OwnedFd,
+    /// Its thread group (exec events name groups).
+    tgid: i32,
+    /// Its executable, read while one of its calls waited, and no exec of its group since.
+    program: Option<String>,
 }
 
 /// Threads remembered at most (one descriptor each); the cache starts over when full.
@@ -413,7 +429,7 @@ const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
 
 impl Known {
     fn get(&mut self, tid: i32) -> Option<Arc<Slot>> {
-        let (slot, pidfd) = self.map.get(&tid)?;
+        let KnownThread { slot, pidfd, .. } = self.map.get(&tid)?;
         let mut p = libc::pollfd {
             fd: pidfd.as_raw_fd(),
             events: libc::POLLIN,
@@ -434,15 +450,62 @@ impl Known {
         if fd < 0 {
             return;
         }
+        // SAFETY: fd was just opened and belongs to nobody else.
+        let pidfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as RawFd) };
+        // The id is still that thread's (its call waits): its group, read after the pidfd.
+        let Some(tgid) = status_field(tid, "Tgid:").and_then(|t| t.parse().ok()) else {
+            return;
+        };
         // Entries of finished requests hold descriptors for nothing: they go first, so the
         // cache holds at most the threads of running requests (and never more than the cap).
-        self.map.retain(|_, (slot, _)| Arc::strong_count(slot) > 1);
+        self.map.retain(|_, t| Arc::strong_count(&t.slot) > 1);
         if self.map.len() >= KNOWN_MAX {
             self.map.clear();
         }
-        // SAFETY: fd was just opened and belongs to nobody else.
-        let pidfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as RawFd) };
-        self.map.insert(tid, (Arc::clone(slot), pidfd));
+        self.map.insert(
+            tid,
+            KnownThread {
+                slot: Arc::clone(slot),
+                pidfd,
+                tgid,
+                program: None,
+            },
+        );
+    }
+
+    /// The executable of `tid`, whose call waits: the one kept for it when no exec of its
+    /// process came since (every exec before its call is queued by now), else read.
+    fn program(&mut self, tid: i32) -> Option<String> {
+        let mut trusted = false;
+        if let Some(events) = &mut self.events {
+            let map = &mut self.map;
+            let drained = events.drain(|pid, tgid| {
+                for (t, known) in map.iter_mut() {
+                    if *t == pid || *t == tgid || known.tgid == tgid {
+                        known.program = None;
+                    }
+                }
+            });
+            if let Drained::Lost = drained {
+                map.values_mut().for_each(|t| t.program = None);
+            }
+            if let Some(t) = map.get(&tid) {
+                events.traced(t.tgid);
+            }
+            trusted = events.confirmed();
+        }
+        if trusted {
+            if let Some(p) = self.map.get(&tid).and_then(|t| t.program.clone()) {
+                return Some(p);
+            }
+        }
+        let program = program_of(tid as u32);
+        if trusted {
+            if let Some(t) = self.map.get_mut(&tid) {
+                t.program = program.clone();
+            }
+        }
+        program
     }
 }
 
@@ -459,7 +522,10 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
             sync_wake_up(fd);
             let mut pending: Vec<(libc::seccomp_notif, Instant)> = Vec::new();
             let mut orphans: Vec<i32> = Vec::new();
-            let mut known = Known::default();
+            let mut known = Known {
+                events: ExecEvents::open(),
+                ..Known::default()
+            };
             loop {
                 if pending.is_empty() {
                     // Nothing waits for a claim: block in the kernel until a call comes (one
@@ -515,7 +581,16 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
                         Some(slot) => {
                             let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
                             let (tally, signalled) = &mut *state;
-                            respond(fd, c, slot.response, slot.main.get(), tally, signalled);
+                            let program = known.program(pid);
+                            respond(
+                                fd,
+                                c,
+                                slot.response,
+                                program,
+                                slot.main.get(),
+                                tally,
+                                signalled,
+                            );
                             false
                         }
                         None if since.elapsed() > UNCLAIMED => {
