@@ -319,6 +319,65 @@ int main(int argc, char **argv) {
         printf("REEXEC LD_PRELOAD=%s\n", getenv("LD_PRELOAD") ? getenv("LD_PRELOAD") : "(unset)");
         return tcp_connect(atoi(a));
     }
+    if (!strcmp(m, "signal")) {
+        /* kill or tgkill (A) aimed at process B with signal C. */
+        int pid = atoi(b), sig = atoi(c);
+        if (!strcmp(a, "kill")) say("kill", kill(pid, sig));
+        else say("tgkill", syscall(SYS_tgkill, pid, pid, sig));
+        return 0;
+    }
+    if (!strcmp(m, "procmem")) {
+        /* Writes 666 into process A's memory at address B through /proc/A/mem. */
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%s/mem", a);
+        int fd = open(path, O_RDWR);
+        say("open(/proc/PID/mem, O_RDWR)", fd);
+        if (fd < 0) return 0;
+        long v = 666;
+        say("pwrite(/proc/PID/mem)", pwrite(fd, &v, sizeof v, (off_t)strtoul(b, NULL, 0)));
+        return 0;
+    }
+    if (!strcmp(m, "environ")) {
+        /* Prints process A's environment, as an attacker collecting its secrets would. */
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%s/environ", a);
+        int fd = open(path, O_RDONLY);
+        say("open(/proc/PID/environ)", fd);
+        if (fd < 0) return 0;
+        static char buf[65536];
+        ssize_t n = read(fd, buf, sizeof buf - 1);
+        say("read(/proc/PID/environ)", n);
+        for (ssize_t i = 0; i < n; i++) if (!buf[i]) buf[i] = ' ';
+        if (n > 0) { buf[n] = 0; printf("ENVIRON %s\n", buf); }
+        return 0;
+    }
+    if (!strcmp(m, "open-rw")) {
+        /* Opens file A for writing without writing: the capability is the effect. */
+        say("open(O_RDWR)", open(a, O_RDWR));
+        return 0;
+    }
+    if (!strcmp(m, "daemon") || !strcmp(m, "daemon-stay")) {
+        /* Leaves a double-forked process in its own session behind (argv carries the test's
+         * mark); with daemon-stay the program itself then waits forever. */
+        pid_t p = fork();
+        say("fork", p);
+        if (p == 0) {
+            say("setsid", setsid());
+            if (fork() == 0) {
+                /* A daemon closes its streams: nobody waits for it through a pipe. */
+                int null = open("/dev/null", O_RDWR);
+                dup2(null, 0);
+                dup2(null, 1);
+                dup2(null, 2);
+                for (;;) pause();
+            }
+            _exit(0);
+        }
+        if (p > 0) waitpid(p, NULL, 0);
+        printf("DAEMON LEFT\n");
+        if (!strcmp(m, "daemon-stay")) for (;;) pause();
+        return 0;
+    }
     fprintf(stderr, "unknown mode %s\n", m);
     return 2;
 }
@@ -563,6 +622,8 @@ struct Job<'a> {
     /// A descriptor limit: the request's `limits.nofile`, or for `sandbox run` (which passes
     /// its own limit on) the host's soft limit.
     nofile: Option<u64>,
+    /// The wall-clock limit, in seconds.
+    timeout: u32,
 }
 
 impl<'a> Job<'a> {
@@ -573,6 +634,7 @@ impl<'a> Job<'a> {
             prog,
             args: args.iter().map(|a| a.to_string()).collect(),
             nofile: None,
+            timeout: 30,
         }
     }
 
@@ -587,7 +649,7 @@ impl<'a> Job<'a> {
         if self.variant == Variant::Static {
             r.static_binary = StaticBinaryAction::Confine;
         }
-        r.timeout_s = 30.0;
+        r.timeout_s = self.timeout.into();
         r.limits.nofile = self.nofile;
         r
     }
@@ -645,7 +707,12 @@ impl<'a> Job<'a> {
     fn run_cli(&self) -> Ran {
         let mut cmd = Command::new(SANDBOX);
         cmd.args(["run", "--profile", self.profile, "--on-violation", "kill"])
-            .args(["--allow-root", "--verbose", "--timeout", "30"]);
+            .args([
+                "--allow-root",
+                "--verbose",
+                "--timeout",
+                &self.timeout.to_string(),
+            ]);
         if self.variant == Variant::Static {
             cmd.args(["--static-binary", "confine"]);
         }
@@ -711,6 +778,7 @@ fn bare(cmd: &mut Command) -> &mut Command {
 /// One `sandbox serve` for the whole test binary: requests get ids, a reader thread hands each
 /// result line to the request that waits for it. It exits when this process does (EOF).
 struct Server {
+    pid: u32,
     stdin: Mutex<ChildStdin>,
     waiting: Arc<Mutex<HashMap<String, Sender<Value>>>>,
     next: AtomicU64,
@@ -725,6 +793,7 @@ fn server() -> &'static Server {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("sandbox serve");
+        let pid = child.id();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let waiting: Arc<Mutex<HashMap<String, Sender<Value>>>> = Arc::default();
@@ -745,6 +814,7 @@ fn server() -> &'static Server {
             let _ = child.wait();
         });
         Server {
+            pid,
             stdin: Mutex::new(stdin),
             waiting,
             next: AtomicU64::new(0),
@@ -1631,6 +1701,306 @@ fn fcntl_and_ioctl_route_no_signal_to_another_process() {
                     assert!(ran.success(), "{what}");
                     let refused = format!("{owner_call}: ret=-1 errno={}", libc::EPERM);
                     assert!(ran.stdout.contains(&refused), "{what}");
+                }
+            }
+        }
+    });
+}
+
+/// Every built-in profile that installs a filter.
+const FILTERING: [&str; 6] = [
+    "minimal",
+    "network",
+    "write",
+    "no-exec",
+    "shell",
+    "shell-network",
+];
+
+/// How many times this process got SIGUSR2 (the signal the attacks aim at the agent).
+static AGENT_SIGNALS: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn count_signal(_: libc::c_int) {
+    AGENT_SIGNALS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// This process (the agent that asks for runs) counts SIGUSR2 instead of dying of it.
+fn agent_counts_signals() {
+    static ONCE: OnceLock<()> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let handler: extern "C" fn(libc::c_int) = count_signal;
+        // SAFETY: the handler only does an atomic add, which is async-signal-safe.
+        let old = unsafe { libc::signal(libc::SIGUSR2, handler as libc::sighandler_t) };
+        assert_ne!(old, libc::SIG_ERR, "{}", std::io::Error::last_os_error());
+    });
+}
+
+/// Waits until `pid` has a signal pending or is a zombie, for at most `ms` milliseconds.
+fn signalled_within(pid: u32, ms: u64) -> bool {
+    for _ in 0..ms / 10 {
+        if got_a_fatal_signal(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    got_a_fatal_signal(pid)
+}
+
+/// `kill` and `tgkill` from the sandbox, aimed at a process the program did not start (with
+/// SIGKILL), at the agent (this process, with SIGUSR2, which it counts), and through `serve`
+/// at the serve host itself (SIGKILL): none arrives under any filtering profile.
+#[test]
+fn kill_and_tgkill_reach_no_process_outside() {
+    agent_counts_signals();
+    let me = std::process::id().to_string();
+    for route in ["kill", "tgkill"] {
+        let mut victim = Sleeper::new();
+        let pid = victim.pid().to_string();
+        let sig = libc::SIGKILL.to_string();
+        let c = control(attack(Variant::Dynamic), &["signal", route, &pid, &sig]);
+        assert!(
+            signalled_within(victim.pid(), 1000),
+            "{route} kills unsandboxed: {c:?}"
+        );
+        assert_eq!(victim.0.wait().unwrap().signal(), Some(libc::SIGKILL));
+        let before = AGENT_SIGNALS.load(Ordering::SeqCst);
+        let usr2 = libc::SIGUSR2.to_string();
+        let c = control(attack(Variant::Dynamic), &["signal", route, &me, &usr2]);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(AGENT_SIGNALS.load(Ordering::SeqCst), before + 1, "{c:?}");
+    }
+    let before = AGENT_SIGNALS.load(Ordering::SeqCst);
+    every_runner(|r| {
+        let kill = libc::SIGKILL.to_string();
+        let usr2 = libc::SIGUSR2.to_string();
+        for profile in FILTERING {
+            for v in BOTH {
+                for route in ["kill", "tgkill"] {
+                    let victim = Sleeper::new();
+                    let pid = victim.pid().to_string();
+                    let ran = sandboxed(
+                        r,
+                        &format!("{route} SIGKILL to a process outside"),
+                        profile,
+                        v,
+                        &["signal", route, &pid, &kill],
+                    );
+                    assert!(
+                        !got_a_fatal_signal(victim.pid()),
+                        "{profile} {v:?}: {ran:?}"
+                    );
+                    sandboxed(
+                        r,
+                        &format!("{route} to the agent"),
+                        profile,
+                        v,
+                        &["signal", route, &me, &usr2],
+                    );
+                    if r == Runner::Serve {
+                        let host = server().pid.to_string();
+                        let ran = sandboxed(
+                            r,
+                            &format!("{route} SIGKILL to the serve host"),
+                            profile,
+                            v,
+                            &["signal", route, &host, &kill],
+                        );
+                        assert!(
+                            !got_a_fatal_signal(server().pid),
+                            "{profile} {v:?}: {ran:?}"
+                        );
+                    }
+                }
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        AGENT_SIGNALS.load(Ordering::SeqCst),
+        before,
+        "a sandboxed program signalled the agent"
+    );
+}
+
+/// The agent's value the `/proc/PID/mem` attack aims at.
+static AGENT_MEM_VALUE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(42);
+
+/// `open("/proc/PID/mem", O_RDWR)` and `pwrite` into a victim's memory and into the agent's:
+/// code execution outside the sandbox if it worked.
+#[test]
+fn proc_pid_mem_writes_no_other_process() {
+    let victim = Victim::start();
+    let c = control(
+        attack(Variant::Dynamic),
+        &["procmem", &victim.pid, &victim.addr],
+    );
+    assert_eq!(
+        victim.value(),
+        "666",
+        "/proc/PID/mem writes unsandboxed: {c:?}"
+    );
+    let me = std::process::id().to_string();
+    let addr = format!("{:p}", &AGENT_MEM_VALUE);
+    every_runner(|r| {
+        for profile in FILTERING {
+            for v in BOTH {
+                let victim = Victim::start();
+                let ran = sandboxed(
+                    r,
+                    "/proc/PID/mem write (another process)",
+                    profile,
+                    v,
+                    &["procmem", &victim.pid, &victim.addr],
+                );
+                assert_eq!(victim.value(), "42", "{profile} {v:?}: {ran:?}");
+                let ran = sandboxed(
+                    r,
+                    "/proc/PID/mem write (the agent)",
+                    profile,
+                    v,
+                    &["procmem", &me, &addr],
+                );
+                assert_eq!(
+                    AGENT_MEM_VALUE.load(Ordering::SeqCst),
+                    42,
+                    "{profile} {v:?}: {ran:?}"
+                );
+            }
+        }
+    });
+}
+
+/// `/proc/PID/environ` of a process outside the sandbox (the agent's API keys): unreadable.
+#[test]
+fn proc_pid_environ_of_another_process_is_unreadable() {
+    let secret = format!("ESCAPE_SECRET=sk-{}-{}", std::process::id(), line!());
+    let start = || {
+        let (k, v) = secret.split_once('=').unwrap();
+        Sleeper(Command::new("sleep").arg("1000").env(k, v).spawn().unwrap())
+    };
+    let victim = start();
+    let c = control(
+        attack(Variant::Dynamic),
+        &["environ", &victim.pid().to_string()],
+    );
+    assert!(
+        c.stdout.contains(&secret),
+        "environ is readable unsandboxed: {c:?}"
+    );
+    every_runner(|r| {
+        let victim = start();
+        let pid = victim.pid().to_string();
+        for profile in FILTERING {
+            for v in BOTH {
+                let ran = sandboxed(
+                    r,
+                    "/proc/PID/environ of another process",
+                    profile,
+                    v,
+                    &["environ", &pid],
+                );
+                assert!(!ran.stdout.contains(&secret), "{profile} {v:?}: {ran:?}");
+                assert!(!ran.stdout.contains("ENVIRON "), "{profile} {v:?}: {ran:?}");
+            }
+        }
+    });
+}
+
+/// The extracted `libsandbox.so` that later `sandbox env` users load: no sandboxed program may
+/// open it for writing (opened only; nothing is written, here or in the control).
+#[test]
+fn the_extracted_preload_cannot_be_opened_for_writing() {
+    let so = sandbox_host::extract::extracted().expect("extracting the preload");
+    let so = path_str(&so).to_string();
+    let c = control(attack(Variant::Dynamic), &["open-rw", &so]);
+    let opened = c
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("open(O_RDWR): ret=") && !l.contains("errno"));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(
+            opened,
+            "root opens the 0444 library for writing unsandboxed: {c:?}"
+        );
+    }
+    every_runner(|r| {
+        for profile in FILTERING {
+            for v in BOTH {
+                let ran = sandboxed(
+                    r,
+                    "open the extracted libsandbox.so O_RDWR",
+                    profile,
+                    v,
+                    &["open-rw", &so],
+                );
+                assert!(
+                    ran.killed_by_sigsys() || ran.stdout.contains("open(O_RDWR): ret=-1"),
+                    "{profile} {v:?}: {ran:?}"
+                );
+            }
+        }
+    });
+}
+
+/// Processes whose command line contains `mark`.
+fn marked(mark: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<u32>().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            cmdline
+                .split(|b| *b == 0)
+                .any(|a| a == mark.as_bytes())
+                .then_some(pid)
+        })
+        .collect()
+}
+
+/// A double-forked process in its own session (`setsid`) outlives its command unsandboxed; no
+/// runner leaves it behind, whether the program exits or its timeout ends it.
+#[test]
+fn no_process_outlives_its_run() {
+    let mark = format!("mark-{}-control", std::process::id());
+    let c = control(attack(Variant::Dynamic), &["daemon", &mark]);
+    assert!(c.stdout.contains("DAEMON LEFT"), "{c:?}");
+    let left = marked(&mark);
+    for pid in &left {
+        // SAFETY: kill has no memory preconditions; the pid is the control's leftover.
+        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+    }
+    assert_eq!(left.len(), 1, "the daemon survives unsandboxed: {c:?}");
+    every_runner(|r| {
+        for profile in ["shell", "shell-network"] {
+            for v in BOTH {
+                for (mode, timeout) in [("daemon", 30), ("daemon-stay", 1)] {
+                    let mark = format!(
+                        "mark-{}-{}-{profile}-{}-{mode}",
+                        std::process::id(),
+                        r.name().replace(' ', ""),
+                        v.name()
+                    );
+                    let mut job = Job::new(profile, v, attack(v), &[mode, &mark]);
+                    job.timeout = timeout;
+                    let ran = job.run(r);
+                    let what = if timeout == 1 {
+                        "a setsid daemon, then the timeout"
+                    } else {
+                        "a setsid daemon, then exit"
+                    };
+                    let ran = check_and_record(r, what, profile, v.name(), ran);
+                    let left = marked(&mark);
+                    for pid in &left {
+                        // SAFETY: as above; only this run's leftovers carry the mark.
+                        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+                    }
+                    assert!(
+                        ran.stdout.contains("DAEMON LEFT"),
+                        "{profile} {v:?} {mode}: {ran:?}"
+                    );
+                    assert_eq!(left, Vec::<u32>::new(), "{profile} {v:?} {mode}: {ran:?}");
                 }
             }
         }
