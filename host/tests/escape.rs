@@ -1116,7 +1116,14 @@ fn io_uring_reads_and_socket_ops_under_every_profile() {
     assert!(control.stdout.contains("URING-READ SECRET"), "{control:?}");
     every_runner(|r| {
         let l = Listener::new();
-        for profile in ["minimal", "network", "write", "no-exec", "shell"] {
+        for profile in [
+            "minimal",
+            "network",
+            "write",
+            "no-exec",
+            "shell",
+            "shell-network",
+        ] {
             for v in BOTH {
                 let created = dir
                     .path()

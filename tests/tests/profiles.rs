@@ -462,7 +462,14 @@ fn network_blocks_other_families_raw_sockets_io_uring_and_processes() {
 
 #[test]
 fn every_filtered_profile_blocks_io_uring_and_namespace_clones() {
-    for profile in ["minimal", "network", "write", "no-exec", "shell"] {
+    for profile in [
+        "minimal",
+        "network",
+        "write",
+        "no-exec",
+        "shell",
+        "shell-network",
+    ] {
         assert_blocked(profile, "io_uring_setup", "io_uring_setup");
         assert_blocked(profile, "clone_newuser", "clone");
     }
@@ -488,8 +495,31 @@ fn shell_allows_fork_and_exec_but_no_inet_socket() {
 }
 
 #[test]
+fn shell_network_allows_processes_exec_and_tcp_but_not_raw_or_packet_sockets() {
+    assert_result("shell-network", "fork", "ok 0");
+    let (r, _) = attempt("shell-network", "execve");
+    assert!(
+        r.blocked.is_none() && r.signal.is_none() && r.result.is_empty(),
+        "{r:?}"
+    );
+    assert_result("shell-network", "tcp_loopback", "ok 0");
+    // Control: the same TCP connection under shell stops the program.
+    assert_blocked("shell", "socket_inet", "socket");
+    assert_blocked("shell-network", "socket_netlink_audit", "socket");
+    assert_blocked("shell-network", "socket_packet", "socket");
+    assert_blocked("shell-network", "socket_inet_raw", "socket");
+}
+
+#[test]
 fn tiocsti_is_refused_under_every_filtered_profile() {
-    for profile in ["minimal", "network", "write", "no-exec", "shell"] {
+    for profile in [
+        "minimal",
+        "network",
+        "write",
+        "no-exec",
+        "shell",
+        "shell-network",
+    ] {
         let (r, _) = attempt(profile, "tiocsti");
         assert_eq!(r.result, "err EPERM", "TIOCSTI under {profile}: {r:?}");
     }
