@@ -883,6 +883,19 @@ mod tests {
 
     #[test]
     fn an_init_killed_before_the_command_starts_is_an_error_not_a_hang() {
+        // Cloned here (one-shot), and by a profile's spawner thread (exec --json, serve).
+        init_killed_before_the_command(None);
+        let policy = crate::policy::profile::Profile::builtin("shell")
+            .unwrap()
+            .policy(crate::policy::NATIVE, None)
+            .unwrap()
+            .unwrap();
+        let spawner =
+            crate::exec::spawner::Spawner::for_profile("init-killed-test", &policy).unwrap();
+        init_killed_before_the_command(Some(spawner));
+    }
+
+    fn init_killed_before_the_command(spawner: Option<&'static crate::exec::spawner::Spawner>) {
         // The init is cloned into a frozen cgroup, so it is killed before it runs a single
         // instruction: the command never starts and nothing will release the word the host
         // waits on.
@@ -921,7 +934,7 @@ mod tests {
                 landlock: None,
                 filter: None,
                 listener: false,
-                spawner: None,
+                spawner,
                 namespaces: Some(&ns),
                 listen: &[],
                 landlock_rules: None,
@@ -947,6 +960,10 @@ mod tests {
         let err = res
             .expect("the host still waits for a command that will never start")
             .expect_err("a spawn whose init was killed succeeded");
-        assert!(err.contains("ended before"), "{err}");
+        assert!(
+            err.contains("ended before"),
+            "spawner {}: {err}",
+            spawner.is_some()
+        );
     }
 }
