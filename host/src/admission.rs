@@ -9,7 +9,7 @@
 use goblin::container::{Container, Ctx};
 use goblin::elf::header;
 use goblin::elf::program_header::{ProgramHeader, PT_DYNAMIC, PT_INTERP};
-use std::ffi::{CString, OsStr};
+use std::ffi::OsStr;
 use std::fmt;
 use std::fs::{self, File};
 use std::io::{self, Read};
@@ -258,12 +258,7 @@ fn is_executable_file(path: &Path) -> bool {
     if !fs::metadata(path).is_ok_and(|m| m.is_file()) {
         return false;
     }
-    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: `c` is a NUL-terminated path; faccessat only reads it.
-    let rc = unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::X_OK, libc::AT_EACCESS) };
-    rc == 0
+    crate::sys::executable(path)
 }
 
 /// The `e_machine` of the host.
@@ -392,19 +387,7 @@ pub fn is_privileged(path: &Path) -> bool {
 
 /// Whether `path` carries a `security.capability` extended attribute.
 fn has_file_capabilities(path: &Path) -> bool {
-    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: both strings are NUL-terminated; a null buffer of size 0 asks only for the size.
-    let rc = unsafe {
-        libc::getxattr(
-            c.as_ptr(),
-            c"security.capability".as_ptr(),
-            std::ptr::null_mut(),
-            0,
-        )
-    };
-    rc > 0
+    crate::sys::has_xattr(path, c"security.capability")
 }
 
 /// Classifies the resolved program at `path`, `depth` interpreters deep.

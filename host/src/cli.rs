@@ -378,3 +378,25 @@ mod tests {
         }
     }
 }
+
+/// What a `sandbox` process does, for [`prepare_process`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessKind {
+    /// Only prints (`profiles`, `check`, `env`, ...).
+    Prints,
+    /// Runs programs (`run`, `exec`, `serve`).
+    RunsPrograms,
+}
+
+/// Process-wide setup before a command: one that only prints gets SIGPIPE's default back, so it
+/// ends quietly when its reader goes away (`| head`); one that runs programs becomes
+/// non-dumpable, so its /proc files (holding what a program must not learn) are root's.
+pub fn prepare_process(kind: ProcessKind) {
+    match kind {
+        ProcessKind::Prints => crate::sys::default_sigpipe(),
+        // Failure leaves the process dumpable, as it was before this protection existed.
+        ProcessKind::RunsPrograms => {
+            let _ = crate::sys::set_not_dumpable();
+        }
+    }
+}

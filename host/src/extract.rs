@@ -13,7 +13,6 @@
 
 use crate::embedded::{LIBSANDBOX, SHA256_HEX};
 use sha2::{Digest, Sha256};
-use std::ffi::CString;
 use std::fs::{self, File, Permissions};
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -479,18 +478,9 @@ fn check_path_chars(path: &Path) -> Result<(), ExtractError> {
 
 /// Refuses a path on a `noexec` mount.
 fn check_exec_mount(path: &Path) -> Result<(), ExtractError> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| io_err("checking", path)(e.into()))?;
-    // SAFETY: an all-zero statvfs is a valid value (plain integers).
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a NUL-terminated path and `st` a valid, writable statvfs.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    if rc != 0 {
-        return Err(io_err("checking the mount of", path)(
-            io::Error::last_os_error(),
-        ));
-    }
-    if st.f_flag & libc::ST_NOEXEC != 0 {
+    let noexec =
+        crate::sys::on_noexec_mount(path).map_err(io_err("checking the mount of", path))?;
+    if noexec {
         return Err(ExtractError::Noexec {
             path: path.to_path_buf(),
         });
@@ -500,8 +490,7 @@ fn check_exec_mount(path: &Path) -> Result<(), ExtractError> {
 
 /// The effective uid of this process.
 fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    crate::sys::euid()
 }
 
 /// Checks that `dir` is a real directory (not a symlink), owned by us, not writable by group

@@ -27,6 +27,7 @@ pub mod report;
 pub mod run;
 pub mod sandbox;
 pub mod serve;
+mod sys;
 
 pub use sandbox::{Options, Sandbox, SandboxError, Sandboxed, StaticBinaryAction};
 

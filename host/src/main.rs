@@ -2,7 +2,7 @@
 //! languages, extract the library, and explain what works here and why.
 
 use clap::Parser;
-use sandbox_host::cli::{Cli, Cmd, NetArgs, PathArgs, PolicyArgs, ProfilesCmd};
+use sandbox_host::cli::{Cli, Cmd, NetArgs, PathArgs, PolicyArgs, ProcessKind, ProfilesCmd};
 use sandbox_host::config::ExecConfig;
 use sandbox_host::exec::OnViolation;
 use sandbox_host::run::{self, RunSettings, EXIT_SANDBOX};
@@ -117,15 +117,13 @@ fn main() {
         // Commands that only print end quietly when their reader goes away (`| head`), like
         // other command-line tools. `run` and `exec` keep ignoring SIGPIPE: exec writes a
         // request's stdin to a child that may close it.
-        // SAFETY: resetting a signal's disposition to its default has no preconditions.
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        sandbox_host::cli::prepare_process(ProcessKind::Prints);
     } else {
         // The commands that run programs hold what a program must not learn (the address of
         // the exempted execve, a spawner's secret) and could be attacked through
         // /proc/<pid>/mem where Yama allows same-uid access: a non-dumpable process's /proc
         // files are root's, so only a privileged program can open them (docs/security.md).
-        // SAFETY: prctl with integer arguments; affects only this process.
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+        sandbox_host::cli::prepare_process(ProcessKind::RunsPrograms);
     }
     std::process::exit(match cli.command {
         Cmd::Run {

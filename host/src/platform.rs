@@ -143,16 +143,14 @@ pub fn weaknesses() -> Vec<Check> {
 
 /// Whether this process runs with the effective uid of root.
 pub fn running_as_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
+    crate::sys::euid() == 0
 }
 
 /// The one-line warning `sandbox run` prints as root (without `--allow-root`).
 pub const ROOT_WARNING: &str = "warning: running as root: the program keeps root's permissions, so it can read and change every file and process the profile's filter lets it reach; run as an unprivileged user, or pass --allow-root to silence";
 
 fn user() -> Result<String, String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = crate::sys::euid();
     if uid == 0 {
         return Err("running as root: sandboxed programs keep root's permissions and can read and write every file the filter lets them open; run agents as an unprivileged user".into());
     }
@@ -179,24 +177,7 @@ fn yama() -> Result<String, String> {
 
 /// The Landlock ABI version the kernel offers, or the errno of the probe.
 pub fn landlock_abi() -> Result<i64, i32> {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: with a NULL attribute, size 0 and the VERSION flag the call only returns the ABI
-    // version; it reads and writes no memory and creates no descriptor.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    if rc < 0 {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::ENOSYS))
-    } else {
-        Ok(rc)
-    }
+    crate::sys::landlock_abi()
 }
 
 fn landlock() -> Result<String, String> {
@@ -379,9 +360,7 @@ fn glibc() -> Result<String, Unavailable> {
 /// The running glibc's version, when the host itself is linked against glibc.
 #[cfg(target_env = "gnu")]
 fn libc_version() -> Option<String> {
-    // SAFETY: gnu_get_libc_version returns a pointer to a static NUL-terminated string.
-    let v = unsafe { std::ffi::CStr::from_ptr(libc::gnu_get_libc_version()) };
-    Some(v.to_string_lossy().into_owned())
+    Some(crate::sys::glibc_version())
 }
 
 /// The running glibc's version, when the host itself is linked against glibc.
@@ -391,28 +370,20 @@ fn libc_version() -> Option<String> {
 }
 
 fn seccomp() -> Result<String, Unavailable> {
-    // SAFETY: prctl with integer arguments only; PR_GET_SECCOMP reads the calling thread's mode.
-    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
-    match mode {
-        0 => Ok("available (this process is not filtered)".into()),
-        2 => Ok("available (this process is already filtered; new filters stack)".into()),
-        m if m < 0 => Err(Unavailable::NoSeccomp(
-            std::io::Error::last_os_error().to_string(),
-        )),
-        m => Ok(format!("available (mode {m})")),
+    match crate::sys::seccomp_mode() {
+        Ok(0) => Ok("available (this process is not filtered)".into()),
+        Ok(2) => Ok("available (this process is already filtered; new filters stack)".into()),
+        Err(e) => Err(Unavailable::NoSeccomp(e.to_string())),
+        Ok(m) => Ok(format!("available (mode {m})")),
     }
 }
 
 fn no_new_privs() -> Result<String, String> {
-    // SAFETY: prctl with integer arguments only.
-    let nnp = unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) };
-    match nnp {
-        0 => Ok("not set (the sandbox sets it for each command)".into()),
-        1 => Ok("already set on this process".into()),
-        _ => Err(format!(
-            "prctl(PR_GET_NO_NEW_PRIVS): {}",
-            std::io::Error::last_os_error()
-        )),
+    match crate::sys::no_new_privs() {
+        Ok(0) => Ok("not set (the sandbox sets it for each command)".into()),
+        Ok(1) => Ok("already set on this process".into()),
+        Ok(n) => Err(format!("prctl(PR_GET_NO_NEW_PRIVS): unexpected {n}")),
+        Err(e) => Err(format!("prctl(PR_GET_NO_NEW_PRIVS): {e}")),
     }
 }
 

@@ -5,7 +5,7 @@
 //! and stderr never reach it, so its own output cannot forge a report.
 
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 
 /// What the preload said about one run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -55,20 +55,14 @@ pub struct ReportPipe {
 impl ReportPipe {
     /// Creates the pipe, both ends close-on-exec (the child clears it on its own copy).
     pub fn new() -> std::io::Result<ReportPipe> {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 writes two descriptors into the array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: both descriptors were just created and are owned by nobody else.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read, write) = crate::sys::pipe2(libc::O_CLOEXEC | libc::O_NONBLOCK)?;
         // The child's end must block: a full pipe then stalls only a program that spams it.
-        // SAFETY: fcntl on a descriptor we own.
-        unsafe { libc::fcntl(fds[1], libc::F_SETFL, 0) };
+        crate::sys::set_status_flags(write.as_fd(), 0)?;
+        let write_raw = write.as_raw_fd();
         Ok(ReportPipe {
             read,
             write: Some(write),
-            write_raw: fds[1],
+            write_raw,
         })
     }
 

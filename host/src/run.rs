@@ -62,18 +62,7 @@ pub(crate) fn passed_environment() -> Vec<(String, String)> {
 /// machine can enforce it; the rest stays as the caller has it (no memory limit of the
 /// sandbox's own: the caller's RLIMIT_AS, if any, is inherited).
 pub(crate) fn limits(timeout: Option<Duration>) -> Rlimits {
-    let keep = |res| {
-        let mut cur = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes into the struct we pass.
-        if unsafe { libc::getrlimit(res, &mut cur) } == 0 {
-            cur.rlim_cur
-        } else {
-            libc::RLIM_INFINITY
-        }
-    };
+    let keep = |res| crate::sys::soft_rlimit(res).unwrap_or(libc::RLIM_INFINITY);
     Rlimits {
         cpu_seconds: timeout.map_or(keep(libc::RLIMIT_CPU), |t| {
             t.as_secs_f64().ceil().max(1.0) as u64

@@ -14,7 +14,7 @@ use crate::exec::{exec_with, Cancel, RunOptions};
 use crate::exec::{ExecError, Request};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -433,9 +433,7 @@ fn spawn_reader(
 
 /// Waits until one of `fds` reports something; after an interruption none has.
 fn poll(fds: &mut [libc::pollfd]) {
-    // SAFETY: fds is a valid, exclusively borrowed array of pollfd of the given length.
-    let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-    if rc < 0 {
+    if crate::sys::poll(fds).is_err() {
         // EINTR (a signal): the signal's eventfd is polled on the next round.
         for p in fds.iter_mut() {
             p.revents = 0;
@@ -515,8 +513,7 @@ fn serve_socket(
     sock: &Socket,
 ) -> Result<(), ServeError> {
     let mut clients: Vec<Client> = Vec::new();
-    // SAFETY: geteuid has no preconditions.
-    let uid = unsafe { libc::geteuid() };
+    let uid = crate::sys::euid();
     loop {
         let mut fds = vec![
             pollfd(signals.fd(), libc::POLLIN),
@@ -645,26 +642,7 @@ fn shutdown(server: &Server, conns: &[Arc<Conn>], signals: &Signals) {
 
 /// The peer's credentials as the kernel recorded them at `connect`.
 fn peer_cred(stream: &UnixStream) -> std::io::Result<libc::ucred> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into the local `cred`.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(cred)
+    crate::sys::peer_cred(stream.as_fd())
 }
 
 /// The listening socket; removed (if it is still ours) when dropped.
@@ -712,11 +690,9 @@ impl Socket {
         // Created under umask 0177, the socket is 0600 from its first moment: there is no
         // window in which another user could connect. The umask is process-wide; no other
         // thread of the server exists yet.
-        // SAFETY: umask only swaps the process's file creation mask.
-        let old = unsafe { libc::umask(0o177) };
+        let old = crate::sys::set_umask(0o177);
         let bound = UnixListener::bind(path);
-        // SAFETY: as above, restoring the previous mask.
-        unsafe { libc::umask(old) };
+        crate::sys::set_umask(old);
         let listener = bound.map_err(|e| fail(format!("cannot listen on it: {e}")))?;
         let meta = std::fs::symlink_metadata(path)
             .map_err(|e| fail(format!("cannot check the new socket: {e}")))?;
@@ -752,13 +728,7 @@ struct EventFd(OwnedFd);
 
 impl EventFd {
     fn new() -> std::io::Result<EventFd> {
-        // SAFETY: eventfd returns a new descriptor or -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fd was just created and belongs to nobody else.
-        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+        crate::sys::eventfd(libc::EFD_CLOEXEC | libc::EFD_NONBLOCK).map(EventFd)
     }
 
     fn raw(&self) -> RawFd {
@@ -766,15 +736,11 @@ impl EventFd {
     }
 
     fn notify(&self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writes 8 bytes from a local to our eventfd.
-        unsafe { libc::write(self.raw(), one.as_ptr().cast(), 8) };
+        crate::sys::eventfd_add_one(self.raw());
     }
 
     fn drain(&self) {
-        let mut n = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into a local (non-blocking).
-        unsafe { libc::read(self.raw(), n.as_mut_ptr().cast(), 8) };
+        crate::sys::eventfd_drain(self.0.as_fd());
     }
 }
 
@@ -788,14 +754,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
     if fd < 0 {
         return;
     }
-    // SAFETY: __errno_location returns this thread's errno; write is async-signal-safe and
-    // writes 8 bytes from a local; errno is restored so the interrupted code sees its own.
-    unsafe {
-        let errno = *libc::__errno_location();
-        let one = 1u64.to_ne_bytes();
-        libc::write(fd, one.as_ptr().cast(), 8);
-        *libc::__errno_location() = errno;
-    }
+    crate::sys::eventfd_add_one(fd);
 }
 
 /// SIGTERM and SIGINT turned into readiness of an eventfd, for the main loop's poll.
@@ -814,20 +773,7 @@ impl Signals {
             previous: Vec::new(),
         };
         for sig in [libc::SIGTERM, libc::SIGINT] {
-            // SAFETY: a zeroed sigaction is valid; we fill the handler and an empty mask.
-            let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
-            act.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-            act.sa_flags = libc::SA_RESTART;
-            // SAFETY: zeroed is a valid out-parameter for the previous action.
-            let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-            // SAFETY: sigemptyset on a field of a local; sigaction reads `act`, writes `old`.
-            let rc = unsafe {
-                libc::sigemptyset(&mut act.sa_mask);
-                libc::sigaction(sig, &act, &mut old)
-            };
-            if rc != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            let old = crate::sys::catch_signal(sig, on_signal)?;
             signals.previous.push((sig, old));
         }
         Ok(signals)
@@ -846,8 +792,7 @@ impl Signals {
 impl Drop for Signals {
     fn drop(&mut self) {
         for (sig, old) in &self.previous {
-            // SAFETY: restores an action sigaction gave us.
-            unsafe { libc::sigaction(*sig, old, std::ptr::null_mut()) };
+            crate::sys::restore_signal(*sig, old);
         }
         SIGNAL_FD.store(-1, SeqCst);
     }

@@ -97,23 +97,8 @@ pub fn is_injecting(key: &str) -> bool {
 pub fn user() -> &'static str {
     static USER: OnceLock<String> = OnceLock::new();
     USER.get_or_init(|| {
-        // SAFETY: geteuid cannot fail.
-        let uid = unsafe { libc::geteuid() };
-        let mut buf = vec![0u8; 4096];
-        // SAFETY: a zeroed passwd is a valid out-parameter.
-        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut out: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: getpwuid_r writes into pw and buf (of the given length) and sets out.
-        let rc =
-            unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut out) };
-        if rc == 0 && !out.is_null() && !pw.pw_name.is_null() {
-            // SAFETY: pw_name points into buf, NUL-terminated, valid while buf lives.
-            let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
-            if let Ok(s) = name.to_str() {
-                return s.to_string();
-            }
-        }
-        format!("uid{uid}")
+        let uid = crate::sys::euid();
+        crate::sys::user_name(uid).unwrap_or_else(|| format!("uid{uid}"))
     })
 }
 

@@ -18,7 +18,7 @@ use crate::policy::action::{RET_ERRNO, RET_USER_NOTIF};
 use crate::policy::profile::Profile;
 use crate::policy::{Action, Insn, Policy, NATIVE};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
@@ -29,12 +29,6 @@ use std::thread::JoinHandle;
 /// The errno the learning policy's default action carries before it is turned into a user
 /// notification: a value no other rule of that policy returns.
 const MARK: u16 = 4095;
-
-/// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (Linux 6.6): `_IOW('!', 4, __u64)`.
-const NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
-/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`: the kernel switches straight to the recorder thread
-/// and back, which roughly halves the cost of a recorded call.
-const SYNC_WAKE_UP: libc::c_ulong = 1;
 
 /// Counters a progress line can read while the program runs.
 #[derive(Debug, Default)]
@@ -119,9 +113,10 @@ impl Recorder {
     pub(crate) fn attach(&self, listener: OwnedFd) {
         let base = self.base.clone();
         let progress = Arc::clone(&self.progress);
-        // SAFETY: an ioctl with an integer argument on our listener; failure (kernels before
-        // 6.6) only means the slower wake-up.
-        unsafe { libc::ioctl(listener.as_raw_fd(), NOTIF_SET_FLAGS, SYNC_WAKE_UP) };
+        // The kernel switches straight to the recorder thread when a call is waiting (the
+        // child's thread would otherwise sleep until the scheduler runs the recorder);
+        // without it (kernels before 6.6) the wake-up is only slower.
+        crate::sys::notif_sync_wake_up(listener.as_fd());
         let handle = std::thread::Builder::new()
             .name("sandbox-learn".into())
             .spawn(move || serve(listener, base, &progress));
@@ -147,39 +142,35 @@ struct Task {
 
 /// Serves the listener until no process uses the filter any more.
 fn serve(listener: OwnedFd, base: Option<Box<Policy>>, progress: &Progress) -> Recording {
-    let fd = listener.as_raw_fd();
+    let fd = listener.as_fd();
     let mut rec = Recording::default();
     let mut tasks: HashMap<i32, Task> = HashMap::new();
     let mut processes: HashSet<i32> = HashSet::new();
     let mut constant: HashMap<u32, Option<Action>> = HashMap::new();
     let execs = [libc::SYS_execve as u32, libc::SYS_execveat as u32];
     loop {
-        let mut p = libc::pollfd {
-            fd,
+        let mut p = [libc::pollfd {
+            fd: fd.as_raw_fd(),
             events: libc::POLLIN,
             revents: 0,
-        };
-        // SAFETY: one pollfd on our listener.
-        let n = unsafe { libc::poll(&mut p, 1, -1) };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+        }];
+        if let Err(e) = crate::sys::poll(&mut p) {
+            if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
             break;
         }
-        if p.revents & libc::POLLIN == 0 {
+        if p[0].revents & libc::POLLIN == 0 {
             // POLLHUP: every process using the filter is gone.
             break;
         }
-        // SAFETY: a zeroed seccomp_notif is the required input of NOTIF_RECV.
-        let mut c: libc::seccomp_notif = unsafe { std::mem::zeroed() };
-        // SAFETY: NOTIF_RECV writes one notification into c.
-        if unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut c) } != 0 {
-            match std::io::Error::last_os_error().raw_os_error() {
+        let c = match crate::sys::notif_recv(fd) {
+            Ok(c) => c,
+            Err(e) => match e.raw_os_error() {
                 Some(libc::ENOENT) | Some(libc::EINTR) => continue,
                 _ => break,
-            }
-        }
+            },
+        };
         let tid = c.pid as i32;
         let task = tasks.entry(tid).or_insert_with(|| {
             if let Some(tgid) = tgid_of(tid) {
@@ -195,15 +186,8 @@ fn serve(listener: OwnedFd, base: Option<Box<Policy>>, progress: &Progress) -> R
         let written = written_paths(tid, nr, &args);
         // The paths count only if the thread still waits: its memory was the program's.
         let valid = written.is_empty() || still_waiting(fd, c.id);
-        // SAFETY: NOTIF_SEND reads the response we pass; the call runs as if allowed.
-        let resp = libc::seccomp_notif_resp {
-            id: c.id,
-            val: 0,
-            error: 0,
-            flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
-        };
-        // SAFETY: as above.
-        unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+        // The call runs as if allowed; a thread that died meanwhile needs no answer.
+        let _ = crate::sys::notif_continue(fd, c.id);
 
         if execs.contains(&nr) {
             // The thread becomes another program (and, if it was not the leader, takes the
@@ -248,9 +232,8 @@ fn serve(listener: OwnedFd, base: Option<Box<Policy>>, progress: &Progress) -> R
 }
 
 /// Whether notification `id` still stands (its thread waits).
-fn still_waiting(fd: RawFd, id: u64) -> bool {
-    // SAFETY: NOTIF_ID_VALID reads the id we pass.
-    unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &id) == 0 }
+fn still_waiting(fd: BorrowedFd<'_>, id: u64) -> bool {
+    crate::sys::notif_id_valid(fd, id)
 }
 
 /// The executable of thread `tid`, or its command name when that cannot be read.

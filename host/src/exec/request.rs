@@ -668,12 +668,7 @@ fn resolve_program(name: &str, search: &str) -> Result<PathBuf, Refusal> {
 /// Whether the host may execute `path` (`faccessat(X_OK, AT_EACCESS)`): root passes only when
 /// some execute bit is set, as `execve` requires.
 fn executable(path: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: a valid NUL-terminated path; faccessat only reads it.
-    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0 }
+    crate::sys::executable(path)
 }
 
 fn validate_cwd(cwd: &str) -> Result<PathBuf, Refusal> {

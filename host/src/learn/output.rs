@@ -3,7 +3,6 @@
 //! moved to standard error.
 
 use std::io::Write;
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// The `--out` file: a temporary file beside it, renamed over it once the profile is known.
@@ -50,16 +49,10 @@ impl OutFile {
             .ok_or_else(|| std::io::Error::other("already written"))?;
         temp.write_all(text.as_bytes())?;
         temp.as_file().sync_all()?;
-        let mask = {
-            // SAFETY: umask only sets and returns the process's mask; it is restored at once.
-            let m = unsafe { libc::umask(0o022) };
-            // SAFETY: as above.
-            unsafe { libc::umask(m) };
-            m
-        };
+        let mask = { crate::sys::current_umask() };
         use std::os::unix::fs::PermissionsExt;
         temp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o666 & !mask as u32))?;
+            .set_permissions(std::fs::Permissions::from_mode(0o666 & !mask))?;
         temp.persist(&self.path).map_err(|e| e.error)?;
         Ok(())
     }
@@ -67,16 +60,5 @@ impl OutFile {
 
 /// Points descriptor 1 at standard error and returns the original standard output.
 pub fn stdout_to_stderr() -> std::io::Result<std::fs::File> {
-    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor or -1.
-    let saved = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
-    if saved < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: saved was just created and belongs to nobody else.
-    let saved = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(saved) });
-    // SAFETY: dup2 on the process's own standard descriptors.
-    if unsafe { libc::dup2(2, 1) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(saved)
+    crate::sys::stdout_to_stderr().map(std::fs::File::from)
 }

@@ -73,8 +73,5 @@ impl Shared {
 
 /// Makes a thread blocked in `accept` on this listener return (Linux answers EINVAL).
 pub(super) fn shutdown_listener(l: &TcpListener) {
-    // SAFETY: shutdown(2) on a descriptor the listener owns; no memory is passed.
-    unsafe {
-        libc::shutdown(l.as_raw_fd(), libc::SHUT_RDWR);
-    }
+    crate::sys::shutdown(l.as_raw_fd());
 }

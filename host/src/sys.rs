@@ -1,0 +1,358 @@
+//! The host's system-call boundary: small safe wrappers around the libc calls the rest of the
+//! crate needs, so that `unsafe` lives here, each block short and with its `// SAFETY:` line.
+//!
+//! Not moved here yet, and still holding their own blocks: the spawn path (`exec/spawn.rs`,
+//! `exec/spawn/init.rs`, `exec/spawner.rs`, `exec/clone.rs`), notifications (`exec/notify.rs`),
+//! containment (`exec/contain.rs`, `exec/cgroup1.rs`), limits, isolation, paths and the exec
+//! runner (`exec/run.rs`).
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// `path` as a C string; `None` when it holds a NUL byte (no such file can exist).
+fn c_path(path: &Path) -> Option<CString> {
+    CString::new(path.as_os_str().as_bytes()).ok()
+}
+
+/// The effective uid of this process.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The process's file-mode creation mask (set and restored at once; not atomic with respect to
+/// other threads creating files in between).
+pub(crate) fn current_umask() -> u32 {
+    // SAFETY: umask only sets and returns the process's mask; no memory is involved.
+    let mask = unsafe { libc::umask(0o022) };
+    // SAFETY: as above; this restores the mask read.
+    unsafe { libc::umask(mask) };
+    mask
+}
+
+/// Sets the file-mode creation mask; returns the previous one.
+pub(crate) fn set_umask(mask: u32) -> u32 {
+    // SAFETY: umask only sets and returns the process's mask; no memory is involved.
+    unsafe { libc::umask(mask) }
+}
+
+/// Whether this process may execute `path` (`faccessat(X_OK, AT_EACCESS)`): root passes only
+/// when some execute bit is set, as `execve` requires.
+pub(crate) fn executable(path: &Path) -> bool {
+    let Some(c) = c_path(path) else { return false };
+    // SAFETY: `c` is a NUL-terminated path; faccessat only reads it.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::X_OK, libc::AT_EACCESS) == 0 }
+}
+
+/// Whether `path` carries the extended attribute `name` (a non-empty value).
+pub(crate) fn has_xattr(path: &Path, name: &CStr) -> bool {
+    let Some(c) = c_path(path) else { return false };
+    // SAFETY: both strings are NUL-terminated; a null buffer of size 0 asks only for the size.
+    unsafe { libc::getxattr(c.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) > 0 }
+}
+
+/// Whether `path` is on a mount with the `noexec` flag.
+pub(crate) fn on_noexec_mount(path: &Path) -> io::Result<bool> {
+    let c = c_path(path).ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: an all-zero statvfs is a valid value (plain integers).
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a valid, writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_flag & libc::ST_NOEXEC != 0)
+}
+
+/// A new pipe (read end, write end) with `flags` (`O_CLOEXEC`, `O_NONBLOCK`) on both ends.
+pub(crate) fn pipe2(flags: libc::c_int) -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sets the file status flags of `fd` (`fcntl(F_SETFL)`), e.g. 0 to make it blocking.
+pub(crate) fn set_status_flags(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: fcntl with integer arguments on a descriptor the caller keeps open.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Points descriptor 1 at standard error and returns a close-on-exec copy of the original
+/// standard output (numbered 3 or above).
+pub(crate) fn stdout_to_stderr() -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC with integer arguments returns a new descriptor or -1.
+    let saved = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
+    if saved < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `saved` was just created and belongs to nobody else.
+    let saved = unsafe { OwnedFd::from_raw_fd(saved) };
+    // SAFETY: dup2 on the process's own standard descriptors; no memory is involved.
+    if unsafe { libc::dup2(2, 1) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(saved)
+}
+
+/// The soft limit of resource `res` (`RLIMIT_*`), `None` when it cannot be read.
+pub(crate) fn soft_rlimit(res: libc::__rlimit_resource_t) -> Option<u64> {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    (unsafe { libc::getrlimit(res, &mut cur) } == 0).then_some(cur.rlim_cur)
+}
+
+/// The Landlock ABI version the kernel offers, or the errno of the probe.
+pub(crate) fn landlock_abi() -> Result<i64, i32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: with a NULL attribute, size 0 and the VERSION flag the call only returns the ABI
+    // version; it reads and writes no memory and creates no descriptor.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if rc < 0 {
+        Err(io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::ENOSYS))
+    } else {
+        Ok(rc)
+    }
+}
+
+/// The running glibc's version.
+#[cfg(target_env = "gnu")]
+pub(crate) fn glibc_version() -> String {
+    // SAFETY: gnu_get_libc_version returns a pointer to a static NUL-terminated string.
+    let v = unsafe { CStr::from_ptr(libc::gnu_get_libc_version()) };
+    v.to_string_lossy().into_owned()
+}
+
+/// A `prctl` that takes and returns integers only; its result or the error.
+fn prctl_int(option: libc::c_int, arg: libc::c_ulong) -> io::Result<libc::c_int> {
+    // SAFETY: prctl with integer arguments only, for the options used in this module (they
+    // read or set the calling process's own state).
+    let rc = unsafe { libc::prctl(option, arg, 0, 0, 0) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc)
+}
+
+/// This thread's seccomp mode (0 none, 1 strict, 2 filter).
+pub(crate) fn seccomp_mode() -> io::Result<i32> {
+    prctl_int(libc::PR_GET_SECCOMP, 0)
+}
+
+/// Whether no_new_privs is set on this thread (0 or 1).
+pub(crate) fn no_new_privs() -> io::Result<i32> {
+    prctl_int(libc::PR_GET_NO_NEW_PRIVS, 0)
+}
+
+/// Makes this process non-dumpable: its /proc files become root's.
+pub(crate) fn set_not_dumpable() -> io::Result<()> {
+    prctl_int(libc::PR_SET_DUMPABLE, 0).map(drop)
+}
+
+/// Restores SIGPIPE's default disposition (the process ends when its reader goes away).
+pub(crate) fn default_sigpipe() {
+    // SAFETY: resetting a signal's disposition to its default has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
+/// The user name of `uid` from the passwd database, `None` without an entry.
+pub(crate) fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: a zeroed passwd is a valid out-parameter.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: getpwuid_r writes into pw and buf (of the given length) and sets out.
+    let rc =
+        unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut out) };
+    if rc != 0 || out.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: pw_name points into buf, NUL-terminated, valid while buf lives.
+    let name = unsafe { CStr::from_ptr(pw.pw_name) };
+    name.to_str().ok().map(str::to_string)
+}
+
+/// Shuts a socket down both ways: a thread blocked in `accept` or `read` on it returns.
+pub(crate) fn shutdown(fd: RawFd) {
+    // SAFETY: shutdown(2) takes integers only; on a descriptor that is not a socket it fails.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+/// Waits until one of `fds` reports something (no timeout); the error is the poll's (EINTR
+/// when a signal arrived).
+pub(crate) fn poll(fds: &mut [libc::pollfd]) -> io::Result<()> {
+    // SAFETY: fds is a valid, exclusively borrowed array of pollfd of the given length.
+    if unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The credentials of the peer of a connected unix socket, as the kernel recorded them at
+/// `connect`.
+pub(crate) fn peer_cred(socket: BorrowedFd<'_>) -> io::Result<libc::ucred> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the local `cred`.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cred)
+}
+
+/// A new eventfd (counter 0) with `flags` (`EFD_CLOEXEC`, `EFD_NONBLOCK`).
+pub(crate) fn eventfd(flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes integers and returns a new descriptor or -1.
+    let fd = unsafe { libc::eventfd(0, flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just created and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds one to the eventfd `fd`, keeping the thread's errno: async-signal-safe, so a signal
+/// handler may call it. A full counter or a closed descriptor is ignored.
+pub(crate) fn eventfd_add_one(fd: RawFd) {
+    let one = 1u64.to_ne_bytes();
+    // SAFETY: __errno_location returns this thread's errno; write is async-signal-safe and
+    // reads 8 bytes from a local; errno is restored so the interrupted code sees its own.
+    unsafe {
+        let errno = *libc::__errno_location();
+        libc::write(fd, one.as_ptr().cast(), 8);
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// Resets the eventfd `fd`'s counter (a non-blocking read of its 8 bytes).
+pub(crate) fn eventfd_drain(fd: BorrowedFd<'_>) {
+    let mut n = [0u8; 8];
+    // SAFETY: reads at most 8 bytes into a local.
+    unsafe { libc::read(fd.as_raw_fd(), n.as_mut_ptr().cast(), 8) };
+}
+
+/// Installs `handler` for signal `sig` (SA_RESTART, empty mask); returns the previous action,
+/// for [`restore_signal`].
+pub(crate) fn catch_signal(
+    sig: libc::c_int,
+    handler: extern "C" fn(libc::c_int),
+) -> io::Result<libc::sigaction> {
+    // SAFETY: a zeroed sigaction is valid; we fill the handler and an empty mask.
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = handler as libc::sighandler_t;
+    act.sa_flags = libc::SA_RESTART;
+    // SAFETY: zeroed is a valid out-parameter for the previous action.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: sigemptyset on a field of a local; sigaction reads `act`, writes `old`.
+    let rc = unsafe {
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(sig, &act, &mut old)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(old)
+}
+
+/// Puts back an action [`catch_signal`] returned.
+pub(crate) fn restore_signal(sig: libc::c_int, old: &libc::sigaction) {
+    // SAFETY: `old` is an action sigaction gave us; nothing is written back.
+    unsafe { libc::sigaction(sig, old, std::ptr::null_mut()) };
+}
+
+/// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (Linux 6.6).
+const SECCOMP_IOCTL_NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
+/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`: the kernel switches straight to the listener's reader
+/// and back, which roughly halves the cost of a notified call.
+const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: libc::c_ulong = 1;
+
+/// Asks the kernel to wake this seccomp listener's reader on the notifying CPU; false where the
+/// kernel (before 6.6) does not offer it, which only means a slower wake-up.
+pub(crate) fn notif_sync_wake_up(listener: BorrowedFd<'_>) -> bool {
+    // SAFETY: an ioctl with an integer argument on a seccomp listener the caller owns.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
+        ) == 0
+    }
+}
+
+/// Receives the next notification of a seccomp listener.
+pub(crate) fn notif_recv(listener: BorrowedFd<'_>) -> io::Result<libc::seccomp_notif> {
+    // SAFETY: a zeroed seccomp_notif is the required input of NOTIF_RECV.
+    let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: NOTIF_RECV writes one notification into `notif`.
+    if unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &mut notif,
+        )
+    } != 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(notif)
+}
+
+/// Answers notification `id`: the call runs as if the filter had allowed it.
+pub(crate) fn notif_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: 0,
+        flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+    };
+    // SAFETY: NOTIF_SEND reads the response we pass.
+    if unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether notification `id` of a seccomp listener still stands (its thread waits).
+pub(crate) fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+    // SAFETY: NOTIF_ID_VALID reads the id we pass.
+    unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &id,
+        ) == 0
+    }
+}
