@@ -4,8 +4,10 @@
 //! `contain`) but has no controllers, while the memory and process limits live in v1
 //! hierarchies mounted beside it. There a request also gets a directory of its own in each v1
 //! hierarchy it needs, next to the host's own cgroup there; its child writes its pid to the
-//! directory's `cgroup.procs` before exec (v1 has no `CLONE_INTO_CGROUP`), so the program and
-//! every descendant are charged and counted there whatever they do with sessions.
+//! directory's `tasks` before exec (v1 has no `CLONE_INTO_CGROUP`; moving the calling thread
+//! itself skips the global lock a `cgroup.procs` write takes, whose RCU grace period cost
+//! milliseconds per request), so the program and every descendant are charged and counted
+//! there whatever they do with sessions.
 //!
 //! Emptied directories are kept for the next request (creating a memory cgroup costs far more
 //! than reusing one), removed at exit, and those of hosts that died are removed by the next
@@ -65,7 +67,19 @@ struct Hierarchy {
     /// The host's own cgroup directory in it.
     dir: PathBuf,
     /// Idle request cgroups, with the pid of the host that made them.
-    idle: Mutex<(u32, Vec<PathBuf>)>,
+    idle: Mutex<(u32, Vec<Idle>)>,
+}
+
+/// An idle request cgroup and what the next request need not write or read again. No
+/// descriptor is kept: a long-lived host's descriptor count stays where it was between
+/// requests, however many ran at once.
+#[derive(Debug)]
+struct Idle {
+    path: PathBuf,
+    /// The limit it has (`None`: unlimited).
+    limit: Option<u64>,
+    /// Its counter (see [`Controller::counter`]) once the last request's processes were gone.
+    counter: u64,
 }
 
 fn hierarchy(c: Controller) -> Option<&'static Hierarchy> {
@@ -120,7 +134,14 @@ fn detect(c: Controller) -> Option<Hierarchy> {
     unsafe { libc::atexit(drain) };
     Some(Hierarchy {
         dir,
-        idle: Mutex::new((std::process::id(), vec![probe])),
+        idle: Mutex::new((
+            std::process::id(),
+            vec![Idle {
+                path: probe,
+                limit: None,
+                counter: 0,
+            }],
+        )),
     })
 }
 
@@ -146,7 +167,7 @@ extern "C" fn drain() {
         if let Ok(mut idle) = h.idle.try_lock() {
             if idle.0 == std::process::id() {
                 for d in idle.1.drain(..) {
-                    let _ = fs::remove_dir(d);
+                    let _ = fs::remove_dir(d.path);
                 }
             }
         }
@@ -161,15 +182,20 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 pub(crate) struct Dir {
     controller: Controller,
     path: PathBuf,
-    /// Opened for the child, which joins through `cgroup.procs` relative to it.
+    /// Opened for the child, which joins through `tasks` relative to it.
     fd: fs::File,
+    limit: Option<u64>,
     /// The counter of [`Controller::counter`] when the request started.
     before: u64,
+    /// The counter as [`Dir::hits`] last read it.
+    last: std::cell::Cell<Option<u64>>,
 }
 
 impl Dir {
     /// A request cgroup of `c` with its limit set to `limit` (`None`: unlimited); `None` when
     /// the machine has no usable v1 hierarchy for `c` or this caller cannot create one there.
+    /// A reused one is written to only when its limit changes, and its counter is the one read
+    /// when its last request ended: a request that reuses a cgroup only opens it here.
     pub(crate) fn new(c: Controller, limit: Option<u64>) -> Option<Dir> {
         let h = hierarchy(c)?;
         let reused = {
@@ -180,30 +206,42 @@ impl Dir {
             }
             idle.1.pop()
         };
-        let path = match reused {
-            Some(p) => p,
+        let idle = match reused {
+            Some(i) => i,
             None => {
-                let p = h.dir.join(name());
-                if let Err(e) = fs::create_dir(&p) {
-                    tracing::warn!(cgroup = %p.display(), error = %e, "cannot create a request cgroup");
+                let path = h.dir.join(name());
+                if let Err(e) = fs::create_dir(&path) {
+                    tracing::warn!(cgroup = %path.display(), error = %e, "cannot create a request cgroup");
                     return None;
                 }
-                p
+                // A new cgroup: no limit, counters at 0.
+                Idle {
+                    path,
+                    limit: None,
+                    counter: 0,
+                }
             }
         };
-        let set = set_limit(c, &path, limit);
-        let fd = set.and_then(|_| fs::File::open(&path));
-        match fd {
-            Ok(fd) => {
-                let (file, key) = c.counter();
-                let before = counter(&path.join(file), key);
-                Some(Dir {
-                    controller: c,
-                    path,
-                    fd,
-                    before,
-                })
-            }
+        let Idle {
+            path,
+            limit: had,
+            counter,
+        } = idle;
+        let ready = (if had == limit {
+            Ok(())
+        } else {
+            set_limit(c, &path, limit)
+        })
+        .and_then(|_| fs::File::open(&path));
+        match ready {
+            Ok(fd) => Some(Dir {
+                controller: c,
+                path,
+                fd,
+                limit,
+                before: counter,
+                last: std::cell::Cell::new(None),
+            }),
             Err(e) => {
                 tracing::warn!(cgroup = %path.display(), error = %e, "cannot set the request cgroup's limit");
                 let _ = fs::remove_dir(&path);
@@ -222,36 +260,50 @@ impl Dir {
         self.controller
     }
 
+    fn read_counter(&self) -> u64 {
+        let (file, key) = self.controller.counter();
+        let n = counter(&self.path.join(file), key);
+        self.last.set(Some(n));
+        n
+    }
+
     /// How often the limit stopped something during the request (the out-of-memory killer's
     /// kills, or refused forks).
     pub(crate) fn hits(&self) -> u64 {
-        let (file, key) = self.controller.counter();
-        counter(&self.path.join(file), key).saturating_sub(self.before)
+        self.read_counter().saturating_sub(self.before)
     }
 
     /// After every process of the request is gone: keeps the directory for the next request
-    /// when it is empty, else removes it.
-    pub(crate) fn finish(self) {
+    /// when it is empty (`known_empty`: the caller saw every process of the request gone,
+    /// else `cgroup.procs` is read), else removes it.
+    pub(crate) fn finish(self, known_empty: bool) {
+        let counter = self.last.get().unwrap_or_else(|| self.read_counter());
         let Dir {
             controller,
             path,
             fd,
+            limit,
             ..
         } = self;
-        drop(fd);
-        let empty =
-            fs::read_to_string(path.join("cgroup.procs")).is_ok_and(|t| t.trim().is_empty());
+        let empty = known_empty
+            || fs::read_to_string(path.join("cgroup.procs")).is_ok_and(|t| t.trim().is_empty());
         let small = controller != Controller::Memory
             || counter_value(&path.join("memory.usage_in_bytes")) < REUSE_MAX_USAGE;
         if empty && small {
             if let Some(h) = hierarchy(controller) {
                 let mut idle = h.idle.lock().unwrap_or_else(|e| e.into_inner());
                 if idle.0 == std::process::id() && idle.1.len() < POOL_MAX {
-                    idle.1.push(path);
+                    drop(fd);
+                    idle.1.push(Idle {
+                        path,
+                        limit,
+                        counter,
+                    });
                     return;
                 }
             }
         }
+        drop(fd);
         if let Err(e) = fs::remove_dir(&path) {
             tracing::warn!(cgroup = %path.display(), error = %e, "cannot remove the request cgroup");
         }
@@ -290,10 +342,18 @@ fn write(path: &Path, value: &str) -> std::io::Result<()> {
         .write_all(value.as_bytes())
 }
 
+/// A small cgroup file in one read (no size query: these files are generated on read, a few
+/// lines long), `None` when it cannot be read.
+fn small_file(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut buf = [0u8; 1024];
+    let n = fs::File::open(path).ok()?.read(&mut buf).ok()?;
+    String::from_utf8(buf[..n].to_vec()).ok()
+}
+
 /// The value after `key` in a file of `key value` lines (0 when it cannot be read).
 pub(crate) fn counter(path: &Path, key: &str) -> u64 {
-    fs::read_to_string(path)
-        .ok()
+    small_file(path)
         .and_then(|t| {
             t.lines().find_map(|l| {
                 let (k, v) = l.split_once(' ')?;
@@ -305,8 +365,7 @@ pub(crate) fn counter(path: &Path, key: &str) -> u64 {
 
 /// A file holding one number (`u64::MAX` when it cannot be read).
 fn counter_value(path: &Path) -> u64 {
-    fs::read_to_string(path)
-        .ok()
+    small_file(path)
         .and_then(|t| t.trim().parse().ok())
         .unwrap_or(u64::MAX)
 }

@@ -635,7 +635,7 @@ impl Group {
         self.finished = true;
         let Some(cg) = self.cg.take() else {
             for d in self.v1.drain(..) {
-                d.finish();
+                d.finish(false);
             }
             return;
         };
@@ -661,8 +661,9 @@ impl Group {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&cg.name);
         sweep(&cg.rel);
+        // Every process of the request was in the v2 cgroup too: emptied, so are these.
         for d in self.v1.drain(..) {
-            d.finish();
+            d.finish(self.emptied);
         }
         let thawed = !self.froze || write_file(&cg.dir.join("cgroup.freeze"), b"0").is_ok();
         if self.emptied && thawed && !self.killed {
