@@ -378,6 +378,21 @@ int main(int argc, char **argv) {
         if (!strcmp(m, "daemon-stay")) for (;;) pause();
         return 0;
     }
+    if (!strcmp(m, "forks")) {
+        /* Starts up to A processes that wait forever, says how many it got, then ends them. */
+        int n = atoi(a), made = 0;
+        static pid_t kids[8192];
+        for (int i = 0; i < n && i < 8192; i++) {
+            pid_t p = fork();
+            if (p == 0) { for (;;) pause(); }
+            if (p < 0) { say("fork", p); break; }
+            kids[made++] = p;
+        }
+        printf("FORKED %d\n", made);
+        for (int i = 0; i < made; i++) kill(kids[i], SIGKILL);
+        for (int i = 0; i < made; i++) waitpid(kids[i], NULL, 0);
+        return 0;
+    }
     fprintf(stderr, "unknown mode %s\n", m);
     return 2;
 }
@@ -906,6 +921,7 @@ fn errno_name(e: i32) -> String {
         libc::EINVAL => "EINVAL".into(),
         libc::ESRCH => "ESRCH".into(),
         libc::ENOENT => "ENOENT".into(),
+        libc::EAGAIN => "EAGAIN".into(),
         _ => format!("errno {e}"),
     }
 }
@@ -2077,4 +2093,41 @@ fn every_attack_as_an_unprivileged_uid() {
     );
     assert!(out.status.success(), "as uid 65534:\n{text}");
     assert!(text.contains("test result: ok"), "as uid 65534:\n{text}");
+}
+
+/// How many processes a `forks` run started.
+fn forked(ran: &Ran) -> usize {
+    ran.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("FORKED "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no FORKED line: {ran:?}"))
+}
+
+/// A fork bomb inside one command: 1,100 waiting processes start unsandboxed; through every
+/// runner the request's default process limit (1,024, the program and its descendants) stops
+/// it, under a profile that allows fork.
+#[test]
+fn a_request_cannot_start_more_than_its_process_limit() {
+    let c = control(attack(Variant::Dynamic), &["forks", "1100"]);
+    assert_eq!(
+        forked(&c),
+        1100,
+        "1,100 forks go through unsandboxed: {c:?}"
+    );
+    every_runner(|r| {
+        for v in BOTH {
+            let ran = sandboxed(
+                r,
+                "1,100 forks in one request",
+                "shell",
+                v,
+                &["forks", "1100"],
+            );
+            let n = forked(&ran);
+            assert!(n < 1024, "{v:?}: {n} processes: {ran:?}");
+            let refused = format!("fork: ret=-1 errno={}", libc::EAGAIN);
+            assert!(ran.stdout.contains(&refused), "{v:?}: {ran:?}");
+        }
+    });
 }
