@@ -26,6 +26,7 @@ mod paths;
 pub mod record;
 pub mod request;
 mod run;
+mod schema;
 mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;

@@ -33,98 +33,75 @@ pub const MAX_STDIN_BYTES: usize = 4 * 1024 * 1024;
 pub const DEFAULT_PROFILE: &str = "minimal";
 
 /// One request: run `argv` once and report what happened.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+///
+/// This type is the JSON schema of `sandbox exec --json` and `sandbox serve` too: it
+/// serializes to the JSON those front ends read, and deserializes (with serde, or
+/// [`Request::from_json`]) through the checks and messages they give.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Request {
     /// The program and its arguments; `argv[0]` is an absolute path. Never run by a shell.
     pub argv: Vec<String>,
     /// Working directory (absolute, existing); the host's own when absent.
-    #[serde(default)]
     pub cwd: Option<String>,
     /// Variables added after the environment is scrubbed.
-    #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// Wall-clock limit in seconds (1 to 600).
-    #[serde(default = "default_timeout")]
     pub timeout_s: f64,
     /// Cap on each of stdout and stderr, in bytes (1 KiB to 4 MiB).
-    #[serde(default = "default_max_output")]
     pub max_output_bytes: u64,
     /// A built-in profile: minimal, network, write, no-exec, shell or unrestricted.
-    #[serde(default = "default_profile")]
     pub profile: String,
     /// What to do with a program the preload cannot enter (block, warn, allow).
-    #[serde(default)]
     pub static_binary: StaticBinaryAction,
     /// Refuse to run when the sandbox is unavailable on this machine.
-    #[serde(default)]
     pub require_sandbox: bool,
     /// Text written to the program's standard input (closed after it); `/dev/null` when absent.
-    #[serde(default)]
     pub stdin: Option<String>,
     /// Overrides of the resource limits.
-    #[serde(default)]
     pub limits: Limits,
     /// The Landlock layer: `required`, `preferred` (default: runs on an older kernel and says
     /// what is missing) or `off`.
-    #[serde(default)]
     pub landlock: LandlockMode,
     /// The directory the program may write beneath (absolute, existing). Default: the working
     /// directory for profiles that allow file changes, nothing for read-only ones.
-    #[serde(default)]
     pub workspace: Option<String>,
     /// More directories or files the program may write (absolute, existing).
-    #[serde(default)]
     pub writable_paths: Vec<String>,
     /// Paths the program must not read, added to the default list of credentials under
     /// `$HOME` (absolute; they need not exist).
-    #[serde(default)]
     pub deny_read: Vec<String>,
     /// With a profile that has network: the only TCP ports it may connect to.
-    #[serde(default)]
     pub connect_ports: Option<Vec<u16>>,
     /// Names of `env` variables whose values the program gets but must not print: their
     /// appearance in stdout or stderr (plain, URL-encoded, base64 or hex) is reported in the
     /// result's `leaks`.
-    #[serde(default)]
     pub secret_env: Vec<String>,
     /// Replace every secret and token found in the output with `[REDACTED:<name>]`.
-    #[serde(default)]
     pub redact_secrets: bool,
     /// What a call the profile refuses does: `report` (default: it fails with EPERM, or the
     /// errno the profile names, the program goes on, and the result lists it) or `kill`.
-    #[serde(default)]
     pub on_violation: OnViolation,
     /// More allow-list entries for the profile (the list grammar, one entry per item).
-    #[serde(default)]
     pub allow: Vec<String>,
     /// More deny-list entries for the profile.
-    #[serde(default)]
     pub deny: Vec<String>,
     /// A profile file (absolute path, TOML like `profiles/*.toml`) used instead of `profile`.
-    #[serde(default)]
     pub profile_file: Option<String>,
     /// Namespaces (own PID space and `/proc`, private `/tmp`, read-only `.git/hooks` and
     /// `.git/config`): `required`, `preferred` (default: without them where the machine has
     /// none, said on every run) or `off`.
-    #[serde(default)]
     pub isolation: IsolationMode,
     /// Paths mounted read-only over themselves (absolute; one that does not exist must be
     /// inside the workspace, and cannot be created).
-    #[serde(default)]
     pub read_only_paths: Vec<String>,
     /// The network: `host`, `none` (loopback only) or `proxy` (only the allowlist proxy);
     /// absent, it follows the other network fields and the profile (docs/isolation.md).
-    #[serde(default)]
     pub network: Option<crate::network::Mode>,
     /// Domains the proxy lets through (`example.com`, `*.example.com`); implies `proxy`.
-    #[serde(default)]
     pub allow_domains: Vec<String>,
     /// Names pinned to addresses for the proxy (`{"api.example.com": "127.0.0.1"}`).
-    #[serde(default)]
     pub resolve: BTreeMap<String, String>,
     /// Ports of the host's loopback reachable at the same address inside (`none`, `proxy`).
-    #[serde(default)]
     pub host_ports: Vec<u16>,
 }
 
@@ -170,16 +147,6 @@ pub struct PathRules {
     pub isolation: IsolationMode,
     /// Paths to mount read-only over themselves.
     pub read_only: Vec<PathBuf>,
-}
-
-fn default_timeout() -> f64 {
-    DEFAULT_TIMEOUT_S
-}
-fn default_max_output() -> u64 {
-    DEFAULT_MAX_OUTPUT_BYTES
-}
-fn default_profile() -> String {
-    DEFAULT_PROFILE.to_string()
 }
 
 /// Status of a program that exists but cannot be executed (as `env` and shells give).
