@@ -9,6 +9,7 @@
 //! the same for `sandbox exec --json`. See `docs/exec.md`.
 
 mod advice;
+mod builder;
 mod cgroup1;
 #[cfg(target_arch = "x86_64")]
 mod clone;
@@ -31,6 +32,7 @@ mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
 
+pub use builder::{Redaction, RequestBuilder, Requirement};
 pub use contain::{limit_cgroups, Containment, Mechanism};
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use limits::Rlimits;
