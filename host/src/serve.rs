@@ -87,6 +87,7 @@ pub fn default_concurrency() -> usize {
 }
 
 /// Parses a `--max-concurrent` value: an integer from 1 to [`MAX_CONCURRENT`].
+#[doc(hidden)]
 pub fn parse_max_concurrent(text: &str) -> Result<usize, ServeError> {
     match text.parse::<usize>() {
         Ok(n) if (1..=MAX_CONCURRENT).contains(&n) => Ok(n),

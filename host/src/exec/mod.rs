@@ -5,8 +5,17 @@
 //! a profile. [`exec`] validates it, runs it under the sandbox with resource limits in a new
 //! session, kills the whole process tree on timeout (and every leftover descendant when the
 //! program exits), reads both output streams concurrently with caps, and returns an
-//! [`ExecResult`] whose `violation` names the syscall a filter stopped. [`json::run_json`] is
-//! the same for `sandbox exec --json`. See `docs/exec.md`.
+//! [`ExecResult`] whose `violation` names the syscall a filter stopped. `sandbox exec --json`
+//! and `sandbox serve` are the same over JSON: the `Request` and `ExecResult` types are their
+//! schema. See `docs/exec.md`.
+//!
+//! ```
+//! use sandbox_host::exec::{exec, Request};
+//!
+//! let result = exec(&Request::new(["/bin/echo", "hello"])).unwrap();
+//! assert_eq!(result.stdout, "hello\n");
+//! assert_eq!(result.sandboxed.profile, "minimal");
+//! ```
 
 mod advice;
 mod builder;
@@ -14,17 +23,24 @@ mod cgroup1;
 #[cfg(target_arch = "x86_64")]
 mod clone;
 mod contain;
+#[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;
 mod hits;
+#[doc(hidden)]
 pub mod isolation;
+#[doc(hidden)]
 pub mod json;
+#[doc(hidden)]
 pub mod leaks;
+#[doc(hidden)]
 pub mod limits;
 mod net;
 mod notify;
 mod paths;
+#[doc(hidden)]
 pub mod record;
+#[doc(hidden)]
 pub mod request;
 mod run;
 mod schema;
@@ -32,12 +48,22 @@ mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
 
+pub use crate::landlock::Status as LandlockStatus;
 pub use builder::{Redaction, RequestBuilder, Requirement};
-pub use contain::{limit_cgroups, Containment, Mechanism};
+pub use contain::Containment;
+pub use isolation::Status as IsolationStatus;
 pub use leaks::{Encoding, Leak, LeakKind};
-pub use limits::Rlimits;
 pub use net::Report as NetworkReport;
-pub use paths::{preload_layer, PreloadLayer};
-pub use request::{Audience, Limits, OnViolation, PathRules, Refusal, Request, Streams, Validated};
+pub use request::{Limits, OnViolation, Refusal, Request};
 pub use run::{exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, Violation};
+
+// Used by the other front ends (`sandbox run`, `learn`) and the tests: not part of the API.
+#[doc(hidden)]
+pub use contain::{limit_cgroups, Mechanism};
+#[doc(hidden)]
+pub use limits::Rlimits;
+#[doc(hidden)]
+pub use paths::{preload_layer, PreloadLayer};
+#[doc(hidden)]
+pub use request::{Audience, PathRules, Streams, Validated};
 pub(crate) use run::{learn_validated, run_validated};
