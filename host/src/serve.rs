@@ -62,9 +62,17 @@ impl Default for ServeOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
-    /// A bad option value; the message names the option.
-    #[error("{0}")]
-    Option(String),
+    /// A bad option value: the option, the value given, and what it must be.
+    #[error("{option}: {reason}, got `{}`", value.escape_debug())]
+    Option {
+        /// The option as given: `--max-concurrent` on the command line, `max_concurrent`
+        /// in [`ServeOptions`].
+        option: &'static str,
+        /// The value given.
+        value: String,
+        /// What it must be.
+        reason: String,
+    },
     /// The socket could not be created safely.
     #[error("socket {path}: {reason}")]
     Socket {
@@ -91,10 +99,11 @@ pub fn default_concurrency() -> usize {
 pub fn parse_max_concurrent(text: &str) -> Result<usize, ServeError> {
     match text.parse::<usize>() {
         Ok(n) if (1..=MAX_CONCURRENT).contains(&n) => Ok(n),
-        _ => Err(ServeError::Option(format!(
-            "--max-concurrent: must be an integer from 1 to {MAX_CONCURRENT}, got `{}`",
-            text.escape_debug()
-        ))),
+        _ => Err(ServeError::Option {
+            option: "--max-concurrent",
+            value: text.to_string(),
+            reason: format!("must be an integer from 1 to {MAX_CONCURRENT}"),
+        }),
     }
 }
 
@@ -105,10 +114,11 @@ pub fn parse_max_concurrent(text: &str) -> Result<usize, ServeError> {
 /// gone away); the socket, if any, is removed.
 pub fn serve(opts: &ServeOptions) -> Result<(), ServeError> {
     if !(1..=MAX_CONCURRENT).contains(&opts.max_concurrent) {
-        return Err(ServeError::Option(format!(
-            "max_concurrent: must be from 1 to {MAX_CONCURRENT}, got {}",
-            opts.max_concurrent
-        )));
+        return Err(ServeError::Option {
+            option: "max_concurrent",
+            value: opts.max_concurrent.to_string(),
+            reason: format!("must be from 1 to {MAX_CONCURRENT}"),
+        });
     }
     // The socket first: it is the step most likely to be refused, and nothing else exists yet
     // while the umask is narrowed.

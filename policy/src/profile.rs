@@ -75,36 +75,28 @@ pub struct Profile {
     default_action: Action,
 }
 
-/// Why a profile cannot be used.
-#[derive(Debug)]
+/// Why a profile cannot be used; each case keeps what was given (the name, or the file's
+/// path) and, for an entry that does not parse or compile, the entry itself (in the
+/// [`Error`]'s token).
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProfileError {
     /// No built-in profile of that name.
+    #[error(
+        "unknown profile `{0}` (built-in: {names}; or give a profile file's path)",
+        names = Profile::builtin_names().collect::<Vec<_>>().join(", ")
+    )]
     Unknown(String),
     /// The file could not be read.
-    Io(String, std::io::Error),
+    #[error("profile {0}: {1}")]
+    Io(String, #[source] std::io::Error),
     /// The file is not valid TOML of the profile shape.
+    #[error("profile {0}: {1}")]
     Format(String, String),
     /// An entry does not parse or compile.
-    Policy(String, Error),
+    #[error("profile {0}: {1}")]
+    Policy(String, #[source] Error),
 }
-
-impl core::fmt::Display for ProfileError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            ProfileError::Unknown(n) => write!(
-                f,
-                "unknown profile `{n}` (built-in: {}; or give a profile file's path)",
-                Profile::builtin_names().collect::<Vec<_>>().join(", ")
-            ),
-            ProfileError::Io(p, e) => write!(f, "profile {p}: {e}"),
-            ProfileError::Format(p, e) => write!(f, "profile {p}: {e}"),
-            ProfileError::Policy(p, e) => write!(f, "profile {p}: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ProfileError {}
 
 impl Profile {
     /// Name (a built-in's name, `custom`, or the file's stem).
@@ -553,6 +545,34 @@ mod resolve_tests {
 #[cfg(test)]
 mod builtin_tests {
     use super::*;
+
+    #[test]
+    fn errors_keep_what_was_given() {
+        let text = "description = \"x\"\nallow = [\"read\", \"nosuchcall\"]";
+        match Profile::from_toml("mine", text) {
+            Err(ProfileError::Policy(name, e)) => {
+                assert_eq!((name.as_str(), e.entry), ("mine", 2));
+                assert_eq!(e.token.as_str(), "nosuchcall");
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = Profile::builtin("nosuch").unwrap_err();
+        assert!(
+            matches!(&e, ProfileError::Unknown(n) if n == "nosuch"),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("unknown profile `nosuch` (built-in: minimal, network, "),
+            "{e}"
+        );
+        let e = Profile::load(std::path::Path::new("/nonexistent/p.toml")).unwrap_err();
+        assert!(
+            matches!(&e, ProfileError::Io(p, _) if p == "/nonexistent/p.toml"),
+            "{e:?}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+    }
 
     #[test]
     fn every_builtin_profile_compiles_on_every_architecture() {
