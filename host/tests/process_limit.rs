@@ -246,3 +246,45 @@ fn a_request_does_not_outlive_a_host_killed_from_outside() {
         }
     }
 }
+
+#[test]
+fn as_root_request_cgroups_of_a_dead_host_are_removed_by_the_next_one() {
+    let pids = std::path::Path::new("/sys/fs/cgroup/pids");
+    if !is_root() || !pids.join("cgroup.procs").exists() {
+        eprintln!("not root, or no v1 pids hierarchy: nothing to test");
+        return;
+    }
+    // The host's own pids cgroup (the hierarchy's root here) is where request cgroups go.
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let rel = own
+        .lines()
+        .find_map(|l| {
+            l.split(':')
+                .nth(2)
+                .filter(|_| l.split(':').nth(1) == Some("pids"))
+        })
+        .unwrap()
+        .trim_start_matches('/')
+        .to_string();
+    let base = pids.join(rel);
+    // A host that is gone: a pid that has exited.
+    let mut gone = Command::new("/bin/true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = base.join(format!("sandbox-exec-{dead}-v1-7"));
+    // Control: one of a live process (this test) stays.
+    let live = base.join(format!("sandbox-exec-{}-v1-7", std::process::id()));
+    std::fs::create_dir(&stale).unwrap();
+    std::fs::create_dir(&live).unwrap();
+    let r = exec_as_root(
+        &serde_json::json!({"argv": ["/bin/true"], "profile": "minimal"}),
+        "exec",
+    );
+    let kept = live.exists();
+    let _ = std::fs::remove_dir(&live);
+    let left = stale.exists();
+    let _ = std::fs::remove_dir(&stale);
+    assert_eq!(r["exit_code"], 0, "{r}");
+    assert!(!left, "the dead host's request cgroup is still there");
+    assert!(kept, "control: a live host's request cgroup was removed");
+}
