@@ -356,3 +356,63 @@ pub(crate) fn notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
         ) == 0
     }
 }
+
+/// A non-blocking netlink datagram socket of `protocol`, bound to multicast `groups`.
+pub(crate) fn netlink_bound(protocol: libc::c_int, groups: u32) -> io::Result<OwnedFd> {
+    // SAFETY: socket() returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            protocol,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just created and belongs to nobody else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero sockaddr_nl is valid; the fields are set below.
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    addr.nl_groups = groups;
+    // SAFETY: bind reads a sockaddr_nl of the size given.
+    let rc = unsafe {
+        libc::bind(
+            sock.as_raw_fd(),
+            (&addr as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sock)
+}
+
+/// Sends one datagram on a connected or netlink socket; the bytes sent.
+pub(crate) fn send(sock: BorrowedFd<'_>, data: &[u8]) -> io::Result<usize> {
+    // SAFETY: send reads data.len() bytes of data.
+    let n = unsafe { libc::send(sock.as_raw_fd(), data.as_ptr().cast(), data.len(), 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Receives one datagram without waiting; the bytes received.
+pub(crate) fn recv_now(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: recv writes at most buf.len() bytes into buf.
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}

@@ -12,7 +12,7 @@
 //! (so a connector that delivers nothing never lets a stale name through).
 
 use std::collections::VecDeque;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
 /// `CN_IDX_PROC` / `CN_VAL_PROC`: the process-events connector's id.
 const CN_IDX_PROC: u32 = 1;
@@ -65,34 +65,7 @@ impl ExecEvents {
         {
             return None;
         }
-        // SAFETY: socket() returns a new descriptor or -1.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                NETLINK_CONNECTOR,
-            )
-        };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: fd was just created and belongs to nobody else.
-        let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: an all-zero sockaddr_nl is valid; the fields are set below.
-        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        addr.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        addr.nl_groups = CN_IDX_PROC;
-        // SAFETY: bind reads a sockaddr_nl of the size given.
-        let rc = unsafe {
-            libc::bind(
-                sock.as_raw_fd(),
-                (&addr as *const libc::sockaddr_nl).cast(),
-                std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return None;
-        }
+        let sock = crate::sys::netlink_bound(NETLINK_CONNECTOR, CN_IDX_PROC).ok()?;
         // Linux 6.6 takes an event filter (`struct proc_input`): only execs are then sent here.
         // Older kernels ignore a message of that size, so they get the plain request.
         let filtered = kernel_at_least(6, 6);
@@ -114,9 +87,7 @@ impl ExecEvents {
         if filtered {
             msg.extend_from_slice(&EVENT_EXEC.to_ne_bytes());
         }
-        // SAFETY: send reads msg.len() bytes of msg.
-        let sent = unsafe { libc::send(sock.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
-        if sent != msg.len() as isize {
+        if crate::sys::send(sock.as_fd(), &msg).ok()? != msg.len() {
             return None;
         }
         Some(ExecEvents {
@@ -144,24 +115,18 @@ impl ExecEvents {
     pub(crate) fn drain(&mut self, mut exec: impl FnMut(i32, i32)) -> Drained {
         let mut buf = [0u8; 1024];
         loop {
-            // SAFETY: recv writes at most buf.len() bytes into buf.
-            let n = unsafe {
-                libc::recv(
-                    self.sock.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
+            let n = match crate::sys::recv_now(self.sock.as_fd(), &mut buf) {
+                Ok(n) => n,
+                Err(e) => {
+                    return match e.raw_os_error() {
+                        Some(libc::EAGAIN) => Drained::Complete,
+                        Some(libc::EINTR) => continue,
+                        // ENOBUFS (overflow) or anything unexpected.
+                        _ => Drained::Lost,
+                    };
+                }
             };
-            if n < 0 {
-                return match std::io::Error::last_os_error().raw_os_error() {
-                    Some(libc::EAGAIN) => Drained::Complete,
-                    Some(libc::EINTR) => continue,
-                    // ENOBUFS (overflow) or anything unexpected.
-                    _ => Drained::Lost,
-                };
-            }
-            let mut msg = &buf[..n as usize];
+            let mut msg = &buf[..n];
             while msg.len() >= NLMSG_HDR {
                 let len = u32::from_ne_bytes(msg[0..4].try_into().expect("4 bytes")) as usize;
                 if len < NLMSG_HDR || len > msg.len() {
