@@ -122,7 +122,7 @@ pub fn report() -> Vec<Check> {
 /// What weakens the sandbox on this machine, each as a check that is never required: a `warn`
 /// line says what it means and what to change.
 pub fn weaknesses() -> Vec<Check> {
-    let limits = crate::exec::limit_cgroups();
+    let limits = crate::exec::contain::limit_cgroups();
     [
         ("user", user()),
         ("yama", yama()),

@@ -9,12 +9,10 @@ use super::run::{exec, ExecError};
 use super::schema::Strict;
 use serde_json::Value;
 
-pub use super::schema::FIELDS;
+pub use super::schema::{FIELDS, MAX_REQUEST_BYTES};
 
 /// The exit status of `sandbox exec --json` when the request did not run.
 pub const REFUSED_STATUS: i32 = 125;
-/// Largest request accepted, in bytes (stdin text may be 4 MiB; argv and env fit in the rest).
-pub const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
 /// Runs one JSON request; returns the JSON to print (one line) and the exit status.
 pub fn run_json(input: &[u8]) -> (String, i32) {

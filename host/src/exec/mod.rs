@@ -22,7 +22,7 @@ mod builder;
 mod cgroup1;
 #[cfg(target_arch = "x86_64")]
 mod clone;
-mod contain;
+pub(crate) mod contain;
 #[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;

@@ -4,13 +4,15 @@
 //! struct itself; a test checks that what is serialized reads back as the same request, field
 //! for field, so the two directions cannot drift.
 
-use super::json::MAX_REQUEST_BYTES;
 use super::request::{Limits, Refusal, Request};
 use crate::sandbox::StaticBinaryAction;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+
+/// Largest request accepted, in bytes (stdin text may be 4 MiB; argv and env fit in the rest).
+pub const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
 /// The request's fields, for "unknown field" messages.
 pub const FIELDS: &[&str] = &[
