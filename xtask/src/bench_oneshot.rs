@@ -11,24 +11,45 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// Where the time of a one-shot run goes, from `perf record -e task-clock` over a few hundred
-/// runs and `strace -f -c` (kept with the figures, because the ratio is far from its target).
-const WHERE: &str = "Where the rest goes (perf task-clock and strace over a few hundred runs of \
-`run --profile minimal`): about half of the host's own time is starting a 4 MB dynamically \
-linked Rust program at all (the `--version` row: exec and page faults, the dynamic loader's \
-relocations, `libgcc_s` and its CPU-feature probe, the standard library reading \
-`/proc/self/maps` for the main thread's stack guard); a statically linked build measured \
-0.27 ms less. Then, in order: two thread creations (the profile's spawner thread with the \
-filter attached, and its notification thread); building the profile's policy and compiling \
-the spawner's filter (about 0.1 ms); the Landlock carve-out (reading `/` and `$HOME`, one \
-`O_PATH` open and one `landlock_add_rule` per entry); creating and removing the request's \
-cgroup; the child's clone into that cgroup and the program's exec under the filter. Already \
-removed: the tracing subscriber (built only when `SANDBOX_LOG` is set), extracting and \
-hashing the preload on runs that never load it, compiling the outer filter twice for a \
-template a spawner run never uses, validating built-in profiles by compiling them (twice per \
-run), the cgroup probe (the first request cgroup is the probe), parsing `/proc/self/mountinfo` \
-(a `statfs` of the usual mount points), and the private TMPDIR (two directories made and \
-removed) under profiles whose filter refuses every file creation.\n\n";
+/// Where the time of a one-shot run goes, from `perf record -e task-clock` over 200 runs of
+/// `run --profile minimal` (release build) and `strace -f -c` (kept with the figures, because
+/// the ratios are far from their targets).
+const WHERE: &str = "Where the time goes (`perf record -e task-clock` over 200 runs of `run \
+--profile minimal`, `strace -f -c`, and the differences between the rows above; µs per run, \
+approximate on this loaded machine): **the program itself** ~620 (the `/bin/true` row; paid \
+inside the sandbox too); **start-up of the `sandbox` binary** ~590 (exec and page faults of a \
+4.3 MB binary, the dynamic loader, std's start-up, argument parsing); **the engine alone** \
+~1700 (the request cgroup made and removed in the v2 hierarchy and a v1 `pids` cgroup for the \
+process limit: `mkdir`/`rmdir` in cgroupfs ~240 of kernel time, reading `/proc/self/cgroup` \
+and `/proc/self/mountinfo` and listing stale cgroups to find them; resolving the program; the \
+child's `clone3` into the cgroup, its setup (68 `rt_sigaction`, the capability bounding set) \
+and exec; waiting and the result); **namespaces** ~780 in all (the `unrestricted \
+--landlock off` row against the engine alone): the network namespace ~370 (the kernel \
+registering loopback, its per-namespace sysctl tables and IPv6 address configuration: \
+`copy_net_ns`), bringing loopback up ~50, the user, PID, mount, IPC and UTS namespaces ~70, \
+mounting `/proc` and a `/tmp` tmpfs ~50, dropping capabilities ~30, and the init being a \
+process of its own (a clone without `CLONE_VM`: the host's page tables copied, then \
+copy-on-write faults) for the rest; **the profile's filter** ~1700 (`minimal --landlock \
+off` against `unrestricted --landlock off`: building the profile's policy and compiling it, \
+the spawner thread that holds the filter and its 2 MB stack, attaching the filter with a \
+listener ~80 of kernel time, the notification thread, and the filter running on every call \
+of the init and the program); **Landlock** ~450 under `minimal` (the carve-out in the host: \
+reading `/` and `$HOME`, ~45 `O_PATH` opens and ~20 `statx`; the init creating the ruleset \
+and adding ~46 rules ~35; more under `shell`, whose workspace and private temporary \
+directory add rules). For comparison, `bwrap` is a small C program that does the same \
+namespace work with no filter, no Landlock and no cgroups: the 0.5x-of-bwrap target leaves \
+about 400 µs for everything the sandbox adds to `/bin/true`, less than the start-up of this \
+binary or the network namespace alone, so it is out of reach without a different design \
+(a resident host that keeps the cgroups, the spawner and its filter warm, as `sandbox serve` \
+does). Removed so far: the two namespace probes (each run forked the host twice and created a \
+second set of namespaces, network included: namespaces are now presumed to work until the \
+spawn's `clone3` is refused, and only then probed), the host's kernel Landlock ruleset in \
+namespaced runs (the init builds its own; ~45 `landlock_add_rule` saved), the leak scanner's \
+automaton on runs that collect no output, fat LTO in one codegen unit (the binary 5.7 to 4.3 \
+MB, start-up ~0.2 ms less); earlier: the tracing subscriber, extracting and hashing the \
+preload on runs that never load it, compiling the outer filter twice, validating built-in \
+profiles by compiling them, the cgroup probe, parsing `/proc/self/mountinfo` for the cgroup \
+v2 mount, and the private TMPDIR under profiles that refuse file creation.\n\n";
 
 /// bubblewrap's arguments for the comparison: every namespace, as `sandbox run` isolates.
 const BWRAP_ARGS: &[&str] = &[
