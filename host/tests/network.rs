@@ -158,7 +158,7 @@ fn spawner_threads() -> Vec<String> {
 /// Control: with the host's network the closed port is reachable.
 #[test]
 fn network_namespaces_through_the_spawner_thread_and_without_it() {
-    use sandbox_host::exec::{exec_with, Request, RunOptions};
+    use sandbox_host::exec::{exec_with, Request, RunOptions, StartFrom};
     use sandbox_host::network::Mode;
     let open = Listener::start();
     let closed = Listener::start();
@@ -171,7 +171,11 @@ fn network_namespaces_through_the_spawner_thread_and_without_it() {
             r.host_ports = vec![open.port];
         }
         let opts = RunOptions {
-            spawner,
+            start: if spawner {
+                StartFrom::SpawnerThread
+            } else {
+                StartFrom::CallingThread
+            },
             ..RunOptions::default()
         };
         exec_with(&r, &opts).unwrap()

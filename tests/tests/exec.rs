@@ -1032,10 +1032,10 @@ fn the_spawner_thread_alone_is_filtered_and_programs_lack_its_exemptions() {
 
 #[test]
 fn attaching_the_filter_in_each_child_gives_the_same_results() {
-    // The other way to start a child (RunOptions::spawner = false): the child installs the
+    // The other way to start a child (StartFrom::CallingThread): the child installs the
     // filter itself and hands its listener over before exec.
     let opts = RunOptions {
-        spawner: false,
+        start: exec::StartFrom::CallingThread,
         ..RunOptions::default()
     };
     let res = exec::exec_with(&kreq(&["/bin/echo", "attached"]), &opts).unwrap();

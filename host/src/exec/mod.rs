@@ -55,7 +55,9 @@ pub use isolation::Status as IsolationStatus;
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use net::Report as NetworkReport;
 pub use request::{Limits, OnViolation, Refusal, Request};
-pub use run::{exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, Violation};
+pub use run::{
+    exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, StartFrom, Violation,
+};
 
 // Used by the other front ends (`sandbox run`, `learn`) and the tests: not part of the API.
 #[doc(hidden)]

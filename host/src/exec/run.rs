@@ -36,12 +36,21 @@ pub struct RunOptions {
     pub containment: Containment,
     /// Use this preload instead of the embedded one.
     pub libsandbox_path: Option<PathBuf>,
-    /// Clone filtered programs from the profile's spawner thread, which holds the filter
-    /// already (x86_64; see `docs/exec.md`). Off: attach the filter in each child.
-    pub spawner: bool,
+    /// Which thread filtered programs are started from (see `docs/exec.md`).
+    pub start: StartFrom,
     /// Ends the request early when cancelled from another thread (a server shutting down):
     /// its whole process tree is killed and the result says `cancelled`.
     pub cancel: Option<Cancel>,
+}
+
+/// Which thread a filtered program is started from ([`RunOptions::start`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartFrom {
+    /// Cloned from the profile's spawner thread, which holds the filter already (x86_64,
+    /// where it is the default; elsewhere it means [`StartFrom::CallingThread`]).
+    SpawnerThread,
+    /// Started from the calling thread; the child attaches the filter itself before exec.
+    CallingThread,
 }
 
 /// A cancellation handle for one or more running requests; clones share the state.
@@ -92,7 +101,11 @@ impl Default for RunOptions {
             grace: Duration::from_secs(1),
             containment: Containment::Auto,
             libsandbox_path: None,
-            spawner: cfg!(target_arch = "x86_64"),
+            start: if cfg!(target_arch = "x86_64") {
+                StartFrom::SpawnerThread
+            } else {
+                StartFrom::CallingThread
+            },
             cancel: None,
         }
     }
@@ -298,7 +311,7 @@ pub(crate) fn learn_validated(
     let start = Instant::now();
     let mut mechanism = None;
     let opts = RunOptions {
-        spawner: false,
+        start: StartFrom::CallingThread,
         ..opts.clone()
     };
     let res = run_planned(v, sandbox, &opts, start, &mut mechanism, Some(recorder));
@@ -662,7 +675,7 @@ fn run(
     #[cfg(target_arch = "x86_64")]
     let spawner_base = sandbox
         .exact_outer_policy()
-        .filter(|_| opts.spawner && v.custom.is_none());
+        .filter(|_| opts.start == StartFrom::SpawnerThread && v.custom.is_none());
     #[cfg(not(target_arch = "x86_64"))]
     let spawner_base: Option<&crate::policy::Policy> = None;
     let attach = spawner_base.is_none().then_some(path.as_ptr() as u64);

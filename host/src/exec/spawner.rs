@@ -390,7 +390,11 @@ mod tests {
              print('ran', r)"
         );
         let opts = crate::exec::RunOptions {
-            spawner,
+            start: if spawner {
+                crate::exec::StartFrom::SpawnerThread
+            } else {
+                crate::exec::StartFrom::CallingThread
+            },
             ..Default::default()
         };
         let mut req = Request::new(["/usr/bin/python3", "-c", &script]);
