@@ -583,6 +583,49 @@ fn namespaces_refused_by_the_kernel_are_found_at_spawn() {
     assert!(err.contains("network namespace"), "{err}");
 }
 
+/// `sandbox MODE` (`exec --json` or `serve`) fed `input`, in a user namespace whose
+/// `user.max_user_namespaces` is `limit` (see [`in_limited_userns`]); its stdout.
+fn json_in_limited_userns(cwd: &Path, limit: u32, mode: &[&str], input: &str) -> String {
+    let mut c = command(As::Root, "unshare");
+    let script = format!("echo {limit} > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"");
+    c.args(["--user", "--map-root-user", "sh", "-c", &script, SANDBOX])
+        .args(mode)
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = c.spawn().expect("unshare");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.as_bytes()).unwrap();
+    drop(stdin);
+    let o = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn json_runners_plan_again_when_the_kernel_refuses_namespaces() {
+    // The engine's entry point (exec --json, serve, the library) falls back like `sandbox run`:
+    // preferred runs without namespaces and says so, required is refused naming the field.
+    let ws = workspace();
+    let pid = r#""argv":["/bin/sh","-c","echo $$"],"profile":"shell""#;
+    for mode in [&["exec", "--json"][..], &["serve"]] {
+        let line = |extra: &str| format!("{{\"id\":\"a\",{pid}{extra}}}\n");
+        let req = |extra: &str| match mode[0] {
+            "serve" => line(extra),
+            _ => line(extra).replacen("\"id\":\"a\",", "", 1),
+        };
+        // Control: with a limit that allows them, the program is PID 2 under the init.
+        let out = json_in_limited_userns(ws.path(), 100, mode, &req(""));
+        assert!(out.contains(r#""stdout":"2\n""#), "{mode:?}: {out}");
+        let out = json_in_limited_userns(ws.path(), 0, mode, &req(""));
+        assert!(out.contains(r#""exit_code":0"#), "{mode:?}: {out}");
+        assert!(!out.contains(r#""stdout":"2\n""#), "{mode:?}: {out}");
+        assert!(out.contains("namespaces unavailable"), "{mode:?}: {out}");
+        let out = json_in_limited_userns(ws.path(), 0, mode, &req(r#","isolation":"required""#));
+        assert!(out.contains(r#""field":"isolation""#), "{mode:?}: {out}");
+        assert!(out.contains("required but unavailable"), "{mode:?}: {out}");
+    }
+}
+
 #[test]
 fn hostile_read_only_paths_are_refused_naming_the_field() {
     let ws = workspace();

@@ -261,7 +261,7 @@ pub fn exec_with(req: &Request, opts: &RunOptions) -> Result<ExecResult, ExecErr
     let mut mechanism = None;
     let res = req.validate().map_err(ExecError::from).and_then(|v| {
         let sandbox = sandbox_for(&v, opts)?;
-        run(&v, &sandbox, opts, start, &mut mechanism, None)
+        run_planned(&v, &sandbox, opts, start, &mut mechanism, None)
     });
     audit(&req.argv, &req.profile, &res, start, mechanism);
     res
