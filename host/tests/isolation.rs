@@ -460,6 +460,57 @@ fn violations_and_exit_statuses_pass_through_the_init() {
 }
 
 #[test]
+fn the_init_forwards_the_signals_it_gets_to_the_command() {
+    use std::io::{BufRead, BufReader};
+    let ws = workspace();
+    for who in BOTH {
+        // The command traps TERM and says so; untrapped, it gives up after about 10 s (3).
+        let script = "trap 'echo got-TERM; exit 7' TERM; echo started; \
+                      i=0; while [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; exit 3";
+        let mut c = command(who, SANDBOX);
+        c.args([
+            "run",
+            "--allow-root",
+            "--landlock",
+            "off",
+            "--profile",
+            "shell",
+        ])
+        .args(["--", "/bin/sh", "-c", script])
+        .current_dir(ws.path())
+        .stdout(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "started\n", "{who:?}");
+        // The sandbox's only child is the namespaces' init (PID 1 inside).
+        let o = Command::new("pgrep")
+            .args(["-P", &child.id().to_string()])
+            .output()
+            .unwrap();
+        let init = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        assert!(
+            !init.is_empty() && !init.contains('\n'),
+            "{who:?}: {init:?}"
+        );
+        let st = Command::new("kill")
+            .args(["-TERM", &init])
+            .status()
+            .unwrap();
+        assert!(st.success(), "{who:?}");
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(
+            (status.code(), rest.as_str()),
+            (Some(7), "got-TERM\n"),
+            "{who:?}"
+        );
+    }
+}
+
+#[test]
 fn degraded_mode_forced_in_the_host() {
     let ws = workspace();
     let mut c = command(As::Root, SANDBOX);
