@@ -1,8 +1,11 @@
 //! The parts of `cargo xtask` that tests share: the command matrix, the syscall benchmark, the
-//! syscall-table generator and the release bundle.
+//! syscall-table generator, the release bundle and the source structure checks (import cycles).
 
 pub mod agent_matrix;
 pub mod bench_syscalls;
 pub mod codegen;
 pub mod dist;
+pub mod import_cycles;
 pub mod matrix;
+pub mod module_graph;
+pub mod rust_tokens;
