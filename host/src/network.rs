@@ -231,8 +231,8 @@ impl Network {
     /// not the filter, is then the boundary). Other modes leave the profile as it is.
     pub fn guard(
         &self,
-        profile: crate::policy::profile::Profile,
-    ) -> Result<crate::policy::profile::Profile, crate::policy::profile::ProfileError> {
+        profile: sandbox_policy::profile::Profile,
+    ) -> Result<sandbox_policy::profile::Profile, sandbox_policy::profile::ProfileError> {
         match self.mode {
             Some(Mode::Proxy) => profile.with_allow("@network"),
             _ => Ok(profile),

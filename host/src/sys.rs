@@ -416,3 +416,33 @@ pub(crate) fn recv_now(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize
     }
     Ok(n as usize)
 }
+
+/// Whether a child can `unshare(flags)`: forks, tries, exits with the errno. The one probe of
+/// namespaces (the isolation layer's, the network layer's, `sandbox check`'s).
+pub(crate) fn unshare_probe(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: the child only makes async-signal-safe calls (unshare, _exit).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        // SAFETY: in the child: unshare and _exit only; the errno is read before _exit.
+        unsafe {
+            let rc = libc::unshare(flags);
+            let errno = if rc == 0 {
+                0
+            } else {
+                *libc::__errno_location()
+            };
+            libc::_exit(errno.min(255));
+        }
+    }
+    let mut status = 0;
+    // SAFETY: reaps the child we forked; status is a valid int.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+        Some(0) => Ok(()),
+        Some(errno) => Err(io::Error::from_raw_os_error(errno)),
+        None => Err(io::Error::other("the probe died")),
+    }
+}

@@ -52,9 +52,9 @@ pub enum ErrorKind {
     Whitespace,
     /// A byte that is not printable ASCII.
     NotAscii,
-    /// The whole value is longer than [`crate::MAX_VALUE_LEN`].
+    /// The whole value is longer than [`crate::limits::MAX_VALUE_LEN`].
     TooLong,
-    /// More than [`crate::MAX_ENTRIES`] entries.
+    /// More than [`crate::limits::MAX_ENTRIES`] entries.
     TooManyEntries,
     /// More argument rules, alternatives or conditions than a policy holds.
     TooManyRules,
@@ -82,8 +82,8 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Syntax(what) => write!(f, "syntax error: {what}"),
             ErrorKind::Whitespace => f.write_str("whitespace is only allowed inside parentheses"),
             ErrorKind::NotAscii => f.write_str("only printable ASCII is allowed"),
-            ErrorKind::TooLong => write!(f, "value longer than {} bytes", crate::MAX_VALUE_LEN),
-            ErrorKind::TooManyEntries => write!(f, "more than {} entries", crate::MAX_ENTRIES),
+            ErrorKind::TooLong => write!(f, "value longer than {} bytes", crate::limits::MAX_VALUE_LEN),
+            ErrorKind::TooManyEntries => write!(f, "more than {} entries", crate::limits::MAX_ENTRIES),
             ErrorKind::TooManyRules => f.write_str("too many argument rules or conditions for one policy"),
             ErrorKind::GroupTooDeep => f.write_str("groups nested too deeply"),
             ErrorKind::ConditionOnGroup => f.write_str("a group cannot take argument conditions"),

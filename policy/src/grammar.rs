@@ -22,12 +22,9 @@ use crate::arch::Arch;
 use crate::consts;
 use crate::error::{Error, ErrorKind, Source, Token};
 use crate::groups;
+pub use crate::limits::{MAX_ENTRIES, MAX_VALUE_LEN};
 use crate::policy::{CmpOp, Cond, Policy, Width, MAX_CONDS_PER_ALT};
 
-/// Longest accepted value of one variable, in bytes.
-pub const MAX_VALUE_LEN: usize = 65536;
-/// Most entries accepted in one variable (groups count as one).
-pub const MAX_ENTRIES: usize = 1024;
 const MAX_GROUP_DEPTH: usize = 4;
 const MAX_ALTS_PER_ENTRY: usize = 16;
 
@@ -479,8 +476,8 @@ pub fn from_env(
     };
     let mode = match (allow, deny) {
         (None, None) => return Ok(false),
-        (Some(_), _) => crate::Mode::AllowList,
-        (None, Some(_)) => crate::Mode::DenyList,
+        (Some(_), _) => crate::policy::Mode::AllowList,
+        (None, Some(_)) => crate::policy::Mode::DenyList,
     };
     policy.reset(arch, mode, action);
     if let Some(a) = allow {

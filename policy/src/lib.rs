@@ -21,6 +21,7 @@ pub mod error;
 pub mod grammar;
 pub mod groups;
 pub mod install;
+pub mod limits;
 #[cfg(feature = "std")]
 pub mod oci;
 pub mod policy;
@@ -32,6 +33,7 @@ pub use action::Action;
 pub use arch::{Arch, NATIVE};
 pub use bpf::{compile, Insn, MAX_INSNS};
 pub use error::{Error, ErrorKind, Source};
-pub use grammar::{from_env, parse_exemptions, parse_list, MAX_ENTRIES, MAX_VALUE_LEN};
+pub use grammar::{from_env, parse_exemptions, parse_list};
 pub use install::{install, InstallError};
+pub use limits::{MAX_ENTRIES, MAX_VALUE_LEN};
 pub use policy::{CmpOp, Cond, Mode, Policy, Width};

@@ -17,9 +17,7 @@ mod trap;
 
 use sandbox_policy::{bpf, grammar, Action, Insn, Policy, NATIVE};
 
-/// Exit status when a requested filter cannot be installed (the `env`/`docker run` convention
-/// for "the wrapper itself failed").
-pub const FAIL_STATUS: i32 = 125;
+pub use out::FAIL_STATUS;
 
 #[cfg(panic = "abort")]
 #[panic_handler]

@@ -28,15 +28,19 @@ pub fn line(fd: i32, args: fmt::Arguments<'_>) {
     unsafe { libc::write(fd, b.data.as_ptr().cast(), b.len + 1) };
 }
 
+/// Exit status when a requested filter cannot be installed (the `env`/`docker run` convention
+/// for "the wrapper itself failed").
+pub const FAIL_STATUS: i32 = 125;
+
 /// Prints `libsandbox: <message>` on stderr (and the report descriptor), then ends the process
-/// with [`crate::FAIL_STATUS`] before `main` can run.
+/// with [`FAIL_STATUS`] before `main` can run.
 pub fn die(args: fmt::Arguments<'_>, report_fd: Option<i32>) -> ! {
     line(2, format_args!("libsandbox: {args}"));
     if let Some(fd) = report_fd {
         line(fd, format_args!("error {args}"));
     }
     // SAFETY: _exit never returns; no destructors or atexit handlers of the program run.
-    unsafe { libc::_exit(crate::FAIL_STATUS) }
+    unsafe { libc::_exit(FAIL_STATUS) }
 }
 
 /// Marks the report descriptor close-on-exec so programs this one starts do not inherit it.

@@ -54,7 +54,7 @@ extern "C" fn on_sigsys(_sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
     unsafe { libc::syscall(libc::c_long::from(nr), a[0], a[1], a[2], a[3], a[4], a[5]) };
     // Unreachable unless the filter changed its mind; never return into the program.
     // SAFETY: _exit never returns.
-    unsafe { libc::_exit(crate::FAIL_STATUS) }
+    unsafe { libc::_exit(crate::out::FAIL_STATUS) }
 }
 
 #[cfg(target_arch = "x86_64")]

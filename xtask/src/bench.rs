@@ -291,7 +291,7 @@ pub fn run(args: &[&str]) -> Result<()> {
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
             .args(["run", "--quiet", "--release", "-p", "xtask", "--", "bench"])
             .args(args)
-            .current_dir(crate::root())
+            .current_dir(crate::workspace::root())
             .status()
             .context("re-running the benchmarks in release mode")?;
         if !status.success() {
@@ -367,9 +367,9 @@ pub fn run(args: &[&str]) -> Result<()> {
         print!("{section}");
         if !quick {
             let path = Path::new("docs/benchmarks.md");
-            let old = std::fs::read_to_string(crate::root().join(path))
+            let old = std::fs::read_to_string(crate::workspace::root().join(path))
                 .context("reading docs/benchmarks.md")?;
-            crate::write_doc(
+            crate::workspace::write_doc(
                 path,
                 &crate::bench_violations::replace_section(&old, &section),
             )?;
@@ -395,7 +395,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &violations(quick)?;
     print!("{doc}");
     if !quick {
-        crate::write_doc(Path::new("docs/benchmarks.md"), &doc)?;
+        crate::workspace::write_doc(Path::new("docs/benchmarks.md"), &doc)?;
     }
     Ok(())
 }

@@ -23,7 +23,9 @@ fn cpu_time() -> Duration {
 
 /// The section for docs/benchmarks.md; `n` operations of each kind in all.
 pub fn run(n: usize) -> Result<String> {
-    let moby = std::fs::read_to_string(crate::root().join("policy/tests/data/moby/default.json"))?;
+    let moby = std::fs::read_to_string(
+        crate::workspace::root().join("policy/tests/data/moby/default.json"),
+    )?;
     let env = DockerEnv::docker_default(Some((6, 1)));
     let imported = oci::import(&moby, "default.json", NATIVE, &env)?;
     let shell = Profile::builtin("shell")?;

@@ -113,7 +113,7 @@ pub(crate) fn sandbox_binary() -> Result<PathBuf> {
             "--bin",
             "sandbox",
         ])
-        .current_dir(crate::root())
+        .current_dir(crate::workspace::root())
         .status()
         .context("building the sandbox binary")?;
     if !status.success() {
@@ -121,7 +121,7 @@ pub(crate) fn sandbox_binary() -> Result<PathBuf> {
     }
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| crate::root().join("target"));
+        .unwrap_or_else(|| crate::workspace::root().join("target"));
     Ok(dir.join("release/sandbox"))
 }
 

@@ -100,7 +100,7 @@ const GETPPID: u64 = 1_000_000;
 fn compile() -> Result<PathBuf> {
     let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| crate::root().join("target"))
+        .unwrap_or_else(|| crate::workspace::root().join("target"))
         .join(format!("bench-violations-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let src = dir.join("loop.c");

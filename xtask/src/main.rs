@@ -24,22 +24,16 @@ mod bench_proxy;
 mod bench_serve;
 mod bench_violations;
 mod msrv;
+mod workspace;
 // Shared with host/build.rs, which alone needs `target_root_of`.
 #[allow(dead_code)]
 #[path = "../../host/preload_build.rs"]
 mod preload_build;
 
 use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-
-/// The workspace root.
-pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use workspace::root;
 
 /// Runs a command in the workspace root, failing on a non-zero status.
 fn run(cmd: &mut Command) -> Result<()> {
@@ -138,10 +132,4 @@ fn main() -> Result<()> {
         }
         _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
     }
-}
-
-/// Writes `text` to `path` relative to the workspace root.
-pub fn write_doc(path: &Path, text: &str) -> Result<()> {
-    let full = root().join(path);
-    std::fs::write(&full, text).with_context(|| format!("writing {}", full.display()))
 }

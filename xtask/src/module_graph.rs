@@ -47,9 +47,7 @@ impl ModuleGraph {
             let toks = strip_test_modules(tokenize(&src));
             for (name, explicit) in child_declarations(&toks) {
                 let child_file = child_file(&file, dir_owner, &name, explicit.as_deref())
-                    .with_context(|| {
-                        format!("{}: no file for `mod {name};`", file.display())
-                    })?;
+                    .with_context(|| format!("{}: no file for `mod {name};`", file.display()))?;
                 let owner = explicit.is_some() || child_file.ends_with("mod.rs");
                 let mut child = path.clone();
                 child.push(name);
@@ -158,7 +156,12 @@ fn path_attribute(toks: &[Tok], i: usize) -> Option<String> {
 
 /// The file of `mod name;` declared in `parent`. `dir_owner`: the parent is a crate root, a
 /// `mod.rs` or reached through `#[path]`, so its children live beside it.
-fn child_file(parent: &Path, dir_owner: bool, name: &str, explicit: Option<&str>) -> Option<PathBuf> {
+fn child_file(
+    parent: &Path,
+    dir_owner: bool,
+    name: &str,
+    explicit: Option<&str>,
+) -> Option<PathBuf> {
     let here = parent.parent()?;
     if explicit.is_some() {
         let text = std::fs::read_to_string(parent).ok()?;
@@ -169,9 +172,12 @@ fn child_file(parent: &Path, dir_owner: bool, name: &str, explicit: Option<&str>
     } else {
         here.join(parent.file_stem()?)
     };
-    [dir.join(format!("{name}.rs")), dir.join(name).join("mod.rs")]
-        .into_iter()
-        .find(|p| p.is_file())
+    [
+        dir.join(format!("{name}.rs")),
+        dir.join(name).join("mod.rs"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
 }
 
 /// The string of the `#[path = "..."]` attribute nearest before `mod name;` in `text`.
@@ -210,9 +216,7 @@ fn dependencies(
                 depth = depth.saturating_sub(1);
                 i += 1;
             }
-            Tok::Ident(kw)
-                if kw == "mod" && toks.get(i + 2) == Some(&Tok::Punct('{')) =>
-            {
+            Tok::Ident(kw) if kw == "mod" && toks.get(i + 2) == Some(&Tok::Punct('{')) => {
                 if let Some(Tok::Ident(name)) = toks.get(i + 1) {
                     scope.push(name.clone());
                     depth += 1;

@@ -122,7 +122,7 @@ fn detect(c: Controller) -> Option<Hierarchy> {
             Path::new(point).join(below)
         })
     })?;
-    super::contain::remove_stale(&dir);
+    super::cgroup_names::remove_stale(&dir);
     // The probe is the first request cgroup itself: when usable it waits in the idle pool.
     let probe = dir.join(name());
     fs::create_dir(&probe).ok()?;
@@ -155,7 +155,7 @@ pub(crate) fn location(c: Controller) -> Option<&'static Path> {
 fn name() -> String {
     format!(
         "{}v1-{}",
-        super::contain::prefix(),
+        super::cgroup_names::prefix(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
 }

@@ -20,6 +20,7 @@
 //! status of children that other threads of the host are waiting for.
 
 use super::cgroup1::{counter, Controller, Dir};
+use super::cgroup_names::{prefix, remove_stale};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fs;
@@ -184,26 +185,6 @@ fn mount_from_mountinfo() -> Option<PathBuf> {
     })
 }
 
-/// Removes the empty request cgroups left by hosts that are gone (killed before their exit
-/// handler ran). A cgroup that still has processes cannot be removed and stays.
-pub(super) fn remove_stale(dir: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("sandbox-exec-")) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = fs::remove_dir(e.path());
-        }
-    }
-}
-
 /// Idle request cgroups kept for reuse: creating and removing one costs about 100 µs per
 /// request, joining an existing one a few.
 const POOL_MAX: usize = 32;
@@ -242,11 +223,6 @@ extern "C" fn drain_pool() {
             }
         }
     }
-}
-
-/// Request cgroups of this host process are named `sandbox-exec-<host pid>-<n>`.
-pub(super) fn prefix() -> String {
-    format!("sandbox-exec-{}-", std::process::id())
 }
 
 /// Names of request cgroups that are still in use (a zombie in any other one is stale).

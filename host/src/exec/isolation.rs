@@ -3,7 +3,7 @@
 //! binds over the repository's code-running files and the asked paths). The namespaces
 //! themselves and the init that runs in them are `spawn/init.rs`. See docs/isolation.md.
 
-use super::spawn::{Mount, Namespaces};
+use super::namespaces::{Mount, Namespaces};
 use crate::refusal::Refusal;
 use serde::Serialize;
 use std::ffi::CString;
@@ -61,7 +61,7 @@ pub fn unavailable() -> Option<String> {
                     | libc::CLONE_NEWNS
                     | libc::CLONE_NEWIPC
                     | libc::CLONE_NEWUTS;
-                probe(flags).err().map(|e| {
+                crate::sys::unshare_probe(flags).err().map(|e| {
                     let mut why = format!("cannot create user, PID and mount namespaces: {e}");
                     if let Some(r) = reasons().first() {
                         why.push_str(&format!(" ({r})"));
@@ -89,36 +89,6 @@ pub(crate) fn recheck() -> bool {
     let isolation = unavailable().is_some();
     let network = super::net::unavailable().is_some();
     isolation || network
-}
-
-/// Whether a child can `unshare(flags)`: forks, tries, exits with the errno. The one probe of
-/// namespaces (this layer's, the network layer's, `sandbox check`'s).
-pub(crate) fn probe(flags: libc::c_int) -> std::io::Result<()> {
-    // SAFETY: the child only makes async-signal-safe calls (unshare, _exit).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    if pid == 0 {
-        // SAFETY: in the child: unshare and _exit only.
-        unsafe {
-            let rc = libc::unshare(flags);
-            let errno = if rc == 0 {
-                0
-            } else {
-                *libc::__errno_location()
-            };
-            libc::_exit(errno.min(255));
-        }
-    }
-    let mut status = 0;
-    // SAFETY: reaps the child we forked.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
-        Some(0) => Ok(()),
-        Some(errno) => Err(std::io::Error::from_raw_os_error(errno)),
-        None => Err(std::io::Error::other("the probe died")),
-    }
 }
 
 /// Known reasons a machine refuses unprivileged user namespaces, as found here.
@@ -163,7 +133,7 @@ pub fn preflight() -> Vec<String> {
     ];
     let mut lines: Vec<String> = kinds
         .iter()
-        .map(|(name, flags)| match probe(*flags) {
+        .map(|(name, flags)| match crate::sys::unshare_probe(*flags) {
             Ok(()) => format!("{name} namespace: yes"),
             Err(e) => format!("{name} namespace: no ({e})"),
         })

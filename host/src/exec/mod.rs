@@ -20,6 +20,7 @@
 mod advice;
 mod builder;
 mod cgroup1;
+mod cgroup_names;
 #[cfg(target_arch = "x86_64")]
 mod clone;
 pub(crate) mod contain;
@@ -35,6 +36,7 @@ pub mod json;
 pub mod leaks;
 #[doc(hidden)]
 pub mod limits;
+mod namespaces;
 mod net;
 mod notify;
 mod paths;

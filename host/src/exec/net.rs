@@ -69,8 +69,8 @@ impl Plan {
 
     /// The namespaces the mode needs (a user namespace, which makes the others possible
     /// without privileges, and a network namespace with loopback up).
-    pub(crate) fn namespaces(&self) -> Option<super::spawn::Namespaces> {
-        self.mode.isolates().then(|| super::spawn::Namespaces {
+    pub(crate) fn namespaces(&self) -> Option<super::namespaces::Namespaces> {
+        self.mode.isolates().then(|| super::namespaces::Namespaces {
             net: true,
             ..Default::default()
         })
@@ -91,7 +91,7 @@ pub(crate) fn presumed_unavailable() -> Option<String> {
 pub(crate) fn unavailable() -> Option<String> {
     PROBE
         .get_or_init(|| {
-            super::isolation::probe(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)
+            crate::sys::unshare_probe(libc::CLONE_NEWUSER | libc::CLONE_NEWNET)
                 .err()
                 .map(|e| format!("user and network namespaces: {e}"))
         })

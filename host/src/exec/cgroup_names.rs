@@ -1,0 +1,30 @@
+//! Names of request cgroups: which host process a request cgroup belongs to, and removing
+//! those of hosts that are gone. Shared by the v2 (contain.rs) and v1 (cgroup1.rs) layers.
+
+use std::fs;
+use std::path::Path;
+
+/// Removes the empty request cgroups left by hosts that are gone (killed before their exit
+/// handler ran). A cgroup that still has processes cannot be removed and stays.
+pub(super) fn remove_stale(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("sandbox-exec-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_dir(e.path());
+        }
+    }
+}
+
+/// Request cgroups of this host process are named `sandbox-exec-<host pid>-<n>`.
+pub(super) fn prefix() -> String {
+    format!("sandbox-exec-{}-", std::process::id())
+}
