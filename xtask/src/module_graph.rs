@@ -258,12 +258,12 @@ fn dependencies(
 /// The full paths of a use tree (`a::{b, c::{d, *}}` gives `a::b`, `a::c::d`, `a::c::*`).
 fn expand_use(toks: &[Tok]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    expand_into(toks, &mut Vec::new(), &mut out);
+    expand_into(toks, &[], &mut out);
     out
 }
 
-fn expand_into(toks: &[Tok], prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-    let mut path = prefix.clone();
+fn expand_into(toks: &[Tok], prefix: &[String], out: &mut Vec<Vec<String>>) {
+    let mut path = prefix.to_vec();
     let mut i = 0;
     while i < toks.len() {
         match &toks[i] {
@@ -283,14 +283,14 @@ fn expand_into(toks: &[Tok], prefix: &mut Vec<String>, out: &mut Vec<Vec<String>
             Tok::Punct('{') => {
                 let close = matching_close(toks, i);
                 for item in split_top_level(&toks[i + 1..close.min(toks.len())]) {
-                    expand_into(item, &mut path.clone(), out);
+                    expand_into(item, &path, out);
                 }
                 return;
             }
             _ => i += 1,
         }
     }
-    if path.len() > prefix.len() || !path.is_empty() {
+    if !path.is_empty() {
         out.push(path);
     }
 }
