@@ -1,10 +1,11 @@
 //! The host's system-call boundary: small safe wrappers around the libc calls the rest of the
 //! crate needs, so that `unsafe` lives here, each block short and with its `// SAFETY:` line.
 //!
-//! Not moved here yet, and still holding their own blocks: the spawn path (`exec/spawn.rs`,
-//! `exec/spawn/init.rs`, `exec/spawner.rs`, `exec/clone.rs`), notifications (`exec/notify.rs`),
-//! containment (`exec/contain.rs`, `exec/cgroup1.rs`), limits, isolation, paths and the exec
-//! runner (`exec/run.rs`).
+//! Not here, and holding their own blocks: the spawn path (`exec/spawn.rs`,
+//! `exec/spawn/init.rs`, `exec/spawner.rs`, `exec/clone.rs`), the exec runner (`exec/run.rs`)
+//! and the exposed paths the init opens (`exec/paths.rs`). Much of that code runs in a cloned
+//! child between `clone` and `exec`, where only async-signal-safe, allocation-free calls are
+//! allowed; xtask's `unsafe_boundary` test lists each file with its reason.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -105,12 +106,7 @@ pub(crate) fn stdout_to_stderr() -> io::Result<OwnedFd> {
 
 /// The soft limit of resource `res` (`RLIMIT_*`), `None` when it cannot be read.
 pub(crate) fn soft_rlimit(res: libc::__rlimit_resource_t) -> Option<u64> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we pass.
-    (unsafe { libc::getrlimit(res, &mut cur) } == 0).then_some(cur.rlim_cur)
+    rlimit(res).ok().map(|l| l.rlim_cur)
 }
 
 /// The Landlock ABI version the kernel offers, or the errno of the probe.
@@ -338,11 +334,7 @@ pub(crate) fn notif_continue(listener: BorrowedFd<'_>, id: u64) -> io::Result<()
         error: 0,
         flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
     };
-    // SAFETY: NOTIF_SEND reads the response we pass.
-    if unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    notif_send(listener, &resp)
 }
 
 /// Whether notification `id` of a seccomp listener still stands (its thread waits).
@@ -445,4 +437,189 @@ pub(crate) fn unshare_probe(flags: libc::c_int) -> io::Result<()> {
         Some(errno) => Err(io::Error::from_raw_os_error(errno)),
         None => Err(io::Error::other("the probe died")),
     }
+}
+
+/// Registers `f` to run at normal process exit (`atexit`); an error only means it will not run.
+pub(crate) fn at_exit(f: extern "C" fn()) {
+    // SAFETY: registers a plain function with no arguments; it runs at most once, at exit.
+    unsafe { libc::atexit(f) };
+}
+
+/// The soft and hard limits of resource `res` (`RLIMIT_*`).
+pub(crate) fn rlimit(res: libc::__rlimit_resource_t) -> io::Result<libc::rlimit> {
+    let mut cur = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(res, &mut cur) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(cur)
+}
+
+/// `flock(op)` on `fd` (`LOCK_EX`, `LOCK_SH`, `LOCK_UN`, with `LOCK_NB`).
+pub(crate) fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
+    // SAFETY: flock on a descriptor the caller owns; no memory is involved.
+    if unsafe { libc::flock(fd.as_raw_fd(), op) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// The type (`f_type`, a `*_SUPER_MAGIC`) of the file system holding `path`.
+pub(crate) fn fs_type(path: &CStr) -> io::Result<i64> {
+    // SAFETY: a zeroed statfs is a valid out-parameter.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statfs reads a NUL-terminated path and writes into st.
+    if unsafe { libc::statfs(path.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_type as i64)
+}
+
+/// Makes this process a child subreaper: orphaned descendants are re-parented to it.
+pub(crate) fn set_child_subreaper() -> io::Result<()> {
+    prctl_int(libc::PR_SET_CHILD_SUBREAPER, 1).map(drop)
+}
+
+/// Whether this process is a child subreaper.
+#[cfg(test)]
+pub(crate) fn is_child_subreaper() -> bool {
+    let mut v: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer.
+    let rc = unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut v as *mut libc::c_int,
+            0,
+            0,
+            0,
+        )
+    };
+    rc == 0 && v != 0
+}
+
+/// Opens `name` in directory `dir` for reading (close-on-exec).
+pub(crate) fn open_in(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<std::fs::File> {
+    // SAFETY: openat on a descriptor the caller owns with a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// Sends `sig` to process `pid` (positive: that process only; kill with a thread id signals
+/// its whole thread group).
+pub(crate) fn kill(pid: i32, sig: libc::c_int) -> io::Result<()> {
+    if pid <= 0 {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: kill with a positive pid signals exactly that process; no memory is involved.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `waitpid(pid, flags)` for one child: the pid it returned (0: still running with
+/// `WNOHANG`) and the status.
+pub(crate) fn waitpid(pid: i32, flags: libc::c_int) -> io::Result<(i32, libc::c_int)> {
+    let mut status = 0;
+    // SAFETY: waitpid writes the status into a local.
+    let rc = unsafe { libc::waitpid(pid, &mut status, flags) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((rc, status))
+}
+
+/// Whether any child of this process is a zombie, without reaping it (`waitid(P_ALL,
+/// WNOHANG | WNOWAIT)`).
+pub(crate) fn has_zombie_child() -> bool {
+    // SAFETY: a zeroed siginfo is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes into info; P_ALL with WNOHANG|WNOWAIT does not reap anything.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid after a successful waitid (0 when nothing is waitable).
+    rc == 0 && unsafe { info.si_pid() } != 0
+}
+
+/// Polls one descriptor for `events`, waiting at most `timeout_ms` (0: not at all); the
+/// events it reports (empty when the time ran out).
+pub(crate) fn poll_one(
+    fd: BorrowedFd<'_>,
+    events: libc::c_short,
+    timeout_ms: libc::c_int,
+) -> io::Result<libc::c_short> {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: poll reads and writes the one pollfd we pass.
+    if unsafe { libc::poll(&mut p, 1, timeout_ms) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p.revents)
+}
+
+/// A pidfd for `pid` (`pidfd_open`; `flags` may hold `PIDFD_THREAD` for any thread).
+pub(crate) fn pidfd_open(pid: i32, flags: libc::c_uint) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open returns a new descriptor or -1; no memory is involved.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Answers a seccomp notification with `resp`.
+pub(crate) fn notif_send(
+    listener: BorrowedFd<'_>,
+    resp: &libc::seccomp_notif_resp,
+) -> io::Result<()> {
+    // SAFETY: NOTIF_SEND reads the response we pass.
+    if unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, resp) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A child of a test: forks, runs `f` in the child and ends it with `f`'s result as its exit
+/// status (no exit handlers run); returns the child's wait status.
+///
+/// The child of a multi-threaded process may only make async-signal-safe calls until it
+/// exits: `f` must keep to those (and to locks no other thread can hold).
+#[cfg(test)]
+pub(crate) fn in_forked_child(f: fn() -> i32) -> io::Result<libc::c_int> {
+    // SAFETY: the child runs only `f`, which the caller keeps to async-signal-safe calls,
+    // then _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if pid == 0 {
+        let code = f();
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    waitpid(pid, 0).map(|(_, status)| status)
 }

@@ -1,5 +1,5 @@
 //! The parts of `cargo xtask` that tests share: the command matrix, the syscall benchmark, the
-//! syscall-table generator, the release bundle and the source structure checks (import cycles).
+//! syscall-table generator, the release bundle and the source structure checks (import cycles, where `unsafe` may appear).
 
 pub mod agent_matrix;
 pub mod bench_syscalls;
@@ -9,3 +9,4 @@ pub mod import_cycles;
 pub mod matrix;
 pub mod module_graph;
 pub mod rust_tokens;
+pub mod unsafe_boundary;

@@ -130,8 +130,7 @@ fn detect(c: Controller) -> Option<Hierarchy> {
         let _ = fs::remove_dir(&probe);
         return None;
     }
-    // SAFETY: registers a plain function to run at normal process exit.
-    unsafe { libc::atexit(drain) };
+    crate::sys::at_exit(drain);
     Some(Hierarchy {
         dir,
         idle: Mutex::new((

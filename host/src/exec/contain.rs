@@ -25,7 +25,7 @@ use serde::Serialize;
 use std::collections::HashSet;
 use std::fs;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -158,12 +158,8 @@ fn usual_mount() -> Option<PathBuf> {
     ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
         .into_iter()
         .find(|p| {
-            // SAFETY: a zeroed statfs is a valid out-parameter.
-            let mut st: libc::statfs = unsafe { std::mem::zeroed() };
             let c = std::ffi::CString::new(*p).expect("no NUL in a constant path");
-            // SAFETY: statfs reads a NUL-terminated path and writes into st.
-            let ok = unsafe { libc::statfs(c.as_ptr(), &mut st) } == 0;
-            ok && st.f_type as i64 == CGROUP2_SUPER_MAGIC
+            crate::sys::fs_type(&c).ok() == Some(CGROUP2_SUPER_MAGIC)
         })
         .map(PathBuf::from)
 }
@@ -203,8 +199,7 @@ static POOL_ONCE: OnceLock<Mutex<Vec<Place>>> = OnceLock::new();
 
 fn pool() -> &'static Mutex<Vec<Place>> {
     POOL_ONCE.get_or_init(|| {
-        // SAFETY: registers a plain function to run at normal process exit.
-        unsafe { libc::atexit(drain_pool) };
+        crate::sys::at_exit(drain_pool);
         Default::default()
     })
 }
@@ -264,10 +259,8 @@ fn claim() {
         }
         active().lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
-    // SAFETY: prctl with integer arguments; affects only this process.
-    let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    if rc != 0 {
-        tracing::warn!(error = %std::io::Error::last_os_error(), "cannot become a child subreaper");
+    if let Err(error) = crate::sys::set_child_subreaper() {
+        tracing::warn!(%error, "cannot become a child subreaper");
     }
     *owner = me;
 }
@@ -286,19 +279,10 @@ impl Cg {
     /// Whether any process is in the cgroup (`cgroup.events`, opened relative to the
     /// directory already open: cheaper than resolving the whole path).
     fn populated(&self) -> bool {
-        // SAFETY: openat on our directory descriptor with a NUL-terminated name.
-        let fd = unsafe {
-            libc::openat(
-                self.fd.as_raw_fd(),
-                c"cgroup.events".as_ptr(),
-                libc::O_RDONLY | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
+        use std::os::fd::AsFd;
+        let Ok(mut f) = crate::sys::open_in(self.fd.as_fd(), c"cgroup.events") else {
             return events(&self.dir, "populated");
-        }
-        // SAFETY: the descriptor was just opened and belongs to nobody else.
-        let mut f = unsafe { fs::File::from_raw_fd(fd) };
+        };
         let mut text = String::new();
         if f.read_to_string(&mut text).is_err() {
             return events(&self.dir, "populated");
@@ -668,15 +652,11 @@ impl Drop for Group {
 
 fn host_pid() -> i32 {
     static PID: OnceLock<i32> = OnceLock::new();
-    // SAFETY: getpid cannot fail.
-    *PID.get_or_init(|| unsafe { libc::getpid() })
+    *PID.get_or_init(|| std::process::id() as i32)
 }
 
 fn kill(pid: i32, sig: i32) {
-    if pid > 0 {
-        // SAFETY: kill with a positive pid signals exactly that process.
-        unsafe { libc::kill(pid, sig) };
-    }
+    let _ = crate::sys::kill(pid, sig);
 }
 
 enum Reaped {
@@ -686,11 +666,9 @@ enum Reaped {
 }
 
 fn reap_one(pid: i32) -> Reaped {
-    let mut status = 0;
-    // SAFETY: waitpid on one specific pid, writing into a local.
-    match unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } {
-        0 => Reaped::Running,
-        r if r == pid => Reaped::Done,
+    match crate::sys::waitpid(pid, libc::WNOHANG) {
+        Ok((0, _)) => Reaped::Running,
+        Ok((r, _)) if r == pid => Reaped::Done,
         _ => Reaped::NotMine,
     }
 }
@@ -703,19 +681,7 @@ fn reap(pid: i32) {
 /// of this host that is no longer in use (late re-parenting from an earlier request).
 fn sweep(rel: &str) {
     // Cheap test first: does the host have any zombie child at all?
-    // SAFETY: a zeroed siginfo is a valid out-parameter; WNOWAIT leaves the zombie in place.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waitid writes into info; P_ALL with WNOHANG|WNOWAIT does not reap anything.
-    let rc = unsafe {
-        libc::waitid(
-            libc::P_ALL,
-            0,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: si_pid is valid after a successful waitid (0 when nothing is waitable).
-    if rc != 0 || unsafe { info.si_pid() } == 0 {
+    if !crate::sys::has_zombie_child() {
         return;
     }
     let me = host_pid();
@@ -846,21 +812,7 @@ fn tree(child: i32) -> Vec<(i32, Stat)> {
 mod tests {
     use super::*;
 
-    /// Whether this process is a child subreaper.
-    fn is_subreaper() -> bool {
-        let mut v: libc::c_int = 0;
-        // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer.
-        unsafe {
-            libc::prctl(
-                libc::PR_GET_CHILD_SUBREAPER,
-                &mut v as *mut libc::c_int,
-                0,
-                0,
-                0,
-            )
-        };
-        v != 0
-    }
+    use crate::sys::is_child_subreaper as is_subreaper;
 
     #[test]
     fn a_forked_child_becomes_a_subreaper_itself_and_forgets_the_parents_pool() {
@@ -874,25 +826,21 @@ mod tests {
                 dir: PathBuf::from("/nonexistent-parent-cgroup"),
                 rel: String::new(),
             });
-        // SAFETY: the child calls only prctl, the pool's and the owner's locks and _exit.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
+        // The child calls only prctl and takes the pool's and the owner's locks, which no
+        // other thread of this test holds.
+        let status = crate::sys::in_forked_child(|| {
             // Control: the flag is not inherited, so a child that trusted a cached "done"
             // would not be a subreaper.
             let inherited = is_subreaper();
             claim();
             let forgot = pool().lock().map(|p| p.is_empty()).unwrap_or(false);
-            let code = if !inherited && is_subreaper() && forgot {
+            if !inherited && is_subreaper() && forgot {
                 0
             } else {
                 1
-            };
-            // SAFETY: ends the child without running the parent's exit handlers.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // SAFETY: waits for the child forked above.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+            }
+        })
+        .expect("fork");
         pool()
             .lock()
             .unwrap_or_else(|e| e.into_inner())

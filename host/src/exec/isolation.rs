@@ -224,13 +224,8 @@ fn repository_files(workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
 /// `flock(2)` on `file` (advisory, per open file description: two jobs of one host lock
 /// against each other like two hosts).
 fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a descriptor this File owns.
-    if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    use std::os::fd::AsFd;
+    crate::sys::flock(file.as_fd(), op)
 }
 
 /// A job's hold on a protected path: a shared lock on the path's lock file (in [`LOCK_DIR`],

@@ -153,14 +153,7 @@ fn capped(
     soft: u64,
     hard: u64,
 ) -> std::io::Result<libc::rlimit> {
-    let mut cur = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we pass.
-    if unsafe { libc::getrlimit(resource, &mut cur) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let cur = crate::sys::rlimit(resource)?;
     let hard = hard.min(cur.rlim_max);
     Ok(libc::rlimit {
         rlim_cur: soft.min(hard),

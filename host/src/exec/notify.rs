@@ -14,7 +14,7 @@
 
 use super::exec_events::{Drained, ExecEvents};
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -129,7 +129,7 @@ fn program_of(pid: u32) -> Option<String> {
 
 /// Applies `response` to one waiting call of `program`, after counting it in `tally`.
 fn respond(
-    fd: RawFd,
+    fd: BorrowedFd<'_>,
     n: &libc::seccomp_notif,
     response: Response,
     program: Option<String>,
@@ -147,9 +147,8 @@ fn respond(
                 error: -i32::from(e),
                 flags: 0,
             };
-            // SAFETY: NOTIF_SEND reads the response we pass; a call whose thread is gone
-            // gives ENOENT, which needs nothing more.
-            unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+            // A call whose thread is gone gives ENOENT, which needs nothing more.
+            let _ = crate::sys::notif_send(fd, &resp);
         }
         Response::Kill => {
             if tally.killer.is_none() {
@@ -162,18 +161,6 @@ fn respond(
             }
         }
     }
-}
-
-/// `SECCOMP_IOCTL_NOTIF_SET_FLAGS` (`_IOW('!', 4, __u64)`).
-const NOTIF_SET_FLAGS: libc::c_ulong = 0x4008_2104;
-/// `SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP`: the kernel switches straight to the waiting thread
-/// when it is answered (Linux 6.6), which halves the round trip of a refused call.
-const FD_SYNC_WAKE_UP: u64 = 1;
-
-/// Asks for synchronous wake-ups on a listener; older kernels refuse, which costs only speed.
-fn sync_wake_up(fd: RawFd) {
-    // SAFETY: the ioctl reads a u64 flag word by value.
-    unsafe { libc::ioctl(fd, NOTIF_SET_FLAGS, FD_SYNC_WAKE_UP) };
 }
 
 /// The host's end of one request's filter listener.
@@ -192,7 +179,7 @@ pub(crate) struct Notifier {
 impl Notifier {
     /// Wraps the listener taken from the child of `main`.
     pub(crate) fn new(fd: OwnedFd, response: Response, main: MainProgram) -> Notifier {
-        sync_wake_up(fd.as_raw_fd());
+        crate::sys::notif_sync_wake_up(fd.as_fd());
         Notifier {
             fd,
             response,
@@ -210,13 +197,13 @@ impl Notifier {
     /// Handles one waiting call. Returns false when the listener has nothing more to say
     /// (every process using the filter is gone).
     pub(crate) fn handle(&mut self) -> bool {
-        let n = match receive(self.raw()) {
+        let n = match receive(self.fd.as_fd()) {
             Received::Call(n) => n,
             Received::Gone => return true,
             Received::Closed => return false,
         };
         respond(
-            self.fd.as_raw_fd(),
+            self.fd.as_fd(),
             &n,
             self.response,
             program_of(n.pid),
@@ -237,30 +224,25 @@ enum Received {
     Closed,
 }
 
-fn receive(fd: RawFd) -> Received {
-    // SAFETY: a zeroed seccomp_notif is the required input of NOTIF_RECV.
-    let mut n: libc::seccomp_notif = unsafe { std::mem::zeroed() };
-    // SAFETY: NOTIF_RECV writes one notification into n.
-    let rc = unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_RECV, &mut n) };
-    if rc == 0 {
-        return Received::Call(n);
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::ENOENT) | Some(libc::EINTR) => Received::Gone,
-        _ => Received::Closed,
+fn receive(fd: BorrowedFd<'_>) -> Received {
+    match crate::sys::notif_recv(fd) {
+        Ok(n) => Received::Call(n),
+        Err(e) => match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::EINTR) => Received::Gone,
+            _ => Received::Closed,
+        },
     }
 }
 
 /// Whether the notification still stands (its thread waits): after reading /proc about its
 /// pid, as seccomp_unotify(2) advises, so that the pid was not reused meanwhile.
-fn still_waiting(fd: RawFd, n: &libc::seccomp_notif) -> bool {
-    // SAFETY: NOTIF_ID_VALID reads the id we pass.
-    unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_ID_VALID, &n.id) == 0 }
+fn still_waiting(fd: BorrowedFd<'_>, n: &libc::seccomp_notif) -> bool {
+    crate::sys::notif_id_valid(fd, n.id)
 }
 
 /// Ends the process that made the refused call: SIGSYS when that ends it, else SIGKILL.
 /// Returns the signal sent (none when the call no longer waits).
-fn stop(fd: RawFd, n: &libc::seccomp_notif, signalled: &mut Vec<i32>) -> Option<i32> {
+fn stop(fd: BorrowedFd<'_>, n: &libc::seccomp_notif, signalled: &mut Vec<i32>) -> Option<i32> {
     let pid = n.pid as i32;
     let sig = if !signalled.contains(&pid) && sigsys_is_fatal(pid) {
         signalled.push(pid);
@@ -272,8 +254,7 @@ fn stop(fd: RawFd, n: &libc::seccomp_notif, signalled: &mut Vec<i32>) -> Option<
         return None;
     }
     // kill() with a thread id signals its whole thread group.
-    // SAFETY: signals the process that made the refused call.
-    unsafe { libc::kill(pid, sig) };
+    let _ = crate::sys::kill(pid, sig);
     Some(sig)
 }
 
@@ -430,13 +411,8 @@ const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
 impl Known {
     fn get(&mut self, tid: i32) -> Option<Arc<Slot>> {
         let KnownThread { slot, pidfd, .. } = self.map.get(&tid)?;
-        let mut p = libc::pollfd {
-            fd: pidfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: polls one pidfd we own without waiting; readable means it exited.
-        let exited = unsafe { libc::poll(&mut p, 1, 0) } != 0;
+        // Readable (or in error) means the thread exited.
+        let exited = crate::sys::poll_one(pidfd.as_fd(), libc::POLLIN, 0).map_or(true, |r| r != 0);
         if exited || Arc::strong_count(slot) == 1 {
             self.map.remove(&tid);
             return None;
@@ -445,13 +421,9 @@ impl Known {
     }
 
     fn insert(&mut self, tid: i32, slot: &Arc<Slot>) {
-        // SAFETY: pidfd_open returns a new descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, tid, PIDFD_THREAD) };
-        if fd < 0 {
+        let Ok(pidfd) = crate::sys::pidfd_open(tid, PIDFD_THREAD) else {
             return;
-        }
-        // SAFETY: fd was just opened and belongs to nobody else.
-        let pidfd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd as RawFd) };
+        };
         // The id is still that thread's (its call waits): its group, read after the pidfd.
         let Some(tgid) = status_field(tid, "Tgid:").and_then(|t| t.parse().ok()) else {
             return;
@@ -518,8 +490,8 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
     std::thread::Builder::new()
         .name(format!("sandbox-notify-{profile}"))
         .spawn(move || {
-            let fd = listener.as_raw_fd();
-            sync_wake_up(fd);
+            let fd = listener.as_fd();
+            crate::sys::notif_sync_wake_up(fd);
             let mut pending: Vec<(libc::seccomp_notif, Instant)> = Vec::new();
             let mut orphans: Vec<i32> = Vec::new();
             let mut known = Known {
@@ -536,14 +508,8 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
                         Received::Closed => return,
                     }
                 } else {
-                    let mut p = libc::pollfd {
-                        fd,
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    // SAFETY: one pollfd on a descriptor we own.
-                    let n = unsafe { libc::poll(&mut p, 1, 2) };
-                    if n > 0 && p.revents & libc::POLLIN != 0 {
+                    let revents = crate::sys::poll_one(fd, libc::POLLIN, 2).unwrap_or(0);
+                    if revents & libc::POLLIN != 0 {
                         match receive(fd) {
                             Received::Call(c) => pending.push((c, Instant::now())),
                             Received::Gone => {}
@@ -624,7 +590,7 @@ const CREDENTIAL_CALLS: &[&str] = &[
 /// Answers a call of the host's own (spawner) thread: a credential change glibc asks of every
 /// thread is carried out (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`: the kernel runs the call as if
 /// allowed, for that thread only); anything else is a bug and fails with EPERM.
-fn answer_host_thread(profile: &str, fd: RawFd, c: &libc::seccomp_notif) {
+fn answer_host_thread(profile: &str, fd: BorrowedFd<'_>, c: &libc::seccomp_notif) {
     let credential = crate::policy::NATIVE
         .syscall_name(c.data.nr as u32)
         .is_some_and(|n| CREDENTIAL_CALLS.contains(&n));
@@ -648,8 +614,7 @@ fn answer_host_thread(profile: &str, fd: RawFd, c: &libc::seccomp_notif) {
             flags: 0,
         }
     };
-    // SAFETY: NOTIF_SEND reads the response we pass.
-    unsafe { libc::ioctl(fd, libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+    let _ = crate::sys::notif_send(fd, &resp);
 }
 
 /// Whether SIGSYS would end `pid` now: not blocked by that thread, not ignored, not caught.
