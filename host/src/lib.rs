@@ -70,6 +70,7 @@ pub mod learn;
 pub mod network;
 #[doc(hidden)]
 pub mod outer;
+mod peer;
 #[doc(hidden)]
 pub mod platform;
 #[doc(hidden)]

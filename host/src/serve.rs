@@ -581,9 +581,21 @@ fn accept(
     };
     let refuse = |stream: &UnixStream, reason: &str| {
         let _ = (&*stream).write_all(&error_line(None, "connection", reason));
+        let _ = stream.shutdown(std::net::Shutdown::Write);
     };
     match peer_cred(&stream) {
-        Ok(cred) if cred.uid == uid => {}
+        Ok(cred) if cred.uid == uid => {
+            let pidfd = crate::sys::peer_pidfd(stream.as_fd()).ok();
+            if let Some(why) = crate::peer::refusal(cred.pid, pidfd.as_ref().map(|f| f.as_fd())) {
+                eprintln!("sandbox: serve: refused a connection from a sandboxed command: {why}; requests must come from outside the sandbox");
+                refuse(
+                    &stream,
+                    &format!("refused: {why}; a sandboxed command may not submit requests"),
+                );
+                close_refused(stream);
+                return None;
+            }
+        }
         Ok(cred) => {
             eprintln!(
                 "sandbox: serve: refused a connection from uid {} (pid {}): only uid {uid} may connect",
@@ -593,6 +605,7 @@ fn accept(
                 &stream,
                 "refused: this server accepts connections from its own uid only",
             );
+            close_refused(stream);
             return None;
         }
         Err(e) => {
@@ -605,6 +618,7 @@ fn accept(
             &stream,
             &format!("refused: {MAX_CONNECTIONS} connections are open already"),
         );
+        close_refused(stream);
         return None;
     }
     let socket = Arc::new(stream);
@@ -626,6 +640,28 @@ fn accept(
             None
         }
     }
+}
+
+/// Closes a refused connection without resetting it: a client that sent its request before
+/// reading would otherwise get ECONNRESET in place of the refusal line. What it sent is read
+/// and dropped (at most 1 MiB, for at most 2 s) on a thread of its own, so the accept loop
+/// does not wait for it.
+fn close_refused(stream: UnixStream) {
+    use std::io::Read;
+    let drain = move || {
+        let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
+        let mut buf = [0u8; 8192];
+        let mut left: usize = 1 << 20;
+        while left > 0 {
+            match (&stream).read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = std::thread::Builder::new()
+        .name("serve-refused".into())
+        .spawn(drain);
 }
 
 /// A connection's read side, shared with its writers.

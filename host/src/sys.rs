@@ -204,6 +204,19 @@ pub(crate) fn poll(fds: &mut [libc::pollfd]) -> io::Result<()> {
     Ok(())
 }
 
+/// Whether the process behind `pidfd` has exited (its pidfd is readable then); looked at
+/// without waiting.
+pub(crate) fn pidfd_exited(pidfd: BorrowedFd<'_>) -> bool {
+    let mut fds = [libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    // SAFETY: fds is a valid, exclusively borrowed array of one pollfd; timeout 0 never blocks.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    n != 0
+}
+
 /// The credentials of the peer of a connected unix socket, as the kernel recorded them at
 /// `connect`.
 pub(crate) fn peer_cred(socket: BorrowedFd<'_>) -> io::Result<libc::ucred> {
@@ -227,6 +240,29 @@ pub(crate) fn peer_cred(socket: BorrowedFd<'_>) -> io::Result<libc::ucred> {
         return Err(io::Error::last_os_error());
     }
     Ok(cred)
+}
+
+/// A pidfd for the process that connected `socket` (`SO_PEERPIDFD`, Linux 6.5), so that what
+/// is read about it under `/proc` can be checked to still be about that process.
+pub(crate) fn peer_pidfd(socket: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    const SO_PEERPIDFD: libc::c_int = 77;
+    let mut fd: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the local `fd`.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&mut fd as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just installed `fd` for this process; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// A new eventfd (counter 0) with `flags` (`EFD_CLOEXEC`, `EFD_NONBLOCK`).

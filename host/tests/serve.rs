@@ -954,3 +954,99 @@ fn the_python_example_in_the_docs_runs() {
     assert_eq!(lines[2], "net: exit 1: ");
     assert!(lines[3].starts_with("  refused socket x1: "), "{out}");
 }
+
+/// A client that submits one request asking for no sandbox at all and prints every line back.
+const ESCAPE_CLIENT: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b'{"id":"esc","argv":["/usr/bin/id","-u"],"profile":"unrestricted","isolation":"off","landlock":"off"}\n')
+s.shutdown(socket.SHUT_WR)
+data = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    data += b
+sys.stdout.write(data.decode())
+"#;
+
+/// The escape: a sandboxed command of the server's own uid connects to the server's socket
+/// (visible in the workspace; the profile allows unix sockets) and asks for a command
+/// without any sandbox.
+fn escape_attempt(path: &Path, sandboxed: &[&str]) -> String {
+    let mut c = Command::new(sandboxed.first().copied().unwrap_or("/usr/bin/python3"));
+    c.args(sandboxed.iter().skip(1));
+    if !sandboxed.is_empty() {
+        c.arg("/usr/bin/python3");
+    }
+    let o = bare(c.arg("-c").arg(ESCAPE_CLIENT).arg(path))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn a_sandboxed_command_cannot_submit_requests_to_the_server() {
+    // In the workspace, not below /tmp (a job's /tmp is private): visible inside the jobs.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = dir.path().join("s.sock");
+    let srv = serve_socket(&path, &[]);
+    let path_s = path.to_str().unwrap();
+
+    // Control: the same client outside any sandbox gets its unsandboxed command run.
+    let out = escape_attempt(&path, &[]);
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["id"], "esc", "{out}");
+    assert_eq!(v["exit_code"], 0, "{out}");
+
+    let mut variants: Vec<Vec<&str>> = vec![
+        vec![BIN, "run", "--profile", "shell-network", "--"],
+        vec![BIN, "run", "--profile", "unrestricted", "--"],
+    ];
+    // Without namespaces the request cgroup marks the job (root has one on this machine).
+    if owner_of_this_process() == 0 {
+        variants.push(vec![
+            BIN,
+            "run",
+            "--profile",
+            "shell-network",
+            "--isolation",
+            "off",
+            "--",
+        ]);
+    }
+    for v in &variants {
+        let out = escape_attempt(&path, v);
+        assert!(
+            out.contains("a sandboxed command may not submit requests")
+                && !out.contains("\"stdout\""),
+            "{v:?}: {out}"
+        );
+    }
+
+    // A job of this very server, without namespaces: refused as one of its descendants.
+    let line = json!({"id": "inner", "argv": ["/usr/bin/python3", "-c", ESCAPE_CLIENT, path_s],
+        "profile": "shell-network", "isolation": "off"})
+    .to_string();
+    let r = exchange(&path, &[line]);
+    let inner = r[0]["stdout"].as_str().unwrap_or_default();
+    assert!(
+        inner.contains("a sandboxed command may not submit requests"),
+        "{r:?}"
+    );
+
+    let (status, stderr) = srv.stop();
+    assert_eq!(status, 0);
+    assert!(
+        stderr.contains("refused a connection from a sandboxed command"),
+        "{stderr}"
+    );
+}
+
+fn owner_of_this_process() -> u32 {
+    std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap_or(1)
+}
