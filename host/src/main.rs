@@ -7,7 +7,8 @@ use sandbox_host::config::ExecConfig;
 use sandbox_host::exec::OnViolation;
 use sandbox_host::run::{self, RunSettings, EXIT_SANDBOX};
 use sandbox_host::{admission, extract, platform, Options, Sandbox};
-use sandbox_policy::profile::Profile;
+use sandbox_policy::error::Source;
+use sandbox_policy::profile::{Profile, ProfileError};
 use sandbox_policy::Action;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,7 +31,7 @@ fn options(p: &PolicyArgs) -> Result<(Options, Option<ExecConfig>), String> {
     let profile = match (&p.profile, &p.allow, &p.deny) {
         (Some(name), _, _) => Some(Profile::named_or_file(name).map_err(|e| e.to_string())?),
         (None, Some(_), _) | (None, _, Some(_)) if config.is_none() => Some(
-            Profile::custom(p.allow.as_deref(), p.deny.as_deref()).map_err(|e| e.to_string())?,
+            Profile::custom(p.allow.as_deref(), p.deny.as_deref()).map_err(|e| flag_reason(&e))?,
         ),
         _ => None,
     };
@@ -91,8 +92,18 @@ fn extend(prof: &mut Profile, p: &PolicyArgs) -> Result<(), String> {
         text += &format!("allow = {}\n", toml_list(a));
     }
     text += &format!("deny = {}\n", toml_list(&deny));
-    *prof = Profile::from_toml(prof.name(), &text).map_err(|e| e.to_string())?;
+    *prof = Profile::from_toml(prof.name(), &text).map_err(|e| flag_reason(&e))?;
     Ok(())
+}
+
+/// A profile error worded for the command line: an entry of `--allow` / `--deny` is named by
+/// its flag, not by the environment variable the lists are checked under.
+fn flag_reason(e: &ProfileError) -> String {
+    match e.list_entry() {
+        Some((Source::Allow, what)) => format!("--allow {what}"),
+        Some((_, what)) => format!("--deny {what}"),
+        None => e.to_string(),
+    }
 }
 
 fn fail(msg: impl std::fmt::Display) -> i32 {

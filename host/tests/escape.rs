@@ -1989,6 +1989,49 @@ fn the_extracted_preload_cannot_be_opened_for_writing() {
     });
 }
 
+/// As root, the files through which a program would act outside the sandbox: the crash
+/// handler every later core dump runs as root, unfiltered (`/proc/sys/kernel/core_pattern`),
+/// and the root cgroup's `cgroup.procs`, which moves a process out of its request's cgroup.
+/// No sandboxed program opens them for writing (opened only; nothing is written, here or in
+/// the control, where root opens both).
+#[test]
+fn root_cannot_open_core_pattern_or_cgroup_procs_for_writing() {
+    if !is_root() {
+        return;
+    }
+    let procs = ["", "unified/", "pids/"]
+        .iter()
+        .map(|d| format!("/sys/fs/cgroup/{d}cgroup.procs"))
+        .find(|p| Path::new(p).exists())
+        .expect("a cgroup hierarchy");
+    for target in ["/proc/sys/kernel/core_pattern", &procs] {
+        let c = control(attack(Variant::Dynamic), &["open-rw", target]);
+        assert!(
+            c.stdout
+                .lines()
+                .any(|l| l.starts_with("open(O_RDWR): ret=") && !l.contains("errno")),
+            "root opens {target} for writing unsandboxed: {c:?}"
+        );
+        every_runner(|r| {
+            for profile in FILTERING {
+                for v in BOTH {
+                    let ran = sandboxed(
+                        r,
+                        "open core_pattern or cgroup.procs O_RDWR",
+                        profile,
+                        v,
+                        &["open-rw", target],
+                    );
+                    assert!(
+                        ran.killed_by_sigsys() || ran.stdout.contains("open(O_RDWR): ret=-1"),
+                        "{target} {profile} {v:?}: {ran:?}"
+                    );
+                }
+            }
+        });
+    }
+}
+
 /// Processes whose command line contains `mark`.
 fn marked(mark: &str) -> Vec<u32> {
     std::fs::read_dir("/proc")

@@ -210,7 +210,19 @@ fn hostile_policy_fields_are_refused_naming_the_field() {
         let (v, status, _) = cli(req.to_string().as_bytes());
         assert_eq!(status, 125, "{req}: {v}");
         assert_eq!(v["error"]["field"], field, "{req}: {v}");
+        // An entry in the client's terms: the field, not the variable lists are checked under.
+        let reason = v["error"]["reason"].as_str().unwrap();
+        if field.starts_with("allow[") || field.starts_with("deny[") {
+            assert!(!reason.contains("SECCOMP_"), "{req}: {v}");
+        }
     }
+    let (v, _, _) = cli(br#"{"argv": ["/bin/true"], "deny": ["socket=EBOGUS"]}"#);
+    assert_eq!(
+        v["error"]["reason"].as_str().unwrap(),
+        "`socket=EBOGUS`: unknown action (use kill, trap, log, allow, errno or an errno name \
+         such as EACCES)",
+        "{v}"
+    );
     // Root reads any file: the unreadable file as an unprivileged user.
     std::fs::set_permissions(
         dir.path(),

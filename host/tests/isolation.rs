@@ -677,6 +677,81 @@ fn json_runners_plan_again_when_the_kernel_refuses_namespaces() {
     }
 }
 
+/// `shell` over a read-only workspace is the read-only way to let an agent explore: its
+/// programs read, list and run, and change nothing (control: the same script writes without
+/// `--read-only`). Without the namespace layer the binds cannot be made, so `--read-only` with
+/// `--isolation off` is refused rather than ignored (it was: the file was written).
+#[test]
+fn a_read_only_workspace_under_shell_changes_nothing() {
+    let script = "cat data.txt; ls | wc -l; touch new; echo x >> data.txt; rm data.txt; \
+        mkdir d; true";
+    for who in BOTH {
+        let ws = workspace();
+        fs::write(ws.path().join("data.txt"), "original\n").unwrap();
+        chmod_r(ws.path());
+        let w = ws.path().to_str().unwrap();
+        let explore = ["--profile", "shell", "--", "/bin/bash", "-c", script];
+        let ro = [&["--read-only", w][..], &explore[..]].concat();
+        let (out, err) = text(&run(who, ws.path(), &ro));
+        assert_eq!(out, "original\n1\n", "{who:?}: {err}");
+        assert_eq!(
+            err.matches("Read-only file system").count(),
+            4,
+            "{who:?}: {err}"
+        );
+        assert_eq!(
+            fs::read_dir(ws.path()).unwrap().count(),
+            1,
+            "{who:?}: only data.txt"
+        );
+        assert_eq!(
+            fs::read_to_string(ws.path().join("data.txt")).unwrap(),
+            "original\n"
+        );
+        let off = [&["--isolation", "off"][..], &ro[..]].concat();
+        let o = run(who, ws.path(), &off);
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(125), "{who:?}: {out}{err}");
+        assert!(
+            err.contains("--read-only: needs the namespace layer"),
+            "{err}"
+        );
+        assert!(
+            !ws.path().join("new").exists(),
+            "{who:?}: refused before running"
+        );
+        // Control: without `--read-only` the same script changes the workspace.
+        let o = run(
+            who,
+            ws.path(),
+            &[&["--isolation", "off"][..], &explore[..]].concat(),
+        );
+        assert!(o.status.success(), "{who:?}: {}", text(&o).1);
+        assert!(ws.path().join("new").exists() && ws.path().join("d").exists());
+        assert!(!ws.path().join("data.txt").exists());
+    }
+    let body = r#"{"argv":["/bin/true"],"isolation":"off","read_only_paths":["/tmp"]}"#;
+    let mut child = command(As::Root, SANDBOX)
+        .args(["exec", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let (out, _) = text(&o);
+    assert_eq!(o.status.code(), Some(125), "{out}");
+    assert!(
+        out.contains(r#""field":"read_only_paths""#) && out.contains("isolation off"),
+        "{out}"
+    );
+}
+
 #[test]
 fn hostile_read_only_paths_are_refused_naming_the_field() {
     let ws = workspace();

@@ -167,7 +167,27 @@ fn exit_status_125_when_the_sandbox_refuses() {
     );
     let o = sandbox(&["run", "--allow", "read:bogus_call", "--", "/bin/true"]);
     assert_eq!(o.status.code(), Some(125));
-    assert!(err(&o).contains("bogus_call"), "{}", err(&o));
+    assert!(
+        err(&o).contains("--allow `bogus_call`: unknown syscall"),
+        "{}",
+        err(&o)
+    );
+    assert!(!err(&o).contains("SECCOMP_"), "{}", err(&o));
+    let o = sandbox(&[
+        "run",
+        "--profile",
+        "shell",
+        "--deny",
+        "socket=EBOGUS",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(
+        err(&o).contains("--deny `socket=EBOGUS`: unknown action"),
+        "{}",
+        err(&o)
+    );
 }
 
 #[test]

@@ -98,6 +98,26 @@ pub enum ProfileError {
     Policy(String, #[source] Error),
 }
 
+impl ProfileError {
+    /// For an allow- or deny-list entry that does not parse: its list and the entry with what
+    /// is wrong with it (`` `socket=EBOGUS`: unknown action ... ``), without the environment
+    /// variable and position the lists are checked under, so that a caller can word it as its
+    /// own input (a flag, a request field). `None` for every other error.
+    pub fn list_entry(&self) -> Option<(Source, String)> {
+        match self {
+            ProfileError::Policy(_, e) if matches!(e.source, Source::Allow | Source::Deny) => {
+                let what = if e.kind == ErrorKind::EmptyEntry {
+                    "is empty".into()
+                } else {
+                    std::format!("`{}`: {}", e.token, e.kind)
+                };
+                Some((e.source, what))
+            }
+            _ => None,
+        }
+    }
+}
+
 impl Profile {
     /// Name (a built-in's name, `custom`, or the file's stem).
     pub fn name(&self) -> &str {

@@ -51,7 +51,7 @@ pub struct Request {
     pub max_output_bytes: u64,
     /// A built-in profile: minimal, network, write, no-exec, shell or unrestricted.
     pub profile: String,
-    /// What to do with a program the preload cannot enter (block, warn, allow).
+    /// What to do with a program the preload cannot enter (block, warn, allow, confine).
     pub static_binary: StaticBinaryAction,
     /// Refuse to run when the sandbox is unavailable on this machine.
     pub require_sandbox: bool,
@@ -422,8 +422,10 @@ impl Request {
                 } else {
                     (&[][..], one)
                 };
-                base.extended(a, d)
-                    .map_err(|e| Refusal::new(format!("{field}[{i}]"), e.to_string()))?;
+                base.extended(a, d).map_err(|e| {
+                    let reason = e.list_entry().map_or_else(|| e.to_string(), |(_, r)| r);
+                    Refusal::new(format!("{field}[{i}]"), reason)
+                })?;
             }
         }
         let p = base
@@ -519,6 +521,14 @@ impl PathRules {
         mode: IsolationMode,
         read_only: &[String],
     ) -> Result<PathRules, Refusal> {
+        // The binds are made in the job's mount namespace: with none, the paths would stay
+        // writable while the caller believes them protected.
+        if mode == IsolationMode::Off && !read_only.is_empty() {
+            return Err(Refusal::new(
+                "read_only_paths",
+                "needs the namespace layer, which isolation off turns off",
+            ));
+        }
         for (i, p) in read_only.iter().enumerate() {
             if p.contains('\0') || p.contains('\n') || !Path::new(p).is_absolute() {
                 return Err(Refusal::new(

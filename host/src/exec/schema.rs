@@ -155,7 +155,7 @@ impl Request {
         if let Some(s) = optional::<StaticBinaryAction>(
             &obj,
             "static_binary",
-            "must be \"block\", \"warn\" or \"allow\"",
+            "must be \"block\", \"warn\", \"allow\" or \"confine\"",
         )? {
             req.static_binary = s;
         }
@@ -399,6 +399,35 @@ mod tests {
         r.resolve.insert("example.com".into(), "127.0.0.1".into());
         r.host_ports = vec![8080];
         r
+    }
+
+    /// Each value a static-binary refusal names is one the field takes, and it names every
+    /// value the field takes (the match fails to compile when an action is added).
+    #[test]
+    fn the_static_binary_refusal_names_every_action() {
+        let bad = Request::from_json(br#"{"argv": ["/bin/true"], "static_binary": "maybe"}"#)
+            .unwrap_err();
+        assert_eq!(bad.field, "static_binary");
+        let named: Vec<&str> = bad.reason.split('"').skip(1).step_by(2).collect();
+        let name = |a: StaticBinaryAction| match a {
+            StaticBinaryAction::Block => "block",
+            StaticBinaryAction::Warn => "warn",
+            StaticBinaryAction::Allow => "allow",
+            StaticBinaryAction::Confine => "confine",
+        };
+        for a in [
+            StaticBinaryAction::Block,
+            StaticBinaryAction::Warn,
+            StaticBinaryAction::Allow,
+            StaticBinaryAction::Confine,
+        ] {
+            assert!(named.contains(&name(a)), "{} lacks {}", bad.reason, name(a));
+        }
+        for n in named {
+            let input = format!(r#"{{"argv": ["/bin/true"], "static_binary": "{n}"}}"#);
+            let r = Request::from_json(input.as_bytes()).unwrap();
+            assert_eq!(name(r.static_binary), n);
+        }
     }
 
     #[test]
