@@ -101,17 +101,27 @@ impl PathArgs {
 
     /// A refusal of the layer's fields, worded with the flag instead of the JSON field.
     pub fn flag_message(&self, r: &crate::exec::Refusal) -> String {
-        let flag = match r.field.split('[').next().unwrap_or_default() {
-            "workspace" => "--workspace",
-            "writable_paths" => "--allow-write",
-            "deny_read" => "--deny-read",
-            "connect_ports" => "--connect-ports",
-            "isolation" => "--isolation",
-            "read_only_paths" => "--read-only",
-            _ => "--landlock",
-        };
-        format!("{flag}: {}", r.reason)
+        format!(
+            "{}: {}",
+            layer_flag(&r.field).unwrap_or("--landlock"),
+            r.reason
+        )
     }
+}
+
+/// The flag that sets a path or isolation field of a request (`read_only_paths[1]` is
+/// `--read-only`), so that a refusal of it reads in a command-line user's terms.
+pub fn layer_flag(field: &str) -> Option<&'static str> {
+    Some(match field.split('[').next().unwrap_or_default() {
+        "workspace" => "--workspace",
+        "writable_paths" => "--allow-write",
+        "deny_read" => "--deny-read",
+        "connect_ports" => "--connect-ports",
+        "isolation" => "--isolation",
+        "read_only_paths" => "--read-only",
+        "landlock" => "--landlock",
+        _ => return None,
+    })
 }
 
 /// The network: host, none, or only the allowlist proxy (docs/isolation.md).

@@ -253,6 +253,16 @@ fn cmd_run(
 }
 
 fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
+    // Programs started with these variables get no namespaces: what only they provide cannot
+    // be promised here, so it is refused rather than left out.
+    if !paths.read_only.is_empty() {
+        return fail("--read-only: needs the namespace layer, which `sandbox env` cannot give (use sandbox run)");
+    }
+    if paths.isolation == Some(sandbox_host::exec::isolation::Mode::Required) {
+        return fail(
+            "--isolation required: `sandbox env` cannot give namespaces (use sandbox run)",
+        );
+    }
     let (mut opts, _) = match options(policy) {
         Ok(o) => o,
         Err(e) => return fail(e),

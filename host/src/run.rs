@@ -128,6 +128,11 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
                 _ => EXIT_CANNOT_EXECUTE,
             };
         }
+        Err(ExecError::Refused(r)) if crate::cli::layer_flag(&r.field).is_some() => {
+            let flag = crate::cli::layer_flag(&r.field).unwrap_or_default();
+            say(format_args!("{flag}: {}", r.reason));
+            return EXIT_SANDBOX;
+        }
         Err(e) => {
             say(e);
             return EXIT_SANDBOX;

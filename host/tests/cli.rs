@@ -427,6 +427,36 @@ fn env_refuses_hostile_lists_and_changes_nothing() {
     }
 }
 
+/// What only a runner's namespaces give (read-only binds, `required` isolation) is refused by
+/// `sandbox env`, whose programs get none, rather than printed as if it would hold (control:
+/// `--isolation preferred` and `off` are accepted).
+#[test]
+fn env_refuses_what_needs_namespaces() {
+    for (args, needle) in [
+        (
+            &["--read-only", "/tmp"][..],
+            "--read-only: needs the namespace layer",
+        ),
+        (&["--isolation", "required"][..], "--isolation required"),
+        (&["--isolation", "preferred"][..], ""),
+        (&["--isolation", "off"][..], ""),
+    ] {
+        let o = Command::new(SANDBOX)
+            .arg("env")
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if needle.is_empty() {
+            assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
+            continue;
+        }
+        assert_eq!(o.status.code(), Some(125), "{args:?}: {o:?}");
+        assert_eq!(text(&o.stdout), "", "{args:?}");
+        assert!(text(&o.stderr).contains(needle), "{args:?}: {o:?}");
+    }
+}
+
 /// Runs the sandbox binary with `args` as uid/gid 65534 (HOME unwritable, so the preload goes
 /// to a fresh temporary directory), in a bare environment, stdin /dev/null.
 fn sandbox_as_nobody(args: &[&str]) -> Output {

@@ -522,6 +522,30 @@ fn degraded_mode_forced_in_the_host() {
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(err.matches("namespaces unavailable").count(), 1, "{err}");
     assert!(err.contains("SANDBOX_ISOLATION_UNAVAILABLE=test"), "{err}");
+    // In a command-line user's terms.
+    assert!(err.contains("pass --isolation required to refuse"), "{err}");
+    // A path asked to be read-only is refused, not left writable (the file is not created).
+    let ro = ws.path().display().to_string();
+    let mut c = command(As::Root, SANDBOX);
+    c.env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
+        .args([
+            "run",
+            "--allow-root",
+            "--read-only",
+            &ro,
+            "--profile",
+            "shell",
+        ])
+        .args(["--", "/bin/sh", "-c", "touch made"])
+        .current_dir(ws.path());
+    let o = c.output().unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(
+        err.contains("--read-only: needs the namespace layer"),
+        "{err}"
+    );
+    assert!(!ws.path().join("made").exists());
     let mut c = command(As::Root, SANDBOX);
     c.env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
         .args([

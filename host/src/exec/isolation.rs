@@ -437,6 +437,13 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
                 format!("namespaces are required but unavailable: {why}"),
             ));
         }
+        // Nothing else keeps the asked paths read-only: refused, never left writable.
+        if !inputs.read_only.is_empty() {
+            return Err(Refusal::new(
+                "read_only_paths",
+                format!("needs the namespace layer, which is unavailable: {why}"),
+            ));
+        }
         return Ok(Err(why));
     }
     let (pins, mut protect) = repository_files(inputs.workspace);

@@ -1068,15 +1068,21 @@ fn run(
     if tally.killer.is_none() {
         tally.killer = preload.and_then(|r| r.violation.map(|(nr, _)| (nr, None)));
     }
-    // Degraded only because the caller allowed it (`preferred`): said on every run.
+    // Degraded only because the caller allowed it (`preferred`): said on every run, with the
+    // way to refuse instead in the caller's terms.
+    let required = |layer: &str| match v.audience {
+        super::request::Audience::Json => format!("pass {layer} \"required\""),
+        super::request::Audience::Cli => format!("pass --{layer} required"),
+    };
     if let Some(missing) = layer
         .as_ref()
         .map(|l| &l.prepared.status().missing)
         .filter(|m| !m.is_empty())
     {
         warnings.push(format!(
-            "sandbox: warning: Landlock protections missing on this kernel: {}; pass landlock \"required\" to refuse instead",
-            missing.join("; ")
+            "sandbox: warning: Landlock protections missing on this kernel: {}; {} to refuse instead",
+            missing.join("; "),
+            required("landlock")
         ));
     }
     let isolation = match isolation {
@@ -1085,8 +1091,9 @@ fn run(
         Err(why) => {
             warnings.push(format!(
                 "sandbox: warning: namespaces unavailable ({why}); ran without isolation (own \
-                 PID space and /proc, private /tmp, read-only .git/hooks); pass isolation \
-                 \"required\" to refuse instead"
+                 PID space and /proc, private /tmp, read-only .git/hooks); {} to refuse \
+                 instead",
+                required("isolation")
             ));
             Some(super::isolation::Status {
                 mode: v.paths.isolation,
