@@ -2,10 +2,10 @@
 //! crate needs, so that `unsafe` lives here, each block short and with its `// SAFETY:` line.
 //!
 //! Not here, and holding their own blocks: the spawn path (`exec/spawn.rs`,
-//! `exec/spawn/init.rs`, `exec/spawner.rs`, `exec/clone.rs`), the exec runner (`exec/run.rs`)
-//! and the exposed paths the init opens (`exec/paths.rs`). Much of that code runs in a cloned
-//! child between `clone` and `exec`, where only async-signal-safe, allocation-free calls are
-//! allowed; xtask's `unsafe_boundary` test lists each file with its reason.
+//! `exec/spawn/init.rs`, `exec/spawner.rs`, `exec/clone.rs`) and the exposed paths the init
+//! opens (`exec/paths.rs`). Much of that code runs in a cloned child between `clone` and
+//! `exec`, where only async-signal-safe, allocation-free calls are allowed, or hands raw
+//! pointers to such a child; xtask's `unsafe_boundary` test lists each file with its reason.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -658,4 +658,61 @@ pub(crate) fn in_forked_child(f: fn() -> i32) -> io::Result<libc::c_int> {
         unsafe { libc::_exit(code) };
     }
     waitpid(pid, 0).map(|(_, status)| status)
+}
+
+/// Waits until one of `fds` reports something or `timeout_ms` passes (-1: no limit); how many
+/// descriptors report (0: the time ran out).
+pub(crate) fn poll_for(fds: &mut [libc::pollfd], timeout_ms: libc::c_int) -> io::Result<usize> {
+    // SAFETY: fds is a valid, exclusively borrowed array of pollfd of the given length.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// Adds `O_NONBLOCK` to the file status flags of `fd`.
+pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: fcntl(F_GETFL) on a descriptor the caller owns; no memory is involved.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    set_status_flags(fd, flags | libc::O_NONBLOCK)
+}
+
+/// Sends `sig` to the process of `pidfd` (`pidfd_send_signal`, no siginfo): no pid reuse can
+/// redirect it.
+pub(crate) fn pidfd_signal(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: pidfd_send_signal on a pidfd the caller owns, with a null siginfo.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Whether our child `pid` has exited, without reaping it (`waitid(P_PID, WNOHANG | WNOWAIT)`).
+pub(crate) fn child_has_exited(pid: i32) -> bool {
+    // SAFETY: a zeroed siginfo is a valid out-parameter.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid on one pid with WNOWAIT writes into info and reaps nothing.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid after a successful waitid.
+    rc == 0 && unsafe { info.si_pid() } == pid
 }

@@ -87,10 +87,6 @@ mod tests {
              descriptors across the clone",
         ),
         (
-            "exec/run.rs",
-            "the runner's waits and signals on the child's pid and pidfd, next to the spawn",
-        ),
-        (
             "exec/paths.rs",
             "opens the exposed directories for the init with raw flags read by the cloned child",
         ),

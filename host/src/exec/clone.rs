@@ -1,6 +1,10 @@
 //! `clone3` for a child that shares our memory and runs on its own stack: the kernel's
 //! `clone_args` and the raw call. Used by the spawn path directly and by spawner threads, so it
 //! sits below both.
+//!
+//! Its `unsafe` stays here rather than in the boundary module (sys.rs): the child returns from
+//! the call on another stack, so the call is written as inline assembly next to the layout it
+//! depends on, and no safe wrapper can describe it.
 
 use std::os::raw::{c_int, c_void};
 

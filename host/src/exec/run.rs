@@ -18,7 +18,7 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -62,32 +62,19 @@ pub struct Cancel(Arc<OwnedFd>);
 impl Cancel {
     /// A handle that is not cancelled yet.
     pub fn new() -> std::io::Result<Cancel> {
-        // SAFETY: eventfd returns a new descriptor or -1.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fd was just created and belongs to nobody else.
-        Ok(Cancel(Arc::new(unsafe { OwnedFd::from_raw_fd(fd) })))
+        let fd = crate::sys::eventfd(libc::EFD_CLOEXEC | libc::EFD_NONBLOCK)?;
+        Ok(Cancel(Arc::new(fd)))
     }
 
     /// Cancels every request running with this handle (and any started with it later).
     pub fn cancel(&self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writes 8 bytes from a local to our eventfd; the counter stays non-zero
-        // because nobody reads it.
-        unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), 8) };
+        // The counter stays non-zero because nobody reads it.
+        crate::sys::eventfd_add_one(self.0.as_raw_fd());
     }
 
     /// Whether [`Cancel::cancel`] was called.
     pub fn is_cancelled(&self) -> bool {
-        let mut p = libc::pollfd {
-            fd: self.0.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: polls one valid pollfd without waiting.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+        crate::sys::poll_one(self.0.as_fd(), libc::POLLIN, 0).is_ok_and(|r| r != 0)
     }
 
     fn raw(&self) -> RawFd {
@@ -460,7 +447,7 @@ struct Stream {
 impl Stream {
     fn new(fd: Option<OwnedFd>, cap: usize) -> Stream {
         if let Some(f) = &fd {
-            set_nonblocking(f.as_raw_fd());
+            set_nonblocking(f.as_fd());
         }
         Stream {
             fd: fd.map(std::fs::File::from),
@@ -515,12 +502,8 @@ impl Stream {
     }
 }
 
-fn set_nonblocking(fd: RawFd) {
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-    }
+fn set_nonblocking(fd: BorrowedFd<'_>) {
+    let _ = crate::sys::set_nonblocking(fd);
 }
 
 /// How the supervisor answers the job's refused calls: kill, or the errno asked for, else the
@@ -540,34 +523,13 @@ fn response_of(v: &Validated, sandbox: &Sandbox) -> Response {
 /// SIGKILL to the program itself through its pidfd: the timeout and cancellation hold even
 /// for a program that left its cgroup or process group (root can move itself out).
 fn kill_main(pidfd: &OwnedFd) {
-    // SAFETY: pidfd_send_signal on a pidfd we own, no siginfo.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            libc::SIGKILL,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
+    let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
 }
 
 /// Whether `pid` (our child) has exited, without reaping it: its pid stays reserved until the
 /// whole tree is dead, so no process can be mistaken for it.
 fn has_exited(pid: i32) -> bool {
-    // SAFETY: a zeroed siginfo is a valid out-parameter.
-    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-    // SAFETY: waitid on one pid with WNOWAIT writes into info and reaps nothing.
-    let rc = unsafe {
-        libc::waitid(
-            libc::P_PID,
-            pid as libc::id_t,
-            &mut info,
-            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-        )
-    };
-    // SAFETY: si_pid is valid after a successful waitid.
-    rc == 0 && unsafe { info.si_pid() } == pid
+    crate::sys::child_has_exited(pid)
 }
 
 /// `text` as a C string, or a refusal naming `field`.
@@ -638,15 +600,12 @@ fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
 
 /// Reaps our child `pid`, returning its wait status.
 fn reap(pid: i32) -> std::io::Result<i32> {
-    let mut status = 0;
     loop {
-        // SAFETY: waits for our own child, writing into a local.
-        if unsafe { libc::waitpid(pid, &mut status, 0) } == pid {
-            return Ok(status);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
+        match crate::sys::waitpid(pid, 0) {
+            Ok((p, status)) if p == pid => return Ok(status),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
 }
@@ -892,7 +851,7 @@ fn run(
     let mut err = Stream::new(io.stderr, v.max_output_bytes);
     let mut input = io.stdin.map(|s| {
         let f = std::fs::File::from(s);
-        set_nonblocking(f.as_raw_fd());
+        set_nonblocking(f.as_fd());
         f
     });
     let data = v.stdin.as_deref().unwrap_or("").as_bytes();
@@ -978,15 +937,8 @@ fn run(
         if let Some(n) = &notifier {
             watch(n.raw(), libc::POLLIN);
         }
-        // SAFETY: fds is a valid array of pollfd of the given length.
-        let n = unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                timeout_ms.max(0),
-            )
-        };
-        if n <= 0 {
+        let n = crate::sys::poll_for(&mut fds, timeout_ms.max(0)).unwrap_or(0);
+        if n == 0 {
             continue;
         }
         for p in &fds {

@@ -20,6 +20,11 @@
 //! descriptor table, so the host holds it at once) and the profile's `trap` answers become
 //! user notifications; [`super::notify::supervise`] serves them for every request of the
 //! profile and tells each request which call stopped it.
+//!
+//! Its `unsafe` stays here rather than in the boundary module (sys.rs): the job slot is
+//! memory shared with the spawner thread and, through the clone, with the child, handed over
+//! by raw pointers under the futex protocol this module defines; the thread's filter is
+//! installed by raw calls that must not allocate once the profile's filter is on.
 
 use super::clone::{clone_for_spawner, CloneArgs};
 use crate::policy::action::{RET_TRAP, RET_USER_NOTIF};
