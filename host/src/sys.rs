@@ -2,10 +2,10 @@
 //! crate needs, so that `unsafe` lives here, each block short and with its `// SAFETY:` line.
 //!
 //! Not here, and holding their own blocks: the spawn path (`exec/spawn.rs`,
-//! `exec/spawn/init.rs`, `exec/spawner.rs`, `exec/clone.rs`) and the exposed paths the init
-//! opens (`exec/paths.rs`). Much of that code runs in a cloned child between `clone` and
-//! `exec`, where only async-signal-safe, allocation-free calls are allowed, or hands raw
-//! pointers to such a child; xtask's `unsafe_boundary` test lists each file with its reason.
+//! `exec/spawn/init.rs`, `exec/spawner.rs`, `exec/clone.rs`). Much of that code runs in a
+//! cloned child between `clone` and `exec`, where only async-signal-safe, allocation-free
+//! calls are allowed, or hands raw pointers to such a child; xtask's `unsafe_boundary` test
+//! lists each file with its reason.
 
 use std::ffi::{CStr, CString};
 use std::io;

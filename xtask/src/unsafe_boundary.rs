@@ -86,10 +86,6 @@ mod tests {
             "the spawner thread: installs the filter on itself and hands the spawn raw \
              descriptors across the clone",
         ),
-        (
-            "exec/paths.rs",
-            "opens the exposed directories for the init with raw flags read by the cloned child",
-        ),
     ];
 
     /// Outside the listed files, no source file of the host, the preload or the policy crate

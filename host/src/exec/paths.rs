@@ -63,8 +63,7 @@ fn temp_root() -> std::io::Result<&'static Path> {
         return Ok(r);
     }
     let base = std::env::temp_dir();
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = crate::sys::euid();
     let prefix = format!("sandbox-tmp-{uid}-");
     if let Ok(entries) = std::fs::read_dir(&base) {
         for e in entries.flatten() {
@@ -219,8 +218,7 @@ pub fn preload_layer(
 /// `$TMPDIR_or_/tmp/sandbox-env-<uid>`, mode 0700, ours: created when missing, refused when
 /// someone else's or open to others.
 fn env_temp_dir() -> std::io::Result<PathBuf> {
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = crate::sys::euid();
     let dir = std::env::temp_dir().join(format!("sandbox-env-{uid}"));
     private_dir(&dir, uid)?;
     Ok(dir)
