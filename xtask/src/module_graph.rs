@@ -46,9 +46,9 @@ impl ModuleGraph {
                 .with_context(|| format!("reading {}", file.display()))?;
             let toks = strip_test_modules(tokenize(&src));
             for (name, explicit) in child_declarations(&toks) {
-                let child_file = child_file(&file, dir_owner, &name, explicit.as_deref())
+                let child_file = child_file(&file, dir_owner, &name, explicit)
                     .with_context(|| format!("{}: no file for `mod {name};`", file.display()))?;
-                let owner = explicit.is_some() || child_file.ends_with("mod.rs");
+                let owner = explicit || child_file.ends_with("mod.rs");
                 let mut child = path.clone();
                 child.push(name);
                 todo.push((child, child_file, owner));
@@ -114,25 +114,25 @@ fn matching_close(toks: &[Tok], open: usize) -> usize {
     toks.len()
 }
 
-/// The `mod name;` declarations of a file (at any depth), with their `#[path]` if any.
-fn child_declarations(toks: &[Tok]) -> Vec<(String, Option<String>)> {
+/// The `mod name;` declarations of a file (at any depth), each with whether a `#[path]`
+/// attribute places it.
+fn child_declarations(toks: &[Tok]) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     for i in 0..toks.len() {
         if let (Tok::Ident(kw), Some(Tok::Ident(name)), Some(Tok::Punct(';'))) =
             (&toks[i], toks.get(i + 1), toks.get(i + 2))
         {
             if kw == "mod" {
-                out.push((name.clone(), path_attribute(toks, i)));
+                out.push((name.clone(), has_path_attribute(toks, i)));
             }
         }
     }
     out
 }
 
-/// The `#[path = "..."]` value before the `mod` at `i`. The tokenizer drops strings, so the
-/// value is read back from the source by the caller's convention: the attribute is kept as a
-/// marker and the path looked up in the file text.
-fn path_attribute(toks: &[Tok], i: usize) -> Option<String> {
+/// Whether the `mod` at `i` carries a `#[path]` attribute (the tokenizer drops its string;
+/// `explicit_path` reads it from the file text).
+fn has_path_attribute(toks: &[Tok], i: usize) -> bool {
     // Walk back over attributes (`#[...]`) and a visibility to see whether one is `path`.
     let mut j = i;
     while j > 0 {
@@ -144,26 +144,21 @@ fn path_attribute(toks: &[Tok], i: usize) -> Option<String> {
                     k -= 1;
                 }
                 if toks.get(k + 1) == Some(&Tok::Ident("path".into())) {
-                    return Some(String::new());
+                    return true;
                 }
                 j = k.saturating_sub(1);
             }
             _ => break,
         }
     }
-    None
+    false
 }
 
 /// The file of `mod name;` declared in `parent`. `dir_owner`: the parent is a crate root, a
 /// `mod.rs` or reached through `#[path]`, so its children live beside it.
-fn child_file(
-    parent: &Path,
-    dir_owner: bool,
-    name: &str,
-    explicit: Option<&str>,
-) -> Option<PathBuf> {
+fn child_file(parent: &Path, dir_owner: bool, name: &str, explicit: bool) -> Option<PathBuf> {
     let here = parent.parent()?;
-    if explicit.is_some() {
+    if explicit {
         let text = std::fs::read_to_string(parent).ok()?;
         return explicit_path(&text, name).map(|p| here.join(p));
     }
