@@ -51,6 +51,42 @@ fn a_denied_path_cannot_be_read_by_an_exec_request() {
 }
 
 #[test]
+fn a_reused_ruleset_keeps_denying_and_sees_entries_made_between_requests() {
+    // Requests of one process with the same rules reuse the prepared ruleset while the
+    // directories it was built from are unchanged, and rebuild it when one changed.
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("token");
+    std::fs::write(&secret, "SECRET\n").unwrap();
+    let cat = |path: &Path, landlock: Mode| {
+        let mut r = req(&["/bin/cat", path.to_str().unwrap()], "minimal", dir.path());
+        r.deny_read = vec![secret.display().to_string()];
+        r.landlock = landlock;
+        run(&r)
+    };
+    let control = cat(&secret, Mode::Off);
+    assert_eq!(control.stdout, "SECRET\n", "control: {control:?}");
+    // The first request builds the ruleset, the next ones reuse it: denied every time.
+    for i in 0..3 {
+        let on = cat(&secret, Mode::Preferred);
+        assert_eq!(on.stdout, "", "request {i}: {on:?}");
+        assert!(
+            on.stderr.contains("Permission denied"),
+            "request {i}: {on:?}"
+        );
+    }
+    // An entry made beside the denied path after the ruleset was built is readable, as it
+    // would be with a ruleset built afresh (its directory changed: the ruleset is rebuilt).
+    for (i, name) in ["new-1", "new-2"].iter().enumerate() {
+        let new = dir.path().join(name);
+        std::fs::write(&new, format!("PUBLIC-{i}\n")).unwrap();
+        let on = cat(&new, Mode::Preferred);
+        assert_eq!(on.stdout, format!("PUBLIC-{i}\n"), "{name}: {on:?}");
+        let again = cat(&secret, Mode::Preferred);
+        assert_eq!(again.stdout, "", "after {name}: {again:?}");
+    }
+}
+
+#[test]
 fn minimal_cannot_rewrite_an_existing_file_through_o_rdwr() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("existing");

@@ -56,7 +56,9 @@ pub(crate) fn writes_allowed(sandbox: &Sandbox) -> bool {
 
 /// The per-host directory under which each job gets its private TMPDIR. One directory for
 /// all jobs of this host, so that the cached ruleset stays valid across jobs; each job gets a
-/// fresh subdirectory, removed afterwards. Roots of hosts that are gone are removed.
+/// fresh subdirectory, removed afterwards. The hosts' directories live in one private
+/// directory per user, so finding those of hosts that are gone (removed here) lists only
+/// that, not the whole shared temporary directory: a one-shot run pays this every time.
 fn temp_root() -> std::io::Result<&'static Path> {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     if let Some(r) = ROOT.get() {
@@ -64,25 +66,42 @@ fn temp_root() -> std::io::Result<&'static Path> {
     }
     let base = std::env::temp_dir();
     let uid = crate::sys::euid();
-    let prefix = format!("sandbox-tmp-{uid}-");
-    if let Ok(entries) = std::fs::read_dir(&base) {
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let Some(pid) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix(&prefix))
-                .and_then(|p| p.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if !Path::new(&format!("/proc/{pid}")).exists() {
+    let own = std::process::id();
+    let parent = base.join(format!("sandbox-tmp-{uid}"));
+    let dir = if private_dir(&parent, uid).is_ok() {
+        remove_dead_hosts(&parent, "", own);
+        parent.join(own.to_string())
+    } else {
+        // Another user holds the name: a directory beside it, named after this host.
+        let prefix = format!("sandbox-tmp-{uid}-");
+        remove_dead_hosts(&base, &prefix, own);
+        base.join(format!("{prefix}{own}"))
+    };
+    private_dir(&dir, uid)?;
+    Ok(ROOT.get_or_init(|| dir))
+}
+
+/// Removes the entries `<prefix><pid>` of `dir` whose host process is gone.
+fn remove_dead_hosts(dir: &Path, prefix: &str, own: u32) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != own && !Path::new(&format!("/proc/{pid}")).exists() {
+            // Usually empty (every job removes its own directory): a single rmdir.
+            if std::fs::remove_dir(e.path()).is_err() {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
     }
-    let dir = base.join(format!("{prefix}{}", std::process::id()));
-    private_dir(&dir, uid)?;
-    Ok(ROOT.get_or_init(|| dir))
 }
 
 /// A job's layer: the prepared ruleset and its private temporary directory.
