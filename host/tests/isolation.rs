@@ -1019,3 +1019,54 @@ fn protection_does_not_depend_on_tmpdir_and_an_unusable_lock_refuses_the_job() {
     assert!(err.contains("cannot take the lock that protects"), "{err}");
     assert!(!commondir.exists());
 }
+
+/// As root, the fresh /proc's machine-wide files stay read-only even without Landlock:
+/// `kernel.core_pattern` and the SysRq trigger are opened for writing (never written).
+#[test]
+fn root_cannot_open_the_machines_proc_files_for_writing() {
+    if std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap_or(1)
+        != 0
+    {
+        eprintln!("skipped: only root can write these files at all");
+        return;
+    }
+    let ws = workspace();
+    // This machine kind's kernel has no SysRq trigger; where it has one it is probed too.
+    let probe = "for f in /proc/sys/kernel/core_pattern /proc/sysrq-trigger; do [ -e $f ] || continue; \
+                 if (exec 3>>$f) 2>/dev/null; then echo \"open $f\"; else echo \"refused $f\"; fi; done";
+    let profiles = ["unrestricted", "shell"];
+    for p in profiles {
+        let o = run(
+            As::Root,
+            ws.path(),
+            &["--profile", p, "--", "/bin/sh", "-c", probe],
+        );
+        let (out, err) = text(&o);
+        assert!(
+            out.contains("refused /proc/sys/kernel/core_pattern") && !out.contains("open "),
+            "{p}: {out}{err}"
+        );
+        // Control: the same command without the namespaces opens both for writing.
+        let o = run(
+            As::Root,
+            ws.path(),
+            &[
+                "--profile",
+                p,
+                "--isolation",
+                "off",
+                "--",
+                "/bin/sh",
+                "-c",
+                probe,
+            ],
+        );
+        let (out, err) = text(&o);
+        assert!(
+            out.contains("open /proc/sys/kernel/core_pattern") && !out.contains("refused "),
+            "control {p}: {out}{err}"
+        );
+    }
+}

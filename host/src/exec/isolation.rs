@@ -448,6 +448,21 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
     }
     let (pins, mut protect) = repository_files(inputs.workspace);
     let mut mounts = vec![Mount::Proc(c_path(Path::new("/proc")))];
+    // Root's uid maps to itself, and these files of the fresh /proc check only the uid:
+    // without Landlock (`--landlock off`, an old kernel) a command of root could write
+    // `kernel.core_pattern` (a crash then runs a program as root, outside every layer) or
+    // the SysRq trigger. Read-only binds close them; callers other than root cannot write
+    // them at all, so they pay no mounts.
+    if crate::sys::euid() == 0 {
+        // The fresh /proc has what the host's has (a kernel without SysRq has no trigger).
+        for p in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq"]
+            .map(Path::new)
+            .into_iter()
+            .filter(|p| p.exists())
+        {
+            mounts.push(Mount::ReadOnly(c_path(p)));
+        }
+    }
     // The repository's git directories stay visible too (a worktree's may be elsewhere).
     let mut visible = inputs.visible.to_vec();
     let parents: Vec<&Path> = pins
