@@ -480,10 +480,23 @@ fn runs_in_a_new_session() {
 
 // ---- whole-tree kill ----
 
-fn setsid_tree_is_killed(containment: Containment) {
+/// How a tree test runs: in the request's own namespaces (the PID namespace's init ends the
+/// tree) or with none at all, the network's included (the cgroup or the subreaper's walk
+/// does).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Isolation {
+    Namespaces,
+    Off,
+}
+
+fn setsid_tree_is_killed(containment: Containment, isolation: Isolation) {
     let mark = unique("setsid");
     let mut r = req(&["/bin/sh", "-c", "setsid sleep 300 & sleep 300"]);
     r.profile = "shell".into();
+    if isolation == Isolation::Off {
+        r.isolation = exec::isolation::Mode::Off;
+        r.network = Some(sandbox_host::network::Mode::Host);
+    }
     r.timeout_s = 1.0;
     r.env.insert("EXEC_TEST_MARK".into(), mark.clone());
     let opts = RunOptions {
@@ -628,19 +641,37 @@ fn timeout_holds_for_a_program_that_left_its_cgroup() {
 }
 
 #[test]
+fn timeout_kills_setsid_descendants_pid_namespace() {
+    setsid_tree_is_killed(Containment::Auto, Isolation::Namespaces);
+}
+
+#[test]
 fn timeout_kills_setsid_descendants_cgroup() {
-    setsid_tree_is_killed(Containment::Auto);
+    setsid_tree_is_killed(Containment::Auto, Isolation::Off);
 }
 
 #[test]
 fn timeout_kills_setsid_descendants_subreaper() {
-    setsid_tree_is_killed(Containment::Subreaper);
+    setsid_tree_is_killed(Containment::Subreaper, Isolation::Off);
 }
 
-fn background_job_is_killed(containment: Containment) {
+fn background_job_is_killed(containment: Containment, isolation: Isolation) {
     let mark = unique("bg");
-    let mut r = req(&["/bin/sh", "-c", "sleep 300 & echo started"]);
+    // In the request's PID namespace, a double fork in a session of its own (the sleeper's
+    // parent is gone before the request ends: its init ends it all the same); without
+    // namespaces, where an unprivileged caller has the subreaper's walk, which cannot
+    // recognise that one (its documented limit), a plain background job.
+    let script = if isolation == Isolation::Namespaces {
+        "(setsid sleep 300 &); echo started"
+    } else {
+        "sleep 300 & echo started"
+    };
+    let mut r = req(&["/bin/sh", "-c", script]);
     r.profile = "shell".into();
+    if isolation == Isolation::Off {
+        r.isolation = exec::isolation::Mode::Off;
+        r.network = Some(sandbox_host::network::Mode::Host);
+    }
     r.env.insert("EXEC_TEST_MARK".into(), mark.clone());
     let opts = RunOptions {
         containment,
@@ -660,13 +691,18 @@ fn background_job_is_killed(containment: Containment) {
 }
 
 #[test]
+fn normal_exit_kills_background_jobs_pid_namespace() {
+    background_job_is_killed(Containment::Auto, Isolation::Namespaces);
+}
+
+#[test]
 fn normal_exit_kills_background_jobs_cgroup() {
-    background_job_is_killed(Containment::Auto);
+    background_job_is_killed(Containment::Auto, Isolation::Off);
 }
 
 #[test]
 fn normal_exit_kills_background_jobs_subreaper() {
-    background_job_is_killed(Containment::Subreaper);
+    background_job_is_killed(Containment::Subreaper, Isolation::Off);
 }
 
 #[test]

@@ -101,8 +101,12 @@ pub fn run(n: usize) -> Result<String> {
     Ok(md)
 }
 
-/// The release `sandbox` binary, built if needed.
+/// The release `sandbox` binary, built if needed; the one `BENCH_SANDBOX` names instead when
+/// set (to compare two builds, run after run, with the same benchmark).
 pub(crate) fn sandbox_binary() -> Result<PathBuf> {
+    if let Some(bin) = std::env::var_os("BENCH_SANDBOX") {
+        return Ok(PathBuf::from(bin));
+    }
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args([
             "build",

@@ -1,11 +1,17 @@
 //! Keeping a request's processes together so that all of them can be signalled, killed and
 //! reaped, including descendants that left the process group or the session.
 //!
-//! Two mechanisms:
-//! - **cgroup** (preferred): a cgroup v2 directory per request, next to the host's own cgroup.
-//!   The child is created in it (`clone3` with `CLONE_INTO_CGROUP`, or it joins before exec
-//!   where that is not available), so every descendant is in it whatever it does with sessions
-//!   and process groups. Killing: freeze, record the members, `cgroup.kill`, wait until the
+//! Three mechanisms:
+//! - **PID namespace** (when the request runs under an init of its own PID namespace, the
+//!   direct child): the init's death makes the kernel kill every process left in the
+//!   namespace, and no process can leave a PID namespace. Killing is killing the init and
+//!   waiting until it is a zombie, which it becomes only once the namespace is empty. No
+//!   cgroup is created for this alone; one is when it carries a limit (a cgroup v2 with the
+//!   pids or memory controller), and then it holds the tree as below.
+//! - **cgroup** (preferred otherwise): a cgroup v2 directory per request, next to the host's
+//!   own cgroup. The child is created in it (`clone3` with `CLONE_INTO_CGROUP`, or it joins
+//!   before exec where that is not available), so every descendant is in it whatever it does
+//!   with sessions and process groups. Killing: freeze, record the members, `cgroup.kill`, wait until the
 //!   cgroup is empty, reap. An emptied cgroup is thawed and kept for the next request (up to
 //!   [`POOL_MAX`] idle ones; creating and removing a directory costs about 100 µs); idle ones
 //!   are removed at exit, and those of hosts that died are removed by the next host.
@@ -39,7 +45,8 @@ pub enum Containment {
     Auto,
     /// A cgroup; fail when none is available.
     Cgroup,
-    /// The subreaper and a `/proc` walk, even when a cgroup is available.
+    /// The subreaper and a `/proc` walk, even when a cgroup is available (and no PID
+    /// namespace is used to end the tree).
     Subreaper,
 }
 
@@ -51,6 +58,8 @@ pub enum Mechanism {
     Cgroup,
     /// Child subreaper plus a `/proc` walk.
     Subreaper,
+    /// The request's own PID namespace, which ends with its init.
+    PidNamespace,
 }
 
 impl std::fmt::Display for Mechanism {
@@ -58,6 +67,7 @@ impl std::fmt::Display for Mechanism {
         f.write_str(match self {
             Mechanism::Cgroup => "cgroup",
             Mechanism::Subreaper => "subreaper",
+            Mechanism::PidNamespace => "pid-namespace",
         })
     }
 }
@@ -78,18 +88,16 @@ struct Base {
     memory: bool,
 }
 
+static BASE: OnceLock<Option<Base>> = OnceLock::new();
+
 fn base() -> Option<&'static Base> {
-    static BASE: OnceLock<Option<Base>> = OnceLock::new();
     BASE.get_or_init(detect).as_ref()
 }
 
 /// Finds the cgroup2 mount and the host's cgroup in it, and checks that a child cgroup with
 /// `cgroup.kill` and `cgroup.freeze` can be created there.
 fn detect() -> Option<Base> {
-    let mount = usual_mount().or_else(mount_from_mountinfo)?;
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
-    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
-    let dir = mount.join(rel.trim_start_matches('/'));
+    let (dir, rel) = host_cgroup()?.clone();
     remove_stale(&dir);
     // The probe is the first request cgroup itself: when it is usable it goes to the idle
     // pool for the request that asked, so a one-shot host creates one cgroup, not two.
@@ -114,6 +122,36 @@ fn detect() -> Option<Base> {
         rel,
         pids,
         memory,
+    })
+}
+
+/// The host's cgroup v2 directory and its path as `/proc/PID/cgroup` shows it (`/` for the
+/// root), found once per process.
+fn host_cgroup() -> Option<&'static (PathBuf, String)> {
+    static HOST: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let mount = usual_mount().or_else(mount_from_mountinfo)?;
+        let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+        Some((mount.join(rel.trim_start_matches('/')), rel))
+    })
+    .as_ref()
+}
+
+/// Whether request cgroups v2 would carry a limit here (the pids or memory controller is
+/// enabled for the children of the host's cgroup, `cgroup.subtree_control`): told without
+/// creating one, so that a request that needs a cgroup only for its limits can tell whether
+/// it needs one at all. A request cgroup has a controller's files exactly when its parent's
+/// `cgroup.subtree_control` names it.
+fn v2_limits() -> bool {
+    if let Some(b) = BASE.get() {
+        return b.as_ref().is_some_and(|b| b.pids || b.memory);
+    }
+    static LIMITS: OnceLock<bool> = OnceLock::new();
+    *LIMITS.get_or_init(|| {
+        host_cgroup()
+            .and_then(|(dir, _)| fs::read_to_string(dir.join("cgroup.subtree_control")).ok())
+            .is_some_and(|t| t.split_whitespace().any(|c| c == "pids" || c == "memory"))
     })
 }
 
@@ -311,6 +349,9 @@ impl std::ops::Deref for Cg {
 #[derive(Debug)]
 pub(crate) struct Group {
     cg: Option<Cg>,
+    /// The direct child is the init of the request's own PID namespace, and no cgroup holds
+    /// the tree: the init's death ends it.
+    ns_init: bool,
     child: i32,
     /// Members seen while killing, with their start times (to tell a reused pid).
     recorded: Vec<(i32, u64)>,
@@ -329,15 +370,23 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    /// Prepares the containment for one request.
-    pub(crate) fn new(want: Containment) -> std::io::Result<Group> {
+    /// Prepares the containment for one request. `pid_namespace`: the direct child will be
+    /// the init of a PID namespace of the request's own, so that its death ends every process
+    /// of the request. With [`Containment::Auto`] no cgroup is then created unless request
+    /// cgroups carry a limit here (cgroup v2 with the pids or memory controller).
+    pub(crate) fn new(want: Containment, pid_namespace: bool) -> std::io::Result<Group> {
         claim();
+        let ns_only = pid_namespace && want == Containment::Auto && !v2_limits();
+        // Not looked up (nor created, the first time) when not needed.
+        let base = || if ns_only { None } else { base() };
         let idle = match (want, base()) {
+            _ if ns_only => None,
             (Containment::Subreaper, _) | (_, None) => None,
             _ => take_idle(),
         };
         let cg = match (want, base()) {
             _ if idle.is_some() => idle,
+            _ if ns_only => None,
             (Containment::Subreaper, _) => None,
             (Containment::Cgroup, None) => {
                 return Err(std::io::Error::new(
@@ -370,6 +419,7 @@ impl Group {
             }
         };
         Ok(Group {
+            ns_init: ns_only,
             cg,
             child: 0,
             recorded: Vec::new(),
@@ -386,6 +436,8 @@ impl Group {
     pub(crate) fn mechanism(&self) -> Mechanism {
         if self.cg.is_some() {
             Mechanism::Cgroup
+        } else if self.ns_init {
+            Mechanism::PidNamespace
         } else {
             Mechanism::Subreaper
         }
@@ -416,14 +468,13 @@ impl Group {
     }
 
     fn limit(&mut self, c: Controller, value: Option<u64>) -> bool {
-        let v2 = match (&self.cg, base()) {
-            (Some(cg), Some(b))
-                if (c == Controller::Pids && b.pids) || (c == Controller::Memory && b.memory) =>
-            {
-                Some(cg)
-            }
-            _ => None,
-        };
+        // No cgroup v2 (base not looked up then: a request under its own PID namespace may
+        // have been planned without creating one).
+        let v2 = self.cg.as_ref().filter(|_| {
+            base().is_some_and(|b| {
+                (c == Controller::Pids && b.pids) || (c == Controller::Memory && b.memory)
+            })
+        });
         if let Some(cg) = v2 {
             let text = value.map_or("max".to_string(), |v| v.to_string());
             let (file, swap) = match c {
@@ -551,6 +602,30 @@ impl Group {
                     pause = (pause * 2).min(Duration::from_millis(5));
                 }
             }
+            // The init becomes a zombie only once the kernel has killed and reaped every
+            // other process of its namespace.
+            None if self.ns_init => {
+                if self.child <= 0 {
+                    return;
+                }
+                kill(self.child, libc::SIGKILL);
+                let mut pause = Duration::from_micros(50);
+                loop {
+                    if stat(self.child).is_none_or(|s| matches!(s.state, 'Z' | 'X')) {
+                        self.emptied = true;
+                        break;
+                    }
+                    if Instant::now() > deadline {
+                        tracing::warn!(
+                            init = self.child,
+                            "the namespace's init still alive after SIGKILL"
+                        );
+                        break;
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+            }
             None => loop {
                 let members = tree(self.child);
                 let mut pending = false;
@@ -595,7 +670,7 @@ impl Group {
         self.finished = true;
         let Some(cg) = self.cg.take() else {
             for d in self.v1.drain(..) {
-                d.finish(false);
+                d.finish(self.emptied);
             }
             return;
         };
@@ -643,7 +718,8 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        if !self.finished && (self.cg.is_some() || !self.v1.is_empty()) {
+        let init = self.ns_init && self.child > 0;
+        if !self.finished && (self.cg.is_some() || !self.v1.is_empty() || init) {
             self.kill_all();
             self.finish();
         }

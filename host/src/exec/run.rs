@@ -738,7 +738,10 @@ fn run(
     }
     .map_err(ExecError::Setup)?;
 
-    let mut group = Group::new(opts.containment).map_err(ExecError::Setup)?;
+    // Under an init of its own PID namespace the init's death ends the tree: no cgroup is
+    // created only to hold it.
+    let pid_namespace = namespaces.as_ref().is_some_and(|n| n.isolate);
+    let mut group = Group::new(opts.containment, pid_namespace).map_err(ExecError::Setup)?;
     *mechanism = Some(group.mechanism());
     // Memory by the cgroup where this caller has one (RLIMIT_AS would count the address space
     // that runtimes reserve), else by RLIMIT_AS: the bound holds either way.

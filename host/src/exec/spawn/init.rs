@@ -899,15 +899,16 @@ mod tests {
         // The init is cloned into a frozen cgroup, so it is killed before it runs a single
         // instruction: the command never starts and nothing will release the word the host
         // waits on.
-        let mut group = match crate::exec::contain::Group::new(crate::exec::Containment::Cgroup) {
-            Ok(g) => g,
-            // Only root has a writable cgroup v2 on machines like this one (CI runs as root).
-            Err(e) if crate::sys::euid() != 0 => {
-                eprintln!("skipped: no cgroup v2 to hold the init frozen for this user: {e}");
-                return;
-            }
-            Err(e) => panic!("a cgroup v2 to hold the init frozen: {e}"),
-        };
+        let mut group =
+            match crate::exec::contain::Group::new(crate::exec::Containment::Cgroup, true) {
+                Ok(g) => g,
+                // Only root has a writable cgroup v2 on machines like this one (CI runs as root).
+                Err(e) if crate::sys::euid() != 0 => {
+                    eprintln!("skipped: no cgroup v2 to hold the init frozen for this user: {e}");
+                    return;
+                }
+                Err(e) => panic!("a cgroup v2 to hold the init frozen: {e}"),
+            };
         let dir = group.dir_fd().expect("the cgroup's directory");
         let file = |name: &str| format!("/proc/self/fd/{dir}/{name}");
         std::fs::write(file("cgroup.freeze"), "1").unwrap();
