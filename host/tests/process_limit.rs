@@ -248,7 +248,7 @@ fn a_request_does_not_outlive_a_host_killed_from_outside() {
 }
 
 #[test]
-fn as_root_request_cgroups_of_a_dead_host_are_removed_by_the_next_one() {
+fn as_root_request_cgroups_of_a_dead_host_are_removed_by_the_next_hosts() {
     let pids = std::path::Path::new("/sys/fs/cgroup/pids");
     if !is_root() || !pids.join("cgroup.procs").exists() {
         eprintln!("not root, or no v1 pids hierarchy: nothing to test");
@@ -276,15 +276,23 @@ fn as_root_request_cgroups_of_a_dead_host_are_removed_by_the_next_one() {
     let live = base.join(format!("sandbox-exec-{}-v1-7", std::process::id()));
     std::fs::create_dir(&stale).unwrap();
     std::fs::create_dir(&live).unwrap();
-    let r = exec_as_root(
-        &serde_json::json!({"argv": ["/bin/true"], "profile": "minimal"}),
-        "exec",
-    );
+    // Not every host looks for stale cgroups (about one in 16, by pid): the next few do.
+    let mut hosts = 0;
+    while stale.exists() && hosts < 400 {
+        let r = exec_as_root(
+            &serde_json::json!({"argv": ["/bin/true"], "profile": "minimal"}),
+            "exec",
+        );
+        assert_eq!(r["exit_code"], 0, "{r}");
+        hosts += 1;
+    }
     let kept = live.exists();
     let _ = std::fs::remove_dir(&live);
     let left = stale.exists();
     let _ = std::fs::remove_dir(&stale);
-    assert_eq!(r["exit_code"], 0, "{r}");
-    assert!(!left, "the dead host's request cgroup is still there");
+    assert!(
+        !left,
+        "the dead host's request cgroup is still there after {hosts} hosts"
+    );
     assert!(kept, "control: a live host's request cgroup was removed");
 }

@@ -41,7 +41,9 @@ namespace work with no filter, no Landlock and no cgroups: the 0.5x-of-bwrap tar
 about 400 µs for everything the sandbox adds to `/bin/true`, less than the start-up of this \
 binary or the network namespace alone, so it is out of reach without a different design \
 (a resident host that keeps the cgroups, the spawner and its filter warm, as `sandbox serve` \
-does). Removed so far: the request's cgroup v2 in namespaced runs (its PID namespace's init ends \
+does). Removed so far: the v1 `memory` hierarchy's lookup at exit (a request cgroup made and \
+removed for nothing), the second mountinfo read and the stale-cgroup listings on most runs, \
+the request's cgroup v2 in namespaced runs (its PID namespace's init ends \
 the tree: one `mkdir`, `rmdir` and the cgroup's probe fewer), the two namespace probes (each run forked the host twice and created a \
 second set of namespaces, network included: namespaces are now presumed to work until the \
 spawn's `clone3` is refused, and only then probed), the host's kernel Landlock ruleset in \

@@ -10,8 +10,8 @@
 //! there whatever they do with sessions.
 //!
 //! Emptied directories are kept for the next request (creating a memory cgroup costs far more
-//! than reusing one), removed at exit, and those of hosts that died are removed by the next
-//! host. Creating them needs write access to the host's cgroup in the hierarchy: root, on a
+//! than reusing one), removed at exit, and those of hosts that died are removed by a later
+//! host (see `cgroup_names::stale_scan_due`). Creating them needs write access to the host's cgroup in the hierarchy: root, on a
 //! usual system.
 
 use std::fs;
@@ -82,26 +82,46 @@ struct Idle {
     counter: u64,
 }
 
-fn hierarchy(c: Controller) -> Option<&'static Hierarchy> {
+/// The hierarchy of `c`, once looked up (see [`hierarchy`]).
+fn cell(c: Controller) -> &'static OnceLock<Option<Hierarchy>> {
     static MEMORY: OnceLock<Option<Hierarchy>> = OnceLock::new();
     static PIDS: OnceLock<Option<Hierarchy>> = OnceLock::new();
-    let cell = match c {
+    match c {
         Controller::Memory => &MEMORY,
         Controller::Pids => &PIDS,
-    };
-    cell.get_or_init(|| detect(c)).as_ref()
+    }
+}
+
+/// The hierarchy of `c`, looked up (and its first request cgroup created) on first use, once
+/// per process.
+fn hierarchy(c: Controller) -> Option<&'static Hierarchy> {
+    cell(c).get_or_init(|| detect(c)).as_ref()
+}
+
+/// `/proc/self/cgroup` and `/proc/self/mountinfo`, read once for both controllers: generating
+/// mountinfo costs more than the rest of a lookup, and neither changes for a host that does
+/// not move itself or mount cgroup hierarchies while it runs.
+fn proc_texts() -> Option<&'static (String, String)> {
+    static TEXTS: OnceLock<Option<(String, String)>> = OnceLock::new();
+    TEXTS
+        .get_or_init(|| {
+            Some((
+                fs::read_to_string("/proc/self/cgroup").ok()?,
+                fs::read_to_string("/proc/self/mountinfo").ok()?,
+            ))
+        })
+        .as_ref()
 }
 
 /// The host's cgroup in the v1 hierarchy of `c`, when a request cgroup with the controller's
 /// limit file can be created there.
 fn detect(c: Controller) -> Option<Hierarchy> {
-    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let (own, mountinfo) = proc_texts()?;
     let path = own.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
         let (_, list, path) = (f.next()?, f.next()?, f.next()?);
         list.split(',').any(|n| n == c.name()).then_some(path)
     })?;
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
     let dir = mountinfo.lines().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
         let mut p = post.split(' ');
@@ -122,7 +142,9 @@ fn detect(c: Controller) -> Option<Hierarchy> {
             Path::new(point).join(below)
         })
     })?;
-    super::cgroup_names::remove_stale(&dir);
+    if super::cgroup_names::stale_scan_due() {
+        super::cgroup_names::remove_stale(&dir);
+    }
     // The probe is the first request cgroup itself: when usable it waits in the idle pool.
     let probe = dir.join(name());
     fs::create_dir(&probe).ok()?;
@@ -160,9 +182,13 @@ fn name() -> String {
 }
 
 /// Removes the idle request cgroups at exit (not in a forked child: they are its parent's).
+/// A hierarchy this host never looked up is left alone (looking it up here would create a
+/// request cgroup only to remove it).
 extern "C" fn drain() {
     for c in [Controller::Memory, Controller::Pids] {
-        let Some(h) = hierarchy(c) else { continue };
+        let Some(h) = cell(c).get().and_then(Option::as_ref) else {
+            continue;
+        };
         if let Ok(mut idle) = h.idle.try_lock() {
             if idle.0 == std::process::id() {
                 for d in idle.1.drain(..) {

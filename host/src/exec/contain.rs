@@ -14,7 +14,7 @@
 //!   with sessions and process groups. Killing: freeze, record the members, `cgroup.kill`, wait until the
 //!   cgroup is empty, reap. An emptied cgroup is thawed and kept for the next request (up to
 //!   [`POOL_MAX`] idle ones; creating and removing a directory costs about 100 µs); idle ones
-//!   are removed at exit, and those of hosts that died are removed by the next host.
+//!   are removed at exit, and those of hosts that died are removed by a later host.
 //! - **subreaper** (fallback when no writable cgroup v2 is mounted): the host is made a child
 //!   subreaper, so orphans are re-parented to it rather than to init; the request's processes
 //!   are found by walking `/proc` (same session or process group as the child, or a parent
@@ -26,7 +26,7 @@
 //! status of children that other threads of the host are waiting for.
 
 use super::cgroup1::{counter, Controller, Dir};
-use super::cgroup_names::{prefix, remove_stale};
+use super::cgroup_names::{prefix, remove_stale, stale_scan_due};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fs;
@@ -98,7 +98,9 @@ fn base() -> Option<&'static Base> {
 /// `cgroup.kill` and `cgroup.freeze` can be created there.
 fn detect() -> Option<Base> {
     let (dir, rel) = host_cgroup()?.clone();
-    remove_stale(&dir);
+    if stale_scan_due() {
+        remove_stale(&dir);
+    }
     // The probe is the first request cgroup itself: when it is usable it goes to the idle
     // pool for the request that asked, so a one-shot host creates one cgroup, not two.
     let name = format!("{}{}", prefix(), NEXT.fetch_add(1, Ordering::Relaxed));
