@@ -1070,3 +1070,73 @@ fn root_cannot_open_the_machines_proc_files_for_writing() {
         );
     }
 }
+
+/// With `--isolation off`, a profile that refuses sockets no longer gets a network namespace
+/// by default: alone, it put the program under an init that is not PID 1, whose session the
+/// process-tree walk (uid 65534 has no writable cgroup here) did not cover, so a plain
+/// background job outlived the run. Control: asking for `--network none` explicitly still
+/// does that (the documented gap of that combination), and the job survives.
+#[test]
+fn without_isolation_a_background_job_ends_with_the_run() {
+    for who in BOTH {
+        let ws = workspace();
+        let tag = format!("32{}", std::process::id() % 1000);
+        let script = format!("sleep {tag}1 </dev/null >/dev/null 2>&1 & echo started");
+        let o = run(
+            who,
+            ws.path(),
+            &[
+                "--profile",
+                "shell",
+                "--isolation",
+                "off",
+                "--",
+                "/bin/sh",
+                "-c",
+                &script,
+            ],
+        );
+        assert_eq!(text(&o).0, "started\n", "{who:?}: {}", text(&o).1);
+        let left = tagged(&tag);
+        for (pid, _) in &left {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        assert!(left.is_empty(), "{who:?}: {left:?}");
+    }
+    // The control needs the walk to be the only containment: uid 65534, no cgroup of its own.
+    let ws = workspace();
+    let tag = format!("33{}", std::process::id() % 1000);
+    let script = format!("sleep {tag}1 </dev/null >/dev/null 2>&1 & echo started");
+    let o = run(
+        As::Nobody,
+        ws.path(),
+        &[
+            "--profile",
+            "shell",
+            "--isolation",
+            "off",
+            "--network",
+            "none",
+            "--",
+            "/bin/sh",
+            "-c",
+            &script,
+        ],
+    );
+    assert_eq!(text(&o).0, "started\n", "{}", text(&o).1);
+    let mut left = tagged(&tag);
+    for _ in 0..300 {
+        if left.iter().any(|(_, c)| c.starts_with("sleep\0")) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        left = tagged(&tag);
+    }
+    for (pid, _) in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(
+        left.iter().any(|(_, c)| c.starts_with("sleep\0")),
+        "control: the explicit network namespace without isolation leaves the job: {left:?}"
+    );
+}

@@ -23,13 +23,18 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Decides the mode: as asked, else from the profile and the machine. `unavailable` says
-    /// why network namespaces cannot be made here, if they cannot.
+    /// why network namespaces cannot be made here, if they cannot; `isolated` whether the job
+    /// runs in the namespace layer. Without it (`isolation off`, or namespaces unavailable)
+    /// the default is the host's network: a network namespace alone would put the program
+    /// under an init that is not PID 1 and ends nothing, so without a writable cgroup its
+    /// background processes could outlive it. An explicit `none` or `proxy` still gets one.
     pub(crate) fn new(
         net: &Network,
         profile_allows_sockets: bool,
         unavailable: Option<&str>,
+        isolated: bool,
     ) -> Result<Plan, crate::refusal::Refusal> {
-        let mode = net.effective_mode(profile_allows_sockets, unavailable.is_none());
+        let mode = net.effective_mode(profile_allows_sockets, unavailable.is_none() && isolated);
         if let (true, Some(why)) = (mode.isolates(), unavailable) {
             // Asked for explicitly: the protection cannot be given, so nothing runs.
             return Err(crate::refusal::Refusal::new(

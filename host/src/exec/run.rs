@@ -692,6 +692,7 @@ fn run(
         &v.network,
         super::paths::allows(sandbox).tcp,
         super::net::presumed_unavailable().as_deref(),
+        isolated.is_some(),
     )?;
     // The isolation layer's namespaces, with a network namespace when the mode needs one.
     let namespaces = match (isolated, net.namespaces()) {
