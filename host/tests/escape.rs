@@ -742,20 +742,7 @@ impl<'a> Job<'a> {
             let n = n.max(64);
             // SAFETY: setrlimit is async-signal-safe; nothing is allocated.
             unsafe {
-                cmd.pre_exec(move || {
-                    let mut rl = libc::rlimit {
-                        rlim_cur: 0,
-                        rlim_max: 0,
-                    };
-                    if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    rl.rlim_cur = n as libc::rlim_t;
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
+                cmd.pre_exec(move || soft_nofile(n as libc::rlim_t));
             }
         }
         let out = cmd.output().expect("sandbox run");
@@ -1606,18 +1593,7 @@ fn fill_descriptors(cmd: &mut Command) {
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            let mut rl = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            rl.rlim_cur = limit as libc::rlim_t;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
+            soft_nofile(limit as libc::rlim_t)
         });
     }
 }
@@ -2173,4 +2149,24 @@ fn a_request_cannot_start_more_than_its_process_limit() {
             assert!(ran.stdout.contains(&refused), "{v:?}: {ran:?}");
         }
     });
+}
+
+/// Sets this process's soft descriptor limit to `n` (the hard limit stays). Called between
+/// fork and exec: async-signal-safe, allocates nothing.
+fn soft_nofile(n: libc::rlim_t) -> std::io::Result<()> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit write or read only the local `rl`.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        rl.rlim_cur = n;
+        if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 
 mod common;
 
-use common::{command, As, BOTH, PATH, SANDBOX};
+use common::{command, output_with_input, As, BOTH, PATH, SANDBOX};
 
 /// `sandbox run ARGS` as `who` in `cwd`, with Landlock off unless ARGS say otherwise.
 fn run(who: As, cwd: &Path, args: &[&str]) -> Output {
@@ -569,20 +569,13 @@ fn degraded_mode_forced_in_the_host() {
         ("preferred", "warnings"),
         ("required", "\"field\":\"isolation\""),
     ] {
-        let mut c = command(As::Root, SANDBOX);
-        c.env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
-            .args(["exec", "--json"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        let mut child = c.spawn().unwrap();
         let req = format!("{{\"argv\":[\"/bin/true\"],\"isolation\":\"{mode}\"}}");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(req.as_bytes())
-            .unwrap();
-        let o = child.wait_with_output().unwrap();
+        let o = output_with_input(
+            command(As::Root, SANDBOX)
+                .env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
+                .args(["exec", "--json"]),
+            req.as_bytes(),
+        );
         let (out, _) = text(&o);
         assert!(out.contains(want), "{mode}: {out}");
         if mode == "preferred" {
@@ -665,14 +658,8 @@ fn json_in_limited_userns(cwd: &Path, limit: u32, mode: &[&str], input: &str) ->
     let script = format!("echo {limit} > /proc/sys/user/max_user_namespaces && exec \"$0\" \"$@\"");
     c.args(["--user", "--map-root-user", "sh", "-c", &script, SANDBOX])
         .args(mode)
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-    let mut child = c.spawn().expect("unshare");
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(input.as_bytes()).unwrap();
-    drop(stdin);
-    let o = child.wait_with_output().unwrap();
+        .current_dir(cwd);
+    let o = output_with_input(&mut c, input.as_bytes());
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -755,19 +742,10 @@ fn a_read_only_workspace_under_shell_changes_nothing() {
         assert!(!ws.path().join("data.txt").exists());
     }
     let body = r#"{"argv":["/bin/true"],"isolation":"off","read_only_paths":["/tmp"]}"#;
-    let mut child = command(As::Root, SANDBOX)
-        .args(["exec", "--json"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let o = child.wait_with_output().unwrap();
+    let o = output_with_input(
+        command(As::Root, SANDBOX).args(["exec", "--json"]),
+        body.as_bytes(),
+    );
     let (out, _) = text(&o);
     assert_eq!(o.status.code(), Some(125), "{out}");
     assert!(
@@ -801,19 +779,10 @@ fn hostile_read_only_paths_are_refused_naming_the_field() {
         r#"{"argv":["/bin/true"],"read_only_paths":["/nonexistent-outside/x"]}"#,
         r#"{"argv":["/bin/true"],"isolation":"sometimes"}"#,
     ] {
-        let mut child = command(As::Root, SANDBOX)
-            .args(["exec", "--json"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(body.as_bytes())
-            .unwrap();
-        let o = child.wait_with_output().unwrap();
+        let o = output_with_input(
+            command(As::Root, SANDBOX).args(["exec", "--json"]),
+            body.as_bytes(),
+        );
         let (out, _) = text(&o);
         assert!(
             out.contains("read_only_paths") || out.contains("isolation"),

@@ -365,22 +365,14 @@ fn exec_json(request: &str) -> Value {
 }
 
 fn exec_json_as(who: As, request: &str) -> Value {
-    let mut child = common::sandbox(who)
-        .args(["exec", "--json"])
-        .current_dir("/tmp")
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", "/tmp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::output_with_input(
+        common::sandbox(who)
+            .args(["exec", "--json"])
+            .current_dir("/tmp")
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", "/tmp")
+            .stderr(Stdio::null()),
+        request.as_bytes(),
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }

@@ -4,7 +4,6 @@
 //! does not outlive a host killed from outside. Each with a control.
 
 use serde_json::Value;
-use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -14,22 +13,14 @@ use common::{As, SANDBOX};
 
 /// `sandbox exec --json` as uid 65534 (the kernel exempts root from RLIMIT_NPROC).
 fn exec_as_nobody(request: &Value, dir: &std::path::Path) -> Value {
-    let mut child = common::sandbox(As::Nobody)
-        .args(["exec", "--json"])
-        .current_dir(dir)
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(request.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = common::output_with_input(
+        common::sandbox(As::Nobody)
+            .args(["exec", "--json"])
+            .current_dir(dir)
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", dir),
+        request.to_string().as_bytes(),
+    );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
 }
 
@@ -100,20 +91,12 @@ fn exec_as_root(request: &Value, runner: &str) -> Value {
     } else {
         c.args(["exec", "--json"]);
     }
-    let mut child = c
-        .current_dir("/tmp")
+    c.current_dir("/tmp")
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
         .env("HOME", "/tmp")
-        .env("LANG", "C.UTF-8")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(format!("{request}\n").as_bytes()).unwrap();
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
+        .env("LANG", "C.UTF-8");
+    let out = common::output_with_input(&mut c, format!("{request}\n").as_bytes());
     let line = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(line.lines().next().unwrap_or(""))
         .unwrap_or_else(|e| panic!("{e}: {out:?}"))

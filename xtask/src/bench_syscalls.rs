@@ -19,14 +19,13 @@ use sandbox_policy::profile::Profile;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const BENCH_C: &str = r#"
+/// The C helpers every loop program of the benchmarks starts with: a monotonic clock in
+/// nanoseconds and a comparison of doubles for `qsort` (medians). It defines `_GNU_SOURCE`
+/// before its includes, so it comes first.
+pub const TIMING_C: &str = r#"
 #define _GNU_SOURCE
-#include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 static double now(void) {
     struct timespec t;
@@ -38,6 +37,17 @@ static int cmp(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
+
+"#;
+
+const BENCH_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 static double one(int which, long n) {
     double t0 = now();
@@ -74,7 +84,7 @@ fn compile() -> Result<PathBuf> {
     let work = std::env::temp_dir().join(format!("sandbox-bench-syscalls-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
     let src = work.join("bench.c");
-    std::fs::write(&src, BENCH_C)?;
+    std::fs::write(&src, format!("{TIMING_C}{BENCH_C}"))?;
     let bin = work.join("bench");
     let out = Command::new("gcc")
         .args(["-O2", "-o"])

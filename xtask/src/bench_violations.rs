@@ -32,17 +32,6 @@ const LOOP_C: &str = r#"
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e9 + t.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int one_instruction(void) {
     struct sock_filter f[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
     struct sock_fprog p = {1, f};
@@ -104,7 +93,7 @@ fn compile() -> Result<PathBuf> {
         .join(format!("bench-violations-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let src = dir.join("loop.c");
-    std::fs::write(&src, LOOP_C)?;
+    std::fs::write(&src, format!("{}{LOOP_C}", xtask::bench_syscalls::TIMING_C))?;
     let bin = dir.join("loop");
     let out = Command::new("gcc")
         .args(["-O2", "-o"])

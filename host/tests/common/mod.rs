@@ -59,3 +59,21 @@ pub fn command(who: As, program: impl AsRef<OsStr>) -> Command {
 pub fn sandbox(who: As) -> Command {
     command(who, SANDBOX)
 }
+
+/// Runs `cmd` with `input` on its stdin (closed after), stdout and stderr captured unless
+/// the caller set them: how the tests feed a JSON request to `sandbox exec --json`.
+pub fn output_with_input(cmd: &mut Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the command");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(input)
+        .expect("write the input");
+    child.wait_with_output().expect("wait for the command")
+}
