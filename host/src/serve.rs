@@ -645,9 +645,15 @@ fn accept(
 /// Closes a refused connection without resetting it: a client that sent its request before
 /// reading would otherwise get ECONNRESET in place of the refusal line. What it sent is read
 /// and dropped (at most 1 MiB, for at most 2 s) on a thread of its own, so the accept loop
-/// does not wait for it.
+/// does not wait for it. At most 16 such threads at once: past that a refused connection is
+/// simply closed (a flood of refused peers cannot make the server start threads without end).
 fn close_refused(stream: UnixStream) {
     use std::io::Read;
+    static DRAINING: AtomicUsize = AtomicUsize::new(0);
+    if DRAINING.fetch_add(1, SeqCst) >= 16 {
+        DRAINING.fetch_sub(1, SeqCst);
+        return;
+    }
     let drain = move || {
         let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(2)));
         let mut buf = [0u8; 8192];
@@ -658,10 +664,15 @@ fn close_refused(stream: UnixStream) {
                 Ok(n) => left = left.saturating_sub(n),
             }
         }
+        DRAINING.fetch_sub(1, SeqCst);
     };
-    let _ = std::thread::Builder::new()
+    if std::thread::Builder::new()
         .name("serve-refused".into())
-        .spawn(drain);
+        .spawn(drain)
+        .is_err()
+    {
+        DRAINING.fetch_sub(1, SeqCst);
+    }
 }
 
 /// A connection's read side, shared with its writers.

@@ -454,14 +454,18 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
     // the SysRq trigger. Read-only binds close them; callers other than root cannot write
     // them at all, so they pay no mounts.
     if crate::sys::euid() == 0 {
-        // The fresh /proc has what the host's has (a kernel without SysRq has no trigger).
-        for p in ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq"]
-            .map(Path::new)
-            .into_iter()
-            .filter(|p| p.exists())
-        {
-            mounts.push(Mount::ReadOnly(c_path(p)));
-        }
+        // The fresh /proc has what the host's has (a kernel without SysRq has no trigger);
+        // looked up once per process, not per job.
+        static MACHINE_FILES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
+        let files = MACHINE_FILES.get_or_init(|| {
+            ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq"]
+                .map(Path::new)
+                .into_iter()
+                .filter(|p| p.exists())
+                .map(c_path)
+                .collect()
+        });
+        mounts.extend(files.iter().cloned().map(Mount::ReadOnly));
     }
     // The repository's git directories stay visible too (a worktree's may be elsewhere).
     let mut visible = inputs.visible.to_vec();
