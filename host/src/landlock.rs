@@ -574,6 +574,15 @@ fn open_nofollow(path: &Path) -> io::Result<OwnedFd> {
     Ok(file.into())
 }
 
+/// `path` opened with `O_PATH`, following symlinks, without a stat.
+fn open_follow(path: &Path) -> io::Result<OwnedFd> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(path)?;
+    Ok(file.into())
+}
+
 /// The nearest existing directory above `path` (its parent, or further up).
 fn nearest_dir(path: &Path) -> Option<PathBuf> {
     path.ancestors()
@@ -587,7 +596,14 @@ fn has_newline(path: &Path) -> bool {
 }
 
 fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
-    validate(spec)?;
+    // `validate` without its stat of each writable path: the canonicalisation below fails
+    // the same way (`Missing` or `Open`, same field and path) when one does not exist.
+    for p in &spec.writable {
+        check_text(Field::WritablePaths, p)?;
+    }
+    for p in &spec.deny_read {
+        check_text(Field::DenyRead, p)?;
+    }
     let mut stamps = Vec::new();
     // Directories whose entries the ruleset depends on: the carved ancestors and, for each
     // deny path, the nearest existing directory above it (a deny path that appears, or is
@@ -717,7 +733,11 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
             path: p.clone(),
             source,
         })?;
-        stamps.push(Stamp::inode(p));
+        // The inode just opened (what `Stamp::inode(p)` would find, without another stat).
+        stamps.push(Stamp {
+            path: p.clone(),
+            kind: StampKind::Inode(Some((meta.dev(), meta.ino()))),
+        });
         // Read rights beneath a writable tree would re-open a denied path inside it (or be
         // inherited by a writable path inside a denied one): there, reads come from the
         // carve-out alone and the deny list wins.
@@ -734,13 +754,15 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
         ));
     }
 
+    // No stat: the device rights are file rights, which a rule on a file and one on a
+    // directory carry alike (`rights_for`), so whether each is a directory changes nothing.
     let mut dev = Vec::new();
     for p in DEVICES.iter().chain(std::iter::once(&PTS)) {
-        if let Ok((fd, meta)) = open_path(Path::new(p), true) {
+        if let Ok(fd) = open_follow(Path::new(p)) {
             dev.push(Entry {
                 path: PathBuf::from(p),
                 fd,
-                is_dir: meta.is_dir(),
+                is_dir: false,
             });
         }
     }

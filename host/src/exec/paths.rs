@@ -165,18 +165,25 @@ pub(crate) fn refusal(e: landlock::LandlockError) -> Refusal {
 }
 
 /// Resolves `rules` for a job under `sandbox` run in `cwd`; `None` when the layer is off.
+/// `own_tmp`: whether the job needs a private TMPDIR on the host's file system (not when its
+/// mount namespace gets a `/tmp` of its own, which the init grants every right).
 pub(crate) fn layer(
     rules: &PathRules,
     sandbox: &Sandbox,
     cwd: &Path,
+    own_tmp: bool,
 ) -> Result<Option<Layer>, Refusal> {
     if rules.mode == Mode::Off {
         return Ok(None);
     }
     // A private TMPDIR only where the filter lets the program create files: under a profile
     // that refuses every creation (minimal, network) it could not use one, and creating and
-    // removing the directories is most of what this layer costs a one-shot run.
-    let root = if allows(sandbox).writes {
+    // removing the directories is most of what this layer costs a one-shot run. A job with a
+    // private `/tmp` gets neither the directory nor a rule for the host's: it has TMPDIR=/tmp,
+    // and a warm host would otherwise make and remove a directory on the host's file system
+    // for every job (a journalled `mkdir` and `rmdir`, milliseconds of wall time on a busy
+    // disk), unused.
+    let root = if own_tmp && allows(sandbox).writes {
         Some(
             temp_root()
                 .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?,

@@ -657,7 +657,13 @@ fn run(
         Some(c) => c.clone(),
         None => std::env::current_dir().map_err(ExecError::Setup)?,
     };
-    let layer = super::paths::layer(&v.paths, sandbox, &here)?;
+    // A job whose mount namespace gets a /tmp of its own has TMPDIR=/tmp there: it needs no
+    // directory on the host's file system, which would only be made and removed for nothing.
+    let private_tmp = private_tmp(v);
+    let namespaced_tmp = private_tmp
+        && v.paths.isolation != super::isolation::Mode::Off
+        && super::isolation::presumed_unavailable().is_none();
+    let layer = super::paths::layer(&v.paths, sandbox, &here, !namespaced_tmp)?;
     // Files changed from here on are the run's (the file-size check in `limits_hit`); a
     // second's slack for file systems with coarse timestamps.
     let started_at = std::time::SystemTime::now() - Duration::from_secs(1);
@@ -672,7 +678,7 @@ fn run(
             }
         }
     }
-    let isolation = isolation_layer(v, &here, layer.as_ref())?;
+    let isolation = isolation_layer(v, &here, layer.as_ref(), private_tmp)?;
     let isolated = isolation.as_ref().ok();
     // After the mounts the program changes to its directory by name: an inherited working
     // directory would still be the one beneath them.
@@ -1158,11 +1164,27 @@ fn run(
     })
 }
 
+/// Whether the job's mount namespace, if it gets one, mounts a private `/tmp`. Landlock's
+/// rule for a private /tmp would reach into directories bound back there: not when it must
+/// keep something under /tmp unreadable.
+fn private_tmp(v: &Validated) -> bool {
+    let home_deny = std::env::var_os("HOME")
+        .filter(|h| std::path::Path::new(h).is_absolute())
+        .map(|h| crate::landlock::default_deny_read(std::path::Path::new(&h)))
+        .unwrap_or_default();
+    v.paths.mode == crate::landlock::Mode::Off
+        || !home_deny
+            .iter()
+            .chain(&v.paths.deny_read)
+            .any(|d| d.starts_with("/tmp"))
+}
+
 /// The job's namespace layer: `Ok` with it, or `Err` with why there is none (empty: off).
 fn isolation_layer(
     v: &Validated,
     here: &std::path::Path,
     landlock: Option<&super::paths::Layer>,
+    private_tmp: bool,
 ) -> Result<Result<super::isolation::Layer, String>, ExecError> {
     let workspace = v
         .paths
@@ -1197,17 +1219,6 @@ fn isolation_layer(
         .filter(|h| h.starts_with("/tmp/") && h.is_dir())
         .collect();
     visible.extend(home.iter().map(PathBuf::as_path));
-    // Landlock's rule for a private /tmp would reach into directories bound back there: not
-    // when it must keep something under /tmp unreadable.
-    let home_deny = std::env::var_os("HOME")
-        .filter(|h| std::path::Path::new(h).is_absolute())
-        .map(|h| crate::landlock::default_deny_read(std::path::Path::new(&h)))
-        .unwrap_or_default();
-    let private_tmp = landlock.is_none()
-        || !home_deny
-            .iter()
-            .chain(&v.paths.deny_read)
-            .any(|d| d.starts_with("/tmp"));
     // Without Landlock nothing limits writes: kept-visible directories stay writable.
     let everything = [PathBuf::from("/")];
     let writable = landlock.map_or(&everything[..], |l| &l.writable[..]);
