@@ -69,6 +69,107 @@ const BWRAP_ARGS: &[&str] = &[
     "/tmp",
 ];
 
+/// The floor: the least a launcher can do to start a program in our namespace set on this
+/// kernel, in C with raw calls (no Rust, no filter, no Landlock, no cgroups). `floor net
+/// PROG` clones an init (a process of its own, as ours is) into new user, PID, mount, IPC,
+/// UTS and network namespaces; the init asks to die with its parent, maps its uid and gid,
+/// brings loopback up, mounts a
+/// fresh `/proc` and a `/tmp` tmpfs, starts the program with `vfork` and waits for it as PID
+/// 1. `floor nonet PROG` is the same without the network namespace.
+const FLOOR_C: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static void put(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) _exit(120);
+    close(fd);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    int net = strcmp(argv[1], "net") == 0;
+    char uid_map[32], gid_map[32];
+    unsigned uid = geteuid(), gid = getegid();
+    /* Digits by hand: no stdio in the launcher. */
+    char *maps[2] = {uid_map, gid_map};
+    unsigned ids[2] = {uid, gid};
+    for (int m = 0; m < 2; m++) {
+        char d[12]; int n = 0; unsigned v = ids[m];
+        do { d[n++] = '0' + v % 10; v /= 10; } while (v);
+        char *p = maps[m];
+        for (int r = 0; r < 2; r++) { for (int i = n - 1; i >= 0; i--) *p++ = d[i]; *p++ = ' '; }
+        *p++ = '1'; *p = 0;
+    }
+    long flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
+        | (net ? CLONE_NEWNET : 0);
+    pid_t init = syscall(SYS_clone, flags | SIGCHLD, 0, 0, 0, 0);
+    if (init < 0) return 121;
+    if (init == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        put("/proc/self/setgroups", "deny");
+        put("/proc/self/gid_map", gid_map);
+        put("/proc/self/uid_map", uid_map);
+        if (net) {
+            int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+            struct ifreq ifr;
+            memset(&ifr, 0, sizeof ifr);
+            strcpy(ifr.ifr_name, "lo");
+            ifr.ifr_flags = IFF_UP;
+            if (s < 0 || ioctl(s, SIOCSIFFLAGS, &ifr) != 0) _exit(122);
+            close(s);
+        }
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, 0) != 0) _exit(123);
+        if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0) _exit(124);
+        pid_t prog = vfork();
+        if (prog == 0) {
+            execve(argv[2], argv + 2, environ);
+            _exit(127);
+        }
+        int st;
+        for (;;) {
+            pid_t w = waitpid(-1, &st, __WALL);
+            if (w == prog) _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+            if (w < 0) _exit(125);
+        }
+    }
+    int st;
+    if (waitpid(init, &st, 0) != init) return 126;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+"#;
+
+/// Compiles [`FLOOR_C`] with `cc -O2` under the target directory; the caller removes `dir`.
+fn compile_floor(dir: &Path) -> Result<std::path::PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let src = dir.join("floor.c");
+    std::fs::write(&src, FLOOR_C)?;
+    let bin = dir.join("floor");
+    let out = std::process::Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .context("running cc")?;
+    if !out.status.success() {
+        bail!("cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(bin)
+}
+
 /// One variant: a label and its argv.
 #[derive(Clone)]
 struct Variant {
@@ -79,11 +180,72 @@ struct Variant {
 /// CPU (user + system, ms) and wall (ms) of one run of `argv`, stdio on /dev/null, in a bare
 /// environment (PATH, HOME, LANG) as agents run commands.
 pub(crate) fn once(argv: &[CString], envp: &[CString]) -> Result<(f64, f64)> {
+    let m = measure(argv, envp, false)?;
+    Ok((m.rusage, m.wall))
+}
+
+/// One run's figures, in ms.
+struct Measured {
+    /// User + system time of the process and the descendants it (or they) waited for.
+    rusage: f64,
+    /// `task-clock` of every task the run started, waited for or not (when asked and the
+    /// kernel lets us count).
+    tree: Option<f64>,
+    wall: f64,
+}
+
+/// A `task-clock` counter on this thread (`inherit`: also on every task it starts from now
+/// on, and theirs), or `None` when the kernel refuses one (`perf_event_paranoid`).
+fn task_clock(inherit: bool) -> Option<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // struct perf_event_attr up to PERF_ATTR_SIZE_VER0 (64 bytes): type PERF_TYPE_SOFTWARE
+    // (1) and size, config PERF_COUNT_SW_TASK_CLOCK (1), then the flag bits: enabled, bit 1
+    // inherit.
+    let mut attr = [0u64; 8];
+    attr[0] = 1 | (64 << 32);
+    attr[1] = 1;
+    attr[5] = if inherit { 1 << 1 } else { 0 };
+    // SAFETY: perf_event_open reads 64 bytes of attr; it returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr.as_ptr(),
+            0,
+            -1,
+            -1,
+            8usize, // PERF_FLAG_FD_CLOEXEC
+        )
+    };
+    // SAFETY: a descriptor just created for us.
+    (fd >= 0).then(|| unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// The counter's value in ms (its inherited tasks' counts included).
+fn read_ms(fd: &std::os::fd::OwnedFd) -> Option<f64> {
+    use std::io::Read;
+    let mut buf = [0u8; 8];
+    std::fs::File::from(fd.try_clone().ok()?)
+        .read_exact(&mut buf)
+        .ok()?;
+    Some(u64::from_ne_bytes(buf) as f64 / 1e6)
+}
+
+/// Runs `argv` once: see [`Measured`]. With `tree`, a `task-clock` counter inherited by
+/// everything the run starts counts the CPU of tasks nobody waits for: bubblewrap's outer
+/// process learns the exit code through an eventfd and exits without reaping the namespace's
+/// PID 1, so `wait4` never sees the work of that init and of the program it ran.
+fn measure(argv: &[CString], envp: &[CString], tree: bool) -> Result<Measured> {
     let mut args: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
     args.push(std::ptr::null());
     let mut env: Vec<*const libc::c_char> = envp.iter().map(|a| a.as_ptr()).collect();
     env.push(std::ptr::null());
     let null = c"/dev/null";
+    // This thread's own share (posix_spawn's parent side, wait4) is taken out of the tree's.
+    let counters = if tree {
+        task_clock(false).zip(task_clock(true))
+    } else {
+        None
+    };
     // SAFETY: posix_spawn file actions are initialised, used and destroyed here; every
     // pointer passed lives until posix_spawn returns; wait4 writes into locals.
     unsafe {
@@ -116,11 +278,18 @@ pub(crate) fn once(argv: &[CString], envp: &[CString]) -> Result<(f64, f64)> {
             bail!("wait4: {}", std::io::Error::last_os_error());
         }
         let wall = t.elapsed().as_secs_f64() * 1e3;
+        let tree = counters
+            .as_ref()
+            .and_then(|(own, all)| Some(read_ms(all)? - read_ms(own)?));
         if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
             bail!("{argv:?} failed: wait status {status:#x}");
         }
         let ms = |tv: libc::timeval| tv.tv_sec as f64 * 1e3 + tv.tv_usec as f64 / 1e3;
-        Ok((ms(ru.ru_utime) + ms(ru.ru_stime), wall))
+        Ok(Measured {
+            rusage: ms(ru.ru_utime) + ms(ru.ru_stime),
+            tree,
+            wall,
+        })
     }
 }
 
@@ -132,10 +301,18 @@ fn median(v: &mut [f64]) -> f64 {
 /// The section, with `n` runs of each variant.
 pub fn run(n: usize) -> Result<String> {
     let sandbox = crate::bench_serve::sandbox_binary()?;
-    section(&sandbox, n)
+    // Under the target directory, like the other C helpers of the benchmarks.
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::workspace::root().join("target"))
+        .join(format!("bench-oneshot-{}", std::process::id()));
+    let floor = compile_floor(&dir)?;
+    let md = section(&sandbox, &floor, n);
+    let _ = std::fs::remove_dir_all(&dir);
+    md
 }
 
-fn section(sandbox: &Path, n: usize) -> Result<String> {
+fn section(sandbox: &Path, floor: &Path, n: usize) -> Result<String> {
     let s = sandbox.display().to_string();
     // Quiet as an unprivileged user would be: root gets a warning line per run otherwise.
     // SAFETY: geteuid cannot fail.
@@ -200,11 +377,23 @@ fn section(sandbox: &Path, n: usize) -> Result<String> {
             argv: run(&["--profile", "shell"]),
         },
     ];
+    let mut variants = Vec::from(variants);
+    // The floor rows: the kernel work of our namespace set and nothing else (FLOOR_C).
+    let f = floor.display().to_string();
+    let floor_net = variants.len();
+    for (arg, label) in [
+        ("net", "C floor: user, PID, mount, IPC, UTS and network namespaces, loopback up, `/proc`, `/tmp`, init + `vfork`"),
+        ("nonet", "C floor without the network namespace"),
+    ] {
+        variants.push(Variant {
+            label: label.into(),
+            argv: vec![f.clone(), arg.into(), "/bin/true".into()],
+        });
+    }
     // bubblewrap with every namespace, as peers isolate a command (when it is installed).
     let bwrap = ["/usr/bin/bwrap", "/bin/bwrap"]
         .into_iter()
         .find(|p| Path::new(p).exists());
-    let mut variants = Vec::from(variants);
     if let Some(b) = bwrap {
         variants.push(Variant {
             label: format!("`bwrap {}`", BWRAP_ARGS.join(" ")),
@@ -233,38 +422,56 @@ fn section(sandbox: &Path, n: usize) -> Result<String> {
         })
         .collect();
     // Warm-up: the preload extraction, page cache, cgroup directories.
+    let mut counted = true;
     for a in &argvs {
-        once(a, &envp).context("warm-up run")?;
+        counted &= measure(a, &envp, true)
+            .context("warm-up run")?
+            .tree
+            .is_some();
     }
     let mut cpu = vec![Vec::with_capacity(n); variants.len()];
+    let mut waited = vec![Vec::with_capacity(n); variants.len()];
     let mut wall = vec![Vec::with_capacity(n); variants.len()];
     for _ in 0..n {
         for (i, a) in argvs.iter().enumerate() {
-            let (c, w) = once(a, &envp)?;
-            cpu[i].push(c);
-            wall[i].push(w);
+            let m = measure(a, &envp, counted)?;
+            cpu[i].push(m.tree.unwrap_or(m.rusage));
+            waited[i].push(m.rusage);
+            wall[i].push(m.wall);
         }
     }
     let cpu: Vec<f64> = cpu.iter_mut().map(|v| median(v)).collect();
+    let waited: Vec<f64> = waited.iter_mut().map(|v| median(v)).collect();
     let wall: Vec<f64> = wall.iter_mut().map(|v| median(v)).collect();
     let mut md = String::from("## One-shot: `sandbox run -- /bin/true` against `/bin/true`\n\n");
     md += &format!(
-        "CPU time (user + system of the process and every descendant it waited for, from \
-         `wait4`) and wall time, median of {n} runs of each variant, the variants taking turns \
-         run by run; bare environment (PATH, HOME, LANG), stdio on /dev/null{}.\n\n",
+        "CPU time {} and wall time, median of {n} runs of each variant, the variants taking \
+         turns run by run; bare environment (PATH, HOME, LANG), stdio on /dev/null{}. The \
+         `wait4` column is the user + system time `wait4` reports (the process and the \
+         descendants that were waited for): it misses whatever is never reaped, as \
+         bubblewrap's namespace init and the program it ran.\n\n",
+        if counted {
+            "(`task-clock` of every task the run started, waited for or not: a software \
+             counter inherited by the run's whole tree)"
+        } else {
+            "(the kernel refused a `task-clock` counter here: user + system from `wait4`, \
+             which misses unreaped tasks)"
+        },
         if root {
             ", `--allow-root` because the bench runs as root"
         } else {
             ""
         }
     );
-    md += "| variant | CPU ms | CPU vs `/bin/true` | wall ms |\n|---|---:|---:|---:|\n";
+    md += "| variant | CPU ms | CPU vs `/bin/true` | `wait4` CPU ms | wall ms |\n\
+           |---|---:|---:|---:|---:|\n";
     for (i, v) in variants.iter().enumerate() {
         md += &format!(
-            "| {} | {:.3} | {:.2}x | {:.3} |\n",
+            "| {} | {:.3} | {:.2}x | {:.3} | {:.3} |\n",
             v.label,
             cpu[i],
             cpu[i] / cpu[0],
+            waited[i],
             wall[i]
         );
     }
@@ -299,6 +506,16 @@ fn section(sandbox: &Path, n: usize) -> Result<String> {
             " Against bubblewrap with every namespace ({b:.3} ms), `run --profile minimal \
              --network none` costs **{:.2}x** (target at most 0.5x).",
             cpu[7] / b
+        );
+        md += &format!(
+            " The C floor (the same namespaces, loopback, mounts and init, nothing else) costs \
+             {:.3} ms, **{:.2}x** bubblewrap; without the network namespace {:.3} ms, \
+             **{:.2}x**: the floor under any launcher on this kernel, filter, Landlock and \
+             cgroups aside.",
+            cpu[floor_net],
+            cpu[floor_net] / b,
+            cpu[floor_net + 1],
+            cpu[floor_net + 1] / b
         );
     } else {
         md += " bubblewrap is not installed: no comparison with it.";
