@@ -98,7 +98,36 @@ pub(crate) struct Spawned {
 #[derive(Debug)]
 pub(crate) struct Init {
     #[cfg(target_arch = "x86_64")]
-    page: init::Page,
+    page: std::mem::ManuallyDrop<init::Page>,
+    /// The stack of an init that shares our memory, and a pidfd telling when it is gone.
+    #[cfg(target_arch = "x86_64")]
+    shared: Option<(Stack, Option<OwnedFd>)>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Drop for Init {
+    fn drop(&mut self) {
+        // An init that shares our memory runs on its stack and writes to the page until it
+        // exits: both stay mapped (leaked) unless it is gone (a pidfd is readable once the
+        // process no longer uses its memory), so that no later mapping reuses their addresses.
+        if let Some((stack, pidfd)) = self.shared.take() {
+            let gone = pidfd.is_some_and(|fd| {
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: polls one pollfd without waiting.
+                unsafe { libc::poll(&mut p, 1, 0) == 1 && p.revents & libc::POLLIN != 0 }
+            });
+            if !gone {
+                std::mem::forget(stack);
+                return;
+            }
+        }
+        // SAFETY: dropped once, here; the init no longer uses the page (or has a copy of it).
+        unsafe { std::mem::ManuallyDrop::drop(&mut self.page) };
+    }
 }
 
 impl Init {
@@ -233,6 +262,10 @@ pub(crate) struct Shared {
     /// The command's wait status as the init saw it, once `status_set` is 1.
     status: AtomicI32,
     status_set: AtomicU32,
+    /// An init sharing the host's memory waits here for the host to write its id maps:
+    /// [`WAIT`], then [`GO`], or [`ABORT`] with the errno in `maps_errno`.
+    maps: AtomicU32,
+    maps_errno: AtomicI32,
 }
 
 impl Shared {
@@ -244,6 +277,8 @@ impl Shared {
             go: AtomicU32::new(WAIT),
             status: AtomicI32::new(0),
             status_set: AtomicU32::new(0),
+            maps: AtomicU32::new(WAIT),
+            maps_errno: AtomicI32::new(0),
         }
     }
 }
@@ -564,7 +599,14 @@ thread_local! {
 }
 
 /// The child's stack, freed on drop.
+#[derive(Debug)]
 struct Stack(*mut c_void);
+
+// SAFETY: a mapping owned by whoever holds the value; only its address is shared with the
+// child that runs on it.
+unsafe impl Send for Stack {}
+// SAFETY: as above: `&Stack` only gives the address.
+unsafe impl Sync for Stack {}
 
 impl Stack {
     fn new() -> std::io::Result<Stack> {
@@ -633,8 +675,9 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let spawner: Option<&()> = None;
     let inherits = spawner.is_some();
     let filter = spec.filter.unwrap_or(&[]);
-    // With namespaces the child becomes an init with memory of its own (a copy of ours): the
-    // words the host reads live in a shared page, which also carries the command's status.
+    // With namespaces the child becomes an init that outlives the exec, with a copy of our
+    // memory or (root) ours on a stack of its own: the words the host reads live in a shared
+    // page, which also carries the command's status.
     #[cfg(target_arch = "x86_64")]
     let ns = match spec.namespaces {
         Some(n) => {
@@ -693,8 +736,21 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let args = {
         let mut args = clone_args(&stack, spec.cgroup, &pidfd, &sh.phase);
         if let Some(n) = &ns {
-            // A process of its own (no CLONE_VM): it outlives the exec as the command's init.
-            args.flags = n.clone_flags() | (args.flags & !(libc::CLONE_VM as u64));
+            match n.init_stack() {
+                // Sharing our memory, on a stack of its own that lives as long as it does.
+                // Not CLONE_CHILD_CLEARTID: the word means the command's exec, and the init
+                // outlives it.
+                Some(s) => {
+                    args.flags =
+                        n.clone_flags() | (args.flags & !(libc::CLONE_CHILD_CLEARTID as u64));
+                    args.stack = s.0 as u64;
+                }
+                // A process of its own (no CLONE_VM): it outlives the exec as the command's
+                // init.
+                None => {
+                    args.flags = n.clone_flags() | (args.flags & !(libc::CLONE_VM as u64));
+                }
+            }
         }
         args
     };
@@ -710,7 +766,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         // wait for the child's exec.
         #[cfg(target_arch = "x86_64")]
         // SAFETY: args, ctx and stack stay valid until the child has exec'd (below).
-        Some(s) => Started::Later(unsafe { s.post(&args, arg, &sh.phase, entry) }),
+        Some(s) => Started::Later(unsafe { s.post(&args, arg, &sh.phase, entry, after_clone) }),
         _ => {
             // SAFETY: sigset operations on locals; pthread_sigmask affects only this thread.
             let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -725,6 +781,8 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
                 libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
                 #[cfg(target_arch = "x86_64")]
                 let rc = clone3(&args, entry, arg, 0);
+                #[cfg(target_arch = "x86_64")]
+                after_clone(arg, rc);
                 #[cfg(not(target_arch = "x86_64"))]
                 let rc = start_child(arg, &stack, &pidfd, &sh.phase);
                 libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
@@ -837,6 +895,10 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         unsafe { libc::waitpid(pid, &mut status, 0) };
         return Err(e);
     }
+    #[cfg(target_arch = "x86_64")]
+    let init = ns.map(|n| n.into_init(&pidfd));
+    #[cfg(not(target_arch = "x86_64"))]
+    let init = None;
     Ok(Spawned {
         pid,
         pidfd,
@@ -846,11 +908,25 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             None
         },
         listeners,
-        #[cfg(target_arch = "x86_64")]
-        init: ns.map(init::Prepared::into_init),
-        #[cfg(not(target_arch = "x86_64"))]
-        init: None,
+        init,
     })
+}
+
+/// Called by the thread that cloned a child running on `ctx` (`rc`: its pid, or -errno): an
+/// init that shares our memory gets its id maps written here (see `spawn/init.rs`).
+///
+/// # Safety
+/// `ctx` is the `Ctx` the clone was given, alive until the child has exec'd; the caller may
+/// be a spawner thread: only raw calls carrying the secret, no allocation.
+#[cfg(target_arch = "x86_64")]
+unsafe fn after_clone(ctx: *mut c_void, rc: isize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        let c = &*(ctx as *const Ctx);
+        if rc > 0 && !c.ns.is_null() {
+            init::write_maps(c, rc as i32);
+        }
+    }
 }
 
 thread_local! {

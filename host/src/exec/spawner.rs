@@ -112,6 +112,9 @@ struct Job {
     args: *const CloneArgs,
     entry: extern "C" fn(*mut c_void) -> std::os::raw::c_int,
     ctx: *mut c_void,
+    /// Run by this thread right after the clone, with `ctx` and the result (raw calls with
+    /// the secret only, no allocation).
+    after: unsafe fn(*mut c_void, isize),
     /// The word the kernel releases at the child's exec; released here if the clone fails.
     phase: *const AtomicU32,
     result: isize,
@@ -183,6 +186,7 @@ impl Spawner {
                 args: std::ptr::null(),
                 entry: noop,
                 ctx: std::ptr::null_mut(),
+                after: noop_after,
                 phase: std::ptr::null(),
                 result: 0,
             }),
@@ -211,7 +215,7 @@ impl Spawner {
     }
 
     /// Has the spawner thread clone a child with `args` that runs the child side of
-    /// `spawn.rs` on `ctx`; the answer comes with [`Ticket::wait`]. If the clone fails, the
+    /// `spawn.rs` on `ctx`, then `after(ctx, result)`; the answer comes with [`Ticket::wait`]. If the clone fails, the
     /// thread releases `phase` (as the kernel does at the child's exec), so that a caller
     /// waiting for the exec wakes up.
     ///
@@ -224,6 +228,7 @@ impl Spawner {
         ctx: *mut c_void,
         phase: &AtomicU32,
         entry: extern "C" fn(*mut c_void) -> std::os::raw::c_int,
+        after: unsafe fn(*mut c_void, isize),
     ) -> Ticket<'_> {
         let turn = self.turn.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: we hold the turn and the thread is idle: nobody else touches the job.
@@ -232,6 +237,7 @@ impl Spawner {
                 args,
                 entry,
                 ctx,
+                after,
                 phase,
                 result: -(libc::EIO as isize),
             };
@@ -340,6 +346,7 @@ fn serve(sp: &'static Spawner, prog: Vec<Insn>) {
         unsafe {
             let job = &mut *sp.job.get();
             job.result = clone_for_spawner(job.args, job.entry, job.ctx, sp.secret);
+            (job.after)(job.ctx, job.result);
             if job.result < 0 {
                 (*job.phase).store(0, Ordering::Release);
                 // Not private, like the kernel's wake at exec.
@@ -362,6 +369,9 @@ fn serve(sp: &'static Spawner, prog: Vec<Insn>) {
 extern "C" fn noop(_: *mut c_void) -> std::os::raw::c_int {
     0
 }
+
+/// The `after` of an empty job slot (never called).
+fn noop_after(_: *mut c_void, _: isize) {}
 
 /// 64 random bits, never zero (zero is what unused arguments usually hold).
 fn random_secret() -> std::io::Result<u64> {

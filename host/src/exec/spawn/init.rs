@@ -1,16 +1,21 @@
 //! Namespaces for a spawn, and the init that runs in them.
 //!
-//! The host clones a process of its own (no `CLONE_VM`: a copy-on-write copy of the host's
-//! memory) into new user, PID, mount, IPC and UTS namespaces, and a network namespace when
-//! asked. That process is PID 1 of the new PID namespace, the program's **init**:
+//! The host clones a process into new user, PID, mount, IPC and UTS namespaces, and a
+//! network namespace when asked. That process is PID 1 of the new PID namespace, the
+//! program's **init**. A root host that is non-dumpable (as the CLI makes itself) clones it
+//! sharing its memory (`CLONE_VM`, on a stack of its own kept until the init is gone) and
+//! writes its id maps itself right after the clone; otherwise the init gets a copy-on-write
+//! copy of the host's memory and writes its own maps (copying the page tables, then the
+//! copy-on-write faults on both sides, cost the serve path ~10% of its throughput).
 //!
-//! 1. it maps the host's uid and gid to themselves (not to root: `setgroups` is denied first),
-//!    brings loopback up and creates the asked TCP listeners (sent to the host over a
-//!    socketpair with `SCM_RIGHTS`), makes the asked mounts, and restricts the per-job
-//!    Landlock ruleset to the new `/proc` and `/tmp` as well;
+//! 1. the host's uid and gid are mapped to themselves (not to root: `setgroups` is denied
+//!    first); the init brings loopback up and creates the asked TCP listeners (sent to the
+//!    host over a socketpair with `SCM_RIGHTS`), makes the asked mounts, and restricts the
+//!    per-job Landlock ruleset to the new `/proc` and `/tmp` as well;
 //! 2. it starts the program as in a plain spawn (`child_main`, sharing its memory and
 //!    descriptor table until exec, `CLONE_VFORK`), which drops every capability before exec;
-//! 3. once the program runs it makes itself non-dumpable (its memory is a copy of the host's),
+//! 3. once the program runs it makes itself non-dumpable (its memory is the host's or a copy
+//!    of it; shared, it is non-dumpable already),
 //!    closes every descriptor, and waits: it reaps every process that ends (orphans are
 //!    re-parented to it), forwards the signals it gets to the program, and when the program
 //!    ends it records the program's wait status in a page shared with the host and exits,
@@ -93,6 +98,8 @@ pub(super) struct NsCtx {
     private_tmp: bool,
     /// The host's own dumpable setting (restored after the id maps are written).
     host_dumpable: i32,
+    /// The init shares the host's memory (`CLONE_VM`) and the host writes its id maps.
+    shared_vm: bool,
 }
 
 /// A page shared between the host and an init (`MAP_SHARED`), holding [`Shared`].
@@ -167,6 +174,8 @@ pub(super) struct Prepared {
     host_sock: Option<OwnedFd>,
     _child_sock: Option<OwnedFd>,
     nlisten: usize,
+    /// The stack of an init that shares our memory.
+    init_stack: Option<Stack>,
 }
 
 impl Prepared {
@@ -255,6 +264,18 @@ impl Prepared {
             .map_or_else(Stack::new, Ok)?;
         let g_stack = stack.0 as u64;
         PROGRAM_STACK.with(|s| s.set(Some(stack)));
+        // SAFETY: PR_GET_DUMPABLE has no side effects.
+        let host_dumpable = unsafe { libc::prctl(libc::PR_GET_DUMPABLE) };
+        // The init shares our memory, rather than copying it (the page tables of the whole
+        // host, then a copy-on-write fault for every page either side writes while it
+        // lives), when that changes nothing it could expose: the host is non-dumpable, as
+        // the init makes itself once the program runs, and the host can write the init's id
+        // maps itself (an init writing its own would need the memory dumpable for a moment,
+        // the host's memory with it: its /proc files are root's). Root owns those files; any
+        // other user makes a copy as before.
+        // SAFETY: geteuid cannot fail.
+        let shared_vm = host_dumpable == 0 && unsafe { libc::geteuid() } == 0;
+        let init_stack = if shared_vm { Some(Stack::new()?) } else { None };
         let ctx = Box::new(NsCtx {
             uid_map: maps[0].as_ptr(),
             uid_len: maps[0].as_bytes().len(),
@@ -274,8 +295,8 @@ impl Prepared {
             g_stack_size: (super::STACK_SIZE + super::GUARD) as u64,
             cap_last: cap_last(),
             private_tmp: ns.private_tmp,
-            // SAFETY: PR_GET_DUMPABLE has no side effects.
-            host_dumpable: unsafe { libc::prctl(libc::PR_GET_DUMPABLE) },
+            host_dumpable,
+            shared_vm,
         });
         let mut flags = libc::CLONE_NEWUSER as u64;
         if ns.isolate {
@@ -297,7 +318,13 @@ impl Prepared {
             host_sock,
             _child_sock: child_sock,
             nlisten: listen.len(),
+            init_stack,
         })
+    }
+
+    /// The stack of an init that shares our memory (`None`: the init gets a copy of it).
+    pub(super) fn init_stack(&self) -> Option<&Stack> {
+        self.init_stack.as_ref()
     }
 
     pub(super) fn shared(&self) -> &Shared {
@@ -370,8 +397,14 @@ impl Prepared {
         Ok(fds)
     }
 
-    pub(super) fn into_init(self) -> super::Init {
-        super::Init { page: self.page }
+    /// The handle of the init started with this, whose pidfd is `pidfd`.
+    pub(super) fn into_init(self, pidfd: &OwnedFd) -> super::Init {
+        super::Init {
+            page: std::mem::ManuallyDrop::new(self.page),
+            // Without a copy of the pidfd, the stack and page of an init sharing our memory
+            // stay mapped for good (see `Init`'s drop).
+            shared: self.init_stack.map(|stack| (stack, pidfd.try_clone().ok())),
+        }
     }
 }
 
@@ -400,25 +433,129 @@ unsafe fn write_file(c: &Ctx, path: &std::ffi::CStr, text: *const c_char, len: u
     }
 }
 
-/// The init: see the module documentation. Runs on its own stack in its own copy of the
-/// host's memory.
-pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
-    // SAFETY: `arg` is the host's Ctx as it was at the clone (our copy of it), with the
-    // namespace context and every pointer prepared by `spawn`; `sh` is the shared page.
+/// In the thread that cloned an init sharing its memory (`pid` in its namespace): writes the
+/// init's id maps and tells the init (through `Shared::maps`).
+///
+/// # Safety
+/// `c` is the init's context, alive until the program has exec'd (the init waits for this
+/// before it starts the program). Raw calls with the secret only: this may run in a spawner
+/// thread.
+pub(super) unsafe fn write_maps(c: &Ctx, pid: i32) {
+    // SAFETY: the caller's contract; every buffer is on this stack or prepared by the host.
     unsafe {
-        let c = &*(arg as *const Ctx);
+        let n = &*c.ns;
+        if !n.shared_vm {
+            return;
+        }
+        let sh = &*c.sh;
+        let mut rc = 0;
+        for (name, text, len) in [
+            (&b"setgroups\0"[..], c"deny".as_ptr(), 4),
+            (&b"gid_map\0"[..], n.gid_map, n.gid_len),
+            (&b"uid_map\0"[..], n.uid_map, n.uid_len),
+        ] {
+            let mut buf = [0u8; 48];
+            let path = proc_path(pid, name, &mut buf);
+            let fd = ksys!(c; libc::SYS_openat, libc::AT_FDCWD, path,
+                libc::O_WRONLY | libc::O_CLOEXEC, 0);
+            if fd < 0 {
+                rc = fd;
+                break;
+            }
+            let w = ksys!(c; libc::SYS_write, fd, text, len);
+            ksys!(c; libc::SYS_close, fd);
+            if w != len as isize {
+                rc = w.min(-libc::EIO as isize);
+                break;
+            }
+        }
+        if rc < 0 {
+            sh.maps_errno.store((-rc) as i32, Ordering::Relaxed);
+            sh.maps.store(super::ABORT, Ordering::Release);
+        } else {
+            sh.maps.store(super::GO, Ordering::Release);
+        }
+        // Not private, like every wait on the shared words.
+        ksys!(c; libc::SYS_futex, &sh.maps as *const _, libc::FUTEX_WAKE, 1, 0);
+    }
+}
+
+/// `/proc/PID/NAME` (NAME with its NUL) in `buf`.
+fn proc_path(pid: i32, name: &[u8], buf: &mut [u8; 48]) -> *const c_char {
+    let prefix = b"/proc/";
+    buf[..prefix.len()].copy_from_slice(prefix);
+    let mut at = prefix.len() + digits(pid as u32, &mut buf[prefix.len()..]);
+    buf[at] = b'/';
+    at += 1;
+    buf[at..at + name.len()].copy_from_slice(name);
+    buf.as_ptr().cast()
+}
+
+/// Writes `n` in decimal at the start of `out`; returns how many digits.
+fn digits(mut n: u32, out: &mut [u8]) -> usize {
+    let mut d = [0u8; 10];
+    let mut len = 0;
+    loop {
+        d[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        out[i] = d[len - 1 - i];
+    }
+    len
+}
+
+/// The init: see the module documentation. Runs on its own stack, in its own copy of the
+/// host's memory or (`NsCtx::shared_vm`) in the host's memory itself.
+pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
+    // SAFETY: `arg` is the host's Ctx, with the namespace context and every pointer prepared
+    // by `spawn`, alive until the program has exec'd; `sh` is the shared page, alive as long
+    // as this process.
+    unsafe {
+        // What the init still uses once the program runs (the secret, the shared page) is
+        // copied here: the host's Ctx is gone by then.
+        let own = *(arg as *const Ctx);
+        let c = &own;
         let n = &*c.ns;
         let sh = &*c.sh;
+        let shared_vm = n.shared_vm;
         // The host's end is gone when the host is: so is everything here.
         must!(c, Stage::Signals; libc::SYS_prctl, libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0);
-        // A non-dumpable host makes a non-dumpable copy, whose /proc files belong to root:
-        // dumpable just long enough to write its own id maps.
-        must!(c, Stage::IdMap; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 1, 0, 0);
-        write_file(c, c"/proc/self/setgroups", c"deny".as_ptr(), 4);
-        write_file(c, c"/proc/self/gid_map", n.gid_map, n.gid_len);
-        write_file(c, c"/proc/self/uid_map", n.uid_map, n.uid_len);
-        if n.host_dumpable == 0 {
-            must!(c, Stage::IdMap; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 0, 0, 0);
+        if shared_vm {
+            // The thread that cloned us writes the maps (`write_maps`).
+            let mut spins = 0;
+            loop {
+                match sh.maps.load(Ordering::Acquire) {
+                    super::WAIT if spins < super::SPINS => {
+                        spins += 1;
+                        std::hint::spin_loop();
+                    }
+                    super::WAIT => {
+                        ksys!(c; libc::SYS_futex, &sh.maps as *const _, libc::FUTEX_WAIT,
+                            super::WAIT, 0);
+                    }
+                    super::GO => break,
+                    _ => super::fail(
+                        c,
+                        Stage::IdMap,
+                        -(sh.maps_errno.load(Ordering::Relaxed) as isize),
+                    ),
+                }
+            }
+        } else {
+            // A non-dumpable host makes a non-dumpable copy, whose /proc files belong to
+            // root: dumpable just long enough to write its own id maps.
+            must!(c, Stage::IdMap; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 1, 0, 0);
+            write_file(c, c"/proc/self/setgroups", c"deny".as_ptr(), 4);
+            write_file(c, c"/proc/self/gid_map", n.gid_map, n.gid_len);
+            write_file(c, c"/proc/self/uid_map", n.uid_map, n.uid_len);
+            if n.host_dumpable == 0 {
+                must!(c, Stage::IdMap; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 0, 0, 0);
+            }
         }
         if n.net {
             network(c, n);
@@ -455,8 +592,11 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
         if sh.failed[0].load(Ordering::Acquire) != 0 {
             ksys!(c; libc::SYS_exit_group, 127);
         }
-        // Our memory is a copy of the host's: nothing in the namespace may read it.
-        ksys!(c; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 0, 0, 0);
+        // Our memory is a copy of the host's: nothing in the namespace may read it. (Shared
+        // with the host, it is non-dumpable already: see `Prepared::new`.)
+        if !shared_vm {
+            ksys!(c; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 0, 0, 0);
+        }
         ksys!(c; libc::SYS_close_range, 0, u32::MAX, 0);
         let all: u64 = !0;
         let mut info = [0u64; 16];
@@ -892,6 +1032,46 @@ mod tests {
             .unwrap();
         let spawner =
             crate::exec::spawner::Spawner::for_profile("init-killed-test", &policy).unwrap();
+        init_killed_before_the_command(Some(spawner));
+    }
+
+    #[test]
+    fn an_init_sharing_the_hosts_memory_starts_reports_and_dies_alone() {
+        // A root host that is non-dumpable (as `run`, `exec` and `serve` make themselves)
+        // clones an init sharing its memory, and writes its id maps itself. Other users keep
+        // the copy, which the tests above cover.
+        if crate::sys::euid() != 0 {
+            eprintln!("skipped: only a root host shares its memory with the init");
+            return;
+        }
+        crate::sys::set_not_dumpable().unwrap();
+        let ns = Namespaces {
+            isolate: true,
+            net: true,
+            ..Namespaces::default()
+        };
+        let (status, out) = python(
+            "import os; print(os.getpid(), open('/proc/self/uid_map').read().split()); \
+             raise SystemExit(7)",
+            Some(&ns),
+            &[],
+            |_| {},
+        );
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+            "{status:#x}"
+        );
+        assert_eq!(out, "2 ['0', '0', '1']\n");
+        // An init killed before it starts anything: an error, not a hang (its stack is freed
+        // only once it is gone).
+        init_killed_before_the_command(None);
+        let policy = crate::policy::profile::Profile::builtin("shell")
+            .unwrap()
+            .policy(crate::policy::NATIVE, None)
+            .unwrap()
+            .unwrap();
+        let spawner =
+            crate::exec::spawner::Spawner::for_profile("init-shared-test", &policy).unwrap();
         init_killed_before_the_command(Some(spawner));
     }
 
