@@ -68,7 +68,11 @@ fn build_preload(workspace: &Path, out_dir: &Path) -> PathBuf {
     let target_root =
         preload_build::target_root_of(out_dir, &target).unwrap_or_else(|| workspace.join("target"));
     let target_dir = preload_build::target_dir(&target_root);
-    let cross = (target != host).then_some(target.as_str());
+    // The library is loaded into the machine's ordinary, dynamically linked programs, whatever
+    // the C library of the `sandbox` binary embedding it: a fully static musl build of the
+    // binary (the release bundle's, see xtask/src/dist.rs) embeds the same glibc-target library.
+    let preload_target = preload_build::preload_target(&target);
+    let cross = (preload_target != host).then_some(preload_target.as_str());
 
     let output = preload_build::command(&cargo, workspace, &target_dir, cross)
         .output()

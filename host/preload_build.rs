@@ -57,6 +57,16 @@ pub fn target_root_of(out_dir: &Path, target: &str) -> Option<PathBuf> {
     Some(root.to_path_buf())
 }
 
+/// The triple the library is built for when the binary embedding it is built for `target`:
+/// the same, except that a musl target's library is the matching GNU one, because the library
+/// is preloaded into the machine's dynamically linked (glibc) programs, not into `sandbox`.
+pub fn preload_target(target: &str) -> String {
+    match target.strip_suffix("-linux-musl") {
+        Some(arch_vendor) => format!("{arch_vendor}-linux-gnu"),
+        None => target.to_string(),
+    }
+}
+
 /// The nested build's own target directory inside the target directory `target_root`.
 pub fn target_dir(target_root: &Path) -> PathBuf {
     target_root.join("preload-build")

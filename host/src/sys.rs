@@ -105,7 +105,7 @@ pub(crate) fn stdout_to_stderr() -> io::Result<OwnedFd> {
 }
 
 /// The soft limit of resource `res` (`RLIMIT_*`), `None` when it cannot be read.
-pub(crate) fn soft_rlimit(res: libc::__rlimit_resource_t) -> Option<u64> {
+pub(crate) fn soft_rlimit(res: Resource) -> Option<u64> {
     rlimit(res).ok().map(|l| l.rlim_cur)
 }
 
@@ -338,7 +338,8 @@ pub(crate) fn notif_sync_wake_up(listener: BorrowedFd<'_>) -> bool {
     unsafe {
         libc::ioctl(
             listener.as_raw_fd(),
-            SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+            // glibc and musl type the request differently.
+            SECCOMP_IOCTL_NOTIF_SET_FLAGS as _,
             SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
         ) == 0
     }
@@ -481,8 +482,16 @@ pub(crate) fn at_exit(f: extern "C" fn()) {
     unsafe { libc::atexit(f) };
 }
 
+/// A resource number (`RLIMIT_*`) as this C library's `getrlimit` takes it: glibc has a type
+/// of its own, musl a plain `int`.
+#[cfg(target_env = "gnu")]
+pub(crate) type Resource = libc::__rlimit_resource_t;
+/// A resource number (`RLIMIT_*`) as this C library's `getrlimit` takes it.
+#[cfg(not(target_env = "gnu"))]
+pub(crate) type Resource = libc::c_int;
+
 /// The soft and hard limits of resource `res` (`RLIMIT_*`).
-pub(crate) fn rlimit(res: libc::__rlimit_resource_t) -> io::Result<libc::rlimit> {
+pub(crate) fn rlimit(res: Resource) -> io::Result<libc::rlimit> {
     let mut cur = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -32,8 +32,15 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-/// The `sandbox` binary of this build.
-const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
+/// The `sandbox` binary under test: this build's, or the one `SANDBOX_TEST_BINARY` names (CI
+/// runs the suite a second time against the release bundle's static binary).
+fn sandbox_binary() -> &'static str {
+    static BIN: OnceLock<String> = OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var("SANDBOX_TEST_BINARY")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_sandbox").to_string())
+    })
+}
 
 /// Every attack, one mode per attack (see the comment at its top).
 const ATTACK_C: &str = r#"/* Escape attempts for the sandbox's escape suite: one mode per attack. Every result is
@@ -674,7 +681,7 @@ impl<'a> Job<'a> {
             Runner::Run => self.run_cli(),
             Runner::ExecJson => {
                 let line = serde_json::to_string(&self.request()).unwrap();
-                let mut child = bare(Command::new(SANDBOX).args(["exec", "--json"]))
+                let mut child = bare(Command::new(sandbox_binary()).args(["exec", "--json"]))
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::piped())
@@ -720,7 +727,7 @@ impl<'a> Job<'a> {
 
     /// `sandbox run --verbose` (its line `sandboxed: HOW` says how the run was confined).
     fn run_cli(&self) -> Ran {
-        let mut cmd = Command::new(SANDBOX);
+        let mut cmd = Command::new(sandbox_binary());
         cmd.args(["run", "--profile", self.profile, "--on-violation", "kill"])
             .args([
                 "--allow-root",
@@ -789,12 +796,13 @@ struct Server {
 fn server() -> &'static Server {
     static S: OnceLock<Server> = OnceLock::new();
     S.get_or_init(|| {
-        let mut child = bare(Command::new(SANDBOX).args(["serve", "--max-concurrent", "8"]))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("sandbox serve");
+        let mut child =
+            bare(Command::new(sandbox_binary()).args(["serve", "--max-concurrent", "8"]))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("sandbox serve");
         let pid = child.id();
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -2101,6 +2109,7 @@ fn every_attack_as_an_unprivileged_uid() {
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", home.path())
         .env("LANG", "C.UTF-8")
+        .envs(std::env::var_os("SANDBOX_TEST_BINARY").map(|b| ("SANDBOX_TEST_BINARY", b)))
         .current_dir(home.path())
         .stdin(Stdio::null())
         .output()

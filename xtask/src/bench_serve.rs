@@ -101,32 +101,16 @@ pub fn run(n: usize) -> Result<String> {
     Ok(md)
 }
 
-/// The release `sandbox` binary, built if needed; the one `BENCH_SANDBOX` names instead when
+/// The shipped `sandbox` binary (the release bundle's build), built if needed; the one `BENCH_SANDBOX` names instead when
 /// set (to compare two builds, run after run, with the same benchmark).
 pub(crate) fn sandbox_binary() -> Result<PathBuf> {
     if let Some(bin) = std::env::var_os("BENCH_SANDBOX") {
         return Ok(PathBuf::from(bin));
     }
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "-p",
-            "sandbox-host",
-            "--bin",
-            "sandbox",
-        ])
-        .current_dir(crate::workspace::root())
-        .status()
-        .context("building the sandbox binary")?;
-    if !status.success() {
-        bail!("building the sandbox binary failed: {status}");
-    }
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| crate::workspace::root().join("target"));
-    Ok(dir.join("release/sandbox"))
+    // The binary users get: the release bundle's build (fully static where the musl target is
+    // installed), not `target/release/sandbox`, whose dynamic loading and glibc start-up cost
+    // more per command.
+    Ok(xtask::dist::build_shipped(&crate::workspace::root(), "release")?.path)
 }
 
 /// One `sandbox serve` on pipes.

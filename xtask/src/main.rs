@@ -3,9 +3,11 @@
 //! - `codegen [--check]`: write (or check) the syscall tables in `policy/src/syscalls/`
 //! - `build-preload`: build the shipped `libsandbox.so` at `target/preload-build/preload/libsandbox.so`,
 //!   the very build host/build.rs embeds
-//! - `ci`: formatting, the minimum supported Rust version, clippy, and the whole test suite
-//!   (the table drift check is a test in it)
+//! - `ci`: formatting, the minimum supported Rust version (declared, and the workspace built
+//!   with it), clippy, the whole test suite (the table drift check is a test in it), the
+//!   workspace checked for aarch64, and the escape suite against the shipped static binary
 //! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
+//! - `cross`: the aarch64 check and the build with the minimum supported Rust alone
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
 //! - `bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--learn]
 //!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
@@ -25,7 +27,7 @@ mod bench_serve;
 mod bench_violations;
 mod msrv;
 mod workspace;
-// Shared with host/build.rs, which alone needs `target_root_of`.
+// Shared with host/build.rs, which alone needs `target_root_of` and `preload_target`.
 #[allow(dead_code)]
 #[path = "../../host/preload_build.rs"]
 mod preload_build;
@@ -99,6 +101,83 @@ fn ci() -> Result<()> {
         "clippy::incompatible_msrv",
     ]))?;
     run(cargo().args(["test", "--workspace", "--all-features"]))?;
+    cross_checks()?;
+    // The escape suite again, against the binary the release bundle ships (fully static where
+    // the musl target is installed): a layer that a build configuration loses fails here.
+    let shipped = xtask::dist::build_shipped(&root(), "release")?;
+    run(cargo()
+        .args(["test", "-p", "sandbox-host", "--test", "escape"])
+        .env("SANDBOX_TEST_BINARY", &shipped.path))?;
+    Ok(())
+}
+
+/// The workspace checked for aarch64 and the shipped crates with the minimum supported Rust, each
+/// where its toolchain part is installed (`.ci/run` installs both with rustup); a check that
+/// cannot run says so on every run.
+fn cross_checks() -> Result<()> {
+    const ARM: &str = "aarch64-unknown-linux-gnu";
+    // The nested build of libsandbox.so links a cdylib for the target: it needs a linker for it.
+    let linker = "aarch64-linux-gnu-gcc";
+    let has_linker = Command::new(linker).arg("--version").output().is_ok();
+    if xtask::dist::std_installed(ARM) && has_linker {
+        run(cargo()
+            .args([
+                "check",
+                "--workspace",
+                "--all-targets",
+                "--quiet",
+                "--target",
+                ARM,
+            ])
+            // Warnings are errors except dead code: the namespace spawner is x86_64-only
+            // today, which leaves code only it uses unused on aarch64 (see the README).
+            .env("RUSTFLAGS", "-D warnings -A dead_code")
+            .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", linker))?;
+    } else {
+        eprintln!(
+            "warning: aarch64 check skipped: needs `rustup target add {ARM}` and the \
+             {linker} linker (Debian gcc-aarch64-linux-gnu)"
+        );
+    }
+    let msrv = msrv::workspace_msrv(&root())?;
+    let rustup = |args: &[&str]| {
+        let mut c = Command::new("rustup");
+        c.args(["run", msrv.as_str()]).args(args);
+        // rustup run picks the tools; the ones this cargo exported must not override them.
+        for var in ["RUSTUP_TOOLCHAIN", "CARGO", "RUSTC", "RUSTDOC"] {
+            c.env_remove(var);
+        }
+        c
+    };
+    let installed = rustup(&["rustc", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if installed {
+        // Its own target directory: another compiler's artefacts would evict the main ones.
+        run(
+            // The shipped crates: xtask's `syscalls` dependency needs a newer compiler than
+            // it declares (README, "Minimum supported Rust").
+            rustup(&[
+                "cargo",
+                "check",
+                "-p",
+                "sandbox-policy",
+                "-p",
+                "sandbox-preload",
+                "-p",
+                "sandbox-host",
+                "--all-targets",
+                "--quiet",
+            ])
+            .arg("--target-dir")
+            .arg(root().join("target/msrv")),
+        )?;
+    } else {
+        eprintln!(
+            "warning: build with the minimum supported Rust {msrv} skipped: needs `rustup \
+             toolchain install {msrv}`"
+        );
+    }
     Ok(())
 }
 
@@ -113,6 +192,7 @@ fn main() -> Result<()> {
         }
         Some("ci") => ci(),
         Some("msrv") => msrv::check(&root()),
+        Some("cross") => cross_checks(),
         Some("matrix") => {
             let check = rest.contains(&"--check");
             let cells = xtask::matrix::run(&root(), check);
@@ -130,6 +210,6 @@ fn main() -> Result<()> {
             println!("{}", xtask::dist::dist(&root(), &opts)?.display());
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
     }
 }

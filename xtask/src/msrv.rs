@@ -27,7 +27,7 @@ fn parse(version: &str) -> Option<(u32, u32, u32)> {
 }
 
 /// The `rust-version` of the workspace's `[workspace.package]`.
-fn workspace_msrv(root: &Path) -> Result<String> {
+pub(crate) fn workspace_msrv(root: &Path) -> Result<String> {
     let path = root.join("Cargo.toml");
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;

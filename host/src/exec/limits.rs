@@ -148,11 +148,7 @@ impl Rlimits {
     }
 }
 
-fn capped(
-    resource: libc::__rlimit_resource_t,
-    soft: u64,
-    hard: u64,
-) -> std::io::Result<libc::rlimit> {
+fn capped(resource: crate::sys::Resource, soft: u64, hard: u64) -> std::io::Result<libc::rlimit> {
     let cur = crate::sys::rlimit(resource)?;
     let hard = hard.min(cur.rlim_max);
     Ok(libc::rlimit {

@@ -19,6 +19,8 @@
 //! execs or exits (the release of the shared memory that `posix_spawn`'s vfork waits for): then
 //! the child no longer uses the host's memory and its stack can be reused. No pipe is needed.
 
+// `Mount` is read by the init (`spawn/init.rs`), which exists on x86_64 only.
+#[cfg_attr(not(target_arch = "x86_64"), allow(unused_imports))]
 pub(crate) use super::namespaces::{Mount, Namespaces};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -868,6 +870,8 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             rc if rc < 0 => return Err(clone_failed(rc, spec.namespaces.is_some())),
             pid => pid as i32,
         },
+        #[cfg(not(target_arch = "x86_64"))]
+        Started::Never(never, _) => match never {},
     };
     // SAFETY: CLONE_PIDFD stored a new descriptor that belongs to nobody else.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd.load(Ordering::Acquire)) };
@@ -971,9 +975,10 @@ enum Started<'a> {
     /// By a spawner thread: the pid once it answers.
     #[cfg(target_arch = "x86_64")]
     Later(super::spawner::Ticket<'a>),
+    /// Never built: keeps the lifetime used where there is no spawner thread.
     #[cfg(not(target_arch = "x86_64"))]
     #[allow(dead_code)]
-    Never(std::marker::PhantomData<&'a ()>),
+    Never(std::convert::Infallible, std::marker::PhantomData<&'a ()>),
 }
 
 /// `clone_args` for a child sharing our memory, on `stack`, created directly in the request
@@ -1041,7 +1046,7 @@ const INIT_CHECK: std::time::Duration = std::time::Duration::from_millis(50);
 /// `futex(word, FUTEX_WAIT, val)` for at most `timeout`; true when the time ran out.
 fn futex_wait_shared_for(word: &AtomicU32, val: u32, timeout: std::time::Duration) -> bool {
     let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_sec: timeout.as_secs() as _,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
     // SAFETY: futex on a word that outlives the call, with a timeout on the stack.

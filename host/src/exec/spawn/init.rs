@@ -356,7 +356,7 @@ impl Prepared {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control);
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
         // SAFETY: recvmsg into the buffers described by msg.
         let n = unsafe {
             libc::recvmsg(
@@ -656,7 +656,7 @@ unsafe fn network(c: &Ctx, n: &NsCtx) {
         let mut control = [0u64; 2 + MAX_LISTENERS / 2];
         let len = std::mem::size_of::<libc::cmsghdr>() + 4 * n.nlisten;
         let hdr = control.as_mut_ptr().cast::<libc::cmsghdr>();
-        (*hdr).cmsg_len = len;
+        (*hdr).cmsg_len = len as _;
         (*hdr).cmsg_level = libc::SOL_SOCKET;
         (*hdr).cmsg_type = libc::SCM_RIGHTS;
         let data = hdr
@@ -675,7 +675,7 @@ unsafe fn network(c: &Ctx, n: &NsCtx) {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = (len + 7) & !7;
+        msg.msg_controllen = ((len + 7) & !7) as _;
         must!(c, Stage::Network; libc::SYS_sendmsg, n.sock, &msg as *const libc::msghdr, 0);
         for fd in fds.iter().take(n.nlisten) {
             ksys!(c; libc::SYS_close, *fd);
