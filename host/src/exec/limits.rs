@@ -6,29 +6,25 @@
 //! JVM and Go reserve far beyond what they use).
 
 use crate::refusal::Refusal;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// Resource-limit overrides; each absent field keeps its default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+/// Resource-limit overrides; each absent field keeps its default. Its JSON form is the
+/// request's `limits` object, read by the same checks (module `schema`) whether it comes inside
+/// a request or alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Limits {
     /// RLIMIT_CPU in seconds (default: the timeout, rounded up).
-    #[serde(default)]
     pub cpu_seconds: Option<u64>,
     /// Memory in bytes (default 512 MiB): the request cgroup's memory limit where the machine
     /// gives the caller one, else RLIMIT_AS.
-    #[serde(default)]
     pub memory_bytes: Option<u64>,
     /// RLIMIT_FSIZE in bytes (default 64 MiB).
-    #[serde(default)]
     pub fsize_bytes: Option<u64>,
     /// RLIMIT_NOFILE (default 256).
-    #[serde(default)]
     pub nofile: Option<u64>,
     /// Processes and threads the request may have at once, descendants included (cgroup
     /// `pids.max`, v2 or v1; default 1024 where the caller can use a pids controller). Asked
     /// for explicitly where it cannot be enforced, the request is refused.
-    #[serde(default)]
     pub processes: Option<u64>,
 }
 

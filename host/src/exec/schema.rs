@@ -358,10 +358,48 @@ impl<'de> Deserialize<'de> for Request {
     }
 }
 
+impl<'de> Deserialize<'de> for Limits {
+    /// The checks of a request's `limits` object; the error reads `limits.field: reason`.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Limits, D::Error> {
+        let Strict(value) = Strict::deserialize(d)?;
+        limits(&value).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::exec::OnViolation;
+
+    /// `Limits` read alone goes through the request's checks: same fields, same messages,
+    /// and what it writes reads back.
+    #[test]
+    fn limits_alone_has_the_request_schema() {
+        let l: Limits = serde_json::from_str(r#"{"nofile": 64, "processes": 10}"#).unwrap();
+        assert_eq!(
+            (l.nofile, l.processes, l.cpu_seconds),
+            (Some(64), Some(10), None)
+        );
+        let back: Limits = serde_json::from_str(&serde_json::to_string(&l).unwrap()).unwrap();
+        assert_eq!(back, l);
+        for (text, alone) in [
+            (r#"{"bogus": 1}"#, "limits.bogus: unknown field"),
+            (
+                r#"{"nofile": -1}"#,
+                "limits.nofile: must be a non-negative integer",
+            ),
+            (r#"{"nofile": 1, "nofile": 2}"#, "duplicate"),
+            ("[]", "limits: must be an object"),
+        ] {
+            let e = serde_json::from_str::<Limits>(text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(alone), "{text}: {e}");
+            let req = format!(r#"{{"argv": ["/bin/true"], "limits": {text}}}"#);
+            let e2 = Request::from_json(req.as_bytes()).unwrap_err().to_string();
+            assert!(e2.contains(alone), "{req}: {e2}");
+        }
+    }
 
     /// A request with every field away from its default.
     fn full() -> Request {
