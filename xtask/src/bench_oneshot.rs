@@ -152,8 +152,16 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// Compiles [`FLOOR_C`] with `cc -O2` under the target directory; the caller removes `dir`.
-fn compile_floor(dir: &Path) -> Result<std::path::PathBuf> {
+/// A directory for a bench's C helper under the target directory (the caller removes it).
+pub(crate) fn helper_dir(name: &str) -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::workspace::root().join("target"))
+        .join(format!("bench-{name}-{}", std::process::id()))
+}
+
+/// Compiles [`FLOOR_C`] with `cc -O2` in `dir`; the caller removes `dir`.
+pub(crate) fn compile_floor(dir: &Path) -> Result<std::path::PathBuf> {
     std::fs::create_dir_all(dir)?;
     let src = dir.join("floor.c");
     std::fs::write(&src, FLOOR_C)?;
@@ -302,10 +310,7 @@ fn median(v: &mut [f64]) -> f64 {
 pub fn run(n: usize) -> Result<String> {
     let sandbox = crate::bench_serve::sandbox_binary()?;
     // Under the target directory, like the other C helpers of the benchmarks.
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| crate::workspace::root().join("target"))
-        .join(format!("bench-oneshot-{}", std::process::id()));
+    let dir = helper_dir("oneshot");
     let floor = compile_floor(&dir)?;
     let md = section(&sandbox, &floor, n);
     let _ = std::fs::remove_dir_all(&dir);

@@ -17,25 +17,52 @@ const ROUNDS: usize = 20;
 /// Runs `n` requests of each kind and returns a Markdown section with the figures.
 pub fn run(n: usize) -> Result<String> {
     let bin = sandbox_binary()?;
+    let dir = crate::bench_oneshot::helper_dir("serve");
+    let floor = crate::bench_oneshot::compile_floor(&dir);
+    let md = floor.and_then(|f| section(&bin, &f, n));
+    let _ = std::fs::remove_dir_all(&dir);
+    md
+}
+
+/// One run of the C floor launcher (`bench_oneshot::FLOOR_C`): `/bin/true` in fresh user, PID,
+/// mount, IPC, UTS and network namespaces, as a serve request gets them, by a launcher that
+/// does nothing else.
+fn one_floor(floor: &std::path::Path) -> Result<()> {
+    let st = Command::new(floor)
+        .args(["net", "/bin/true"])
+        .env_clear()
+        .envs(safe_env().iter().map(|(k, v)| (k, v)))
+        .status()
+        .context("spawning the C floor launcher")?;
+    if !st.success() {
+        bail!("the C floor launcher failed: {st}");
+    }
+    Ok(())
+}
+
+fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let per_round = (n / ROUNDS).max(1);
-    let mut one = Server::start(&bin, 1)?;
-    let mut many = Server::start(&bin, cpus)?;
+    let mut one = Server::start(bin, 1)?;
+    let mut many = Server::start(bin, cpus)?;
     // Warm-up: the servers' spawner threads, admission cache, page cache.
     one.batch(20)?;
     many.batch(20)?;
     time(20, one_plain)?;
+    time(5, || one_floor(floor_bin))?;
 
     let mut plain = Vec::with_capacity(ROUNDS);
     let mut serve1 = Vec::with_capacity(ROUNDS);
     let mut serve_n = Vec::with_capacity(ROUNDS);
+    let mut floor = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
         // Rotate which runner goes first, so none always runs on a warmer machine.
-        for k in 0..3 {
-            match (round + k) % 3 {
+        for k in 0..4 {
+            match (round + k) % 4 {
                 0 => plain.push(time(per_round, one_plain)?),
                 1 => serve1.push(timed(|| one.batch(per_round))?),
-                _ => serve_n.push(timed(|| many.batch(per_round))?),
+                2 => serve_n.push(timed(|| many.batch(per_round))?),
+                _ => floor.push(time(per_round, || one_floor(floor_bin))?),
             }
         }
     }
@@ -53,10 +80,15 @@ pub fn run(n: usize) -> Result<String> {
                 .collect::<Vec<_>>(),
         )
     };
-    let (p, s1, sn) = (total(&plain), total(&serve1), total(&serve_n));
+    let (p, s1, sn, fl) = (
+        total(&plain),
+        total(&serve1),
+        total(&serve_n),
+        total(&floor),
+    );
     let ratio = s1 / p;
 
-    let memory = memory(&bin)?;
+    let memory = memory(bin)?;
 
     let mut md = String::new();
     writeln!(md, "## serve: requests per second\n")?;
@@ -87,11 +119,23 @@ pub fn run(n: usize) -> Result<String> {
     )?;
     writeln!(
         md,
+        "| C floor launcher, one after another (`bench_oneshot::FLOOR_C`: the same namespaces, loopback up, `/proc`, `/tmp`, an init; nothing else) | {fl:.0} | {:.0} µs | {} |",
+        1e6 / fl,
+        list(&floor, rps)
+    )?;
+    writeln!(
+        md,
         "\nRatio serve (concurrency 1) / plain: **{ratio:.2}** (target ≥ 0.90: {}); median of the {ROUNDS} paired round ratios: {:.2}. With concurrency {cpus}: {:.2} (median of pairs {:.2}).\n",
         if ratio >= 0.9 { "met" } else { "missed" },
         paired(&serve1),
         sn / p,
         paired(&serve_n),
+    )?;
+    writeln!(
+        md,
+        "The C floor launcher, one request after another, reaches {:.2}x plain: a process per request doing nothing but the namespace work (creating the namespaces, bringing loopback up, mounting, and the kernel's teardown when the init exits). Serve at concurrency 1 runs at {:.2}x the floor (it saves the launcher's own exec): with fresh namespaces per request, run one after another, the namespace work alone keeps the rate far below 0.9x plain on this kernel.\n",
+        fl / p,
+        s1 / fl,
     )?;
     writeln!(
         md,
