@@ -27,21 +27,23 @@ and exec; waiting and the result); **namespaces** ~780 in all (the `unrestricted
 --landlock off` row against the engine alone): the network namespace ~370 (the kernel \
 registering loopback, its per-namespace sysctl tables and IPv6 address configuration: \
 `copy_net_ns`), bringing loopback up ~50, the user, PID, mount, IPC and UTS namespaces ~70, \
-mounting `/proc` and a `/tmp` tmpfs ~50, dropping capabilities ~30, and the init being a \
-process of its own (a clone without `CLONE_VM`: the host's page tables copied, then \
-copy-on-write faults) for the rest; **the profile's filter** ~1700 (`minimal --landlock \
+mounting `/proc` and a `/tmp` tmpfs ~50, dropping capabilities ~30, and the init for the \
+rest (a root host now clones it sharing its memory; other users still copy the host's page \
+tables and take the copy-on-write faults); **the profile's filter** ~1700 (`minimal --landlock \
 off` against `unrestricted --landlock off`: building the profile's policy and compiling it, \
 the spawner thread that holds the filter and its 2 MB stack, attaching the filter with a \
 listener ~80 of kernel time, the notification thread, and the filter running on every call \
 of the init and the program); **Landlock** ~450 under `minimal` (the carve-out in the host: \
 reading `/` and `$HOME`, ~45 `O_PATH` opens and ~20 `statx`; the init creating the ruleset \
 and adding ~46 rules ~35; more under `shell`, whose workspace and private temporary \
-directory add rules). For comparison, `bwrap` is a small C program that does the same \
-namespace work with no filter, no Landlock and no cgroups: the 0.5x-of-bwrap target leaves \
-about 400 µs for everything the sandbox adds to `/bin/true`, less than the start-up of this \
-binary or the network namespace alone, so it is out of reach without a different design \
-(a resident host that keeps the cgroups, the spawner and its filter warm, as `sandbox serve` \
-does). Removed so far: the v1 `memory` hierarchy's lookup at exit (a request cgroup made and \
+directory add rules). For comparison, `bwrap` does the same namespace work (and more: a \
+new root, `/dev`) with no filter, no Landlock and no cgroups, and its CPU time is only seen \
+when every task is counted (its outer process never reaps the namespace's init: `wait4` \
+reported 2.0-2.8 ms against 6.3-6.5 ms counted). The C floor rows bound any launcher: the \
+namespace work alone, in a launcher with nothing else, costs 0.45-0.52x bubblewrap with the \
+network namespace, `/bin/true` included: the 0.5x target \
+leaves nothing for a filter, Landlock, cgroups or a Rust binary's start-up, so it is out of \
+reach on this kernel for one-shot runs. Removed so far: the v1 `memory` hierarchy's lookup at exit (a request cgroup made and \
 removed for nothing), the second mountinfo read and the stale-cgroup listings on most runs, \
 the request's cgroup v2 in namespaced runs (its PID namespace's init ends \
 the tree: one `mkdir`, `rmdir` and the cgroup's probe fewer), the two namespace probes (each run forked the host twice and created a \
@@ -366,7 +368,8 @@ fn section(sandbox: &Path, floor: &Path, n: usize) -> Result<String> {
             argv: run(&["--profile", "minimal"]),
         },
         Variant {
-            label: "`run --profile minimal --isolation off` (a network namespace only)".into(),
+            label: "`run --profile minimal --isolation off` (no namespaces: the host's network)"
+                .into(),
             argv: run(&["--profile", "minimal", "--isolation", "off"]),
         },
         Variant {
@@ -495,10 +498,11 @@ fn section(sandbox: &Path, floor: &Path, n: usize) -> Result<String> {
     );
     md += &format!(
         "Start-up alone is {:.3} ms above `/bin/true`; the engine alone (no filter, no \
-         Landlock, no namespaces) {:.3} ms above start-up. The isolation namespaces (user, \
-         PID, mount, IPC, UTS; fresh `/proc`, private `/tmp`) add {:+.3} ms to `run --profile \
-         minimal` ({:.3} ms against {:.3} ms with `--isolation off`, which keeps the network \
-         namespace).",
+         Landlock, no namespaces) {:.3} ms above start-up. The namespaces (user, PID, mount, \
+         IPC, UTS and network; fresh `/proc`, private `/tmp`, loopback up, the init) add \
+         {:+.3} ms to `run --profile minimal` ({:.3} ms against {:.3} ms with `--isolation \
+         off`, which has none: without the isolation layer a profile that refuses sockets \
+         keeps the host's network).",
         cpu[1] - cpu[0],
         cpu[2] - cpu[1],
         cpu[5] - cpu[6],
