@@ -24,6 +24,15 @@ impl Source {
             Source::DefaultAction => "SECCOMP_DEFAULT_ACTION",
         }
     }
+
+    /// The field of a profile file this source is read from.
+    pub const fn field(self) -> &'static str {
+        match self {
+            Source::Allow => "allow",
+            Source::Deny => "deny",
+            Source::DefaultAction => "default_action",
+        }
+    }
 }
 
 /// What is wrong with the input.
@@ -165,36 +174,52 @@ impl Error {
             kind,
         }
     }
-}
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// This error worded for a profile file: it names the file's fields (`allow entry 2`,
+    /// `default_action`), not the environment variables the preload reads.
+    pub fn in_profile(&self) -> InProfile<'_> {
+        InProfile(self)
+    }
+
+    /// The message, naming the input `name`.
+    fn write(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
         if self.source == Source::DefaultAction && self.kind == ErrorKind::UnknownAction {
             // `allow` is an action for entries but not a default: say so, rather than listing it.
             return write!(
                 f,
                 "{} `{}`: unknown default action (use kill, trap, log, errno, errno:NAME, \
                  errno:NUMBER or an errno name such as EACCES; allow is not a default)",
-                self.source.var(),
-                self.token
+                name, self.token
             );
         }
         if self.entry == 0 {
             if self.token.len == 0 {
-                write!(f, "{}: {}", self.source.var(), self.kind)
+                write!(f, "{}: {}", name, self.kind)
             } else {
-                write!(f, "{} `{}`: {}", self.source.var(), self.token, self.kind)
+                write!(f, "{} `{}`: {}", name, self.token, self.kind)
             }
         } else {
             write!(
                 f,
                 "{} entry {} `{}`: {}",
-                self.source.var(),
-                self.entry,
-                self.token,
-                self.kind
+                name, self.entry, self.token, self.kind
             )
         }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, self.source.var())
+    }
+}
+
+/// An [`Error`] worded for a profile file (see [`Error::in_profile`]).
+pub struct InProfile<'a>(&'a Error);
+
+impl fmt::Display for InProfile<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.write(f, self.0.source.field())
     }
 }
 

@@ -93,8 +93,8 @@ pub enum ProfileError {
     /// The file is not valid TOML of the profile shape.
     #[error("profile {0}: {1}")]
     Format(String, String),
-    /// An entry does not parse or compile.
-    #[error("profile {0}: {1}")]
+    /// An entry does not parse or compile; the message names the file's field.
+    #[error("profile {0}: {in_profile}", in_profile = .1.in_profile())]
     Policy(String, #[source] Error),
 }
 
@@ -570,12 +570,31 @@ mod builtin_tests {
     fn errors_keep_what_was_given() {
         let text = "description = \"x\"\nallow = [\"read\", \"nosuchcall\"]";
         match Profile::from_toml("mine", text) {
-            Err(ProfileError::Policy(name, e)) => {
+            Err(err @ ProfileError::Policy(..)) => {
+                let ProfileError::Policy(name, e) = &err else {
+                    unreachable!()
+                };
                 assert_eq!((name.as_str(), e.entry), ("mine", 2));
                 assert_eq!(e.token.as_str(), "nosuchcall");
+                // Worded for the file: its field, not the preload's variable.
+                let msg = err.to_string();
+                assert!(
+                    msg.starts_with("profile mine: allow entry 2 `nosuchcall`"),
+                    "{msg}"
+                );
             }
             other => panic!("{other:?}"),
         }
+        let text = "description = \"x\"\ndefault_action = \"explode\"\nallow = [\"read\"]";
+        let msg = Profile::from_toml("mine", text).unwrap_err().to_string();
+        assert!(
+            msg.starts_with("profile mine: default_action `explode`: unknown default action"),
+            "{msg}"
+        );
+        let text = "description = \"x\"\nallow = [\"read\"]\ndeny = [\"write=EBOGUS\"]";
+        let msg = Profile::from_toml("mine", text).unwrap_err().to_string();
+        assert!(msg.starts_with("profile mine: deny entry 1 `"), "{msg}");
+        assert!(!msg.contains("SECCOMP_"), "{msg}");
         let e = Profile::builtin("nosuch").unwrap_err();
         assert!(
             matches!(&e, ProfileError::Unknown(n) if n == "nosuch"),
