@@ -17,14 +17,14 @@ const ROUNDS: usize = 20;
 /// Runs `n` requests of each kind and returns a Markdown section with the figures.
 pub fn run(n: usize) -> Result<String> {
     let bin = sandbox_binary()?;
-    let dir = crate::bench_oneshot::helper_dir("serve");
-    let floor = crate::bench_oneshot::compile_floor(&dir);
+    let dir = crate::bench_floor::helper_dir("serve");
+    let floor = crate::bench_floor::compile(&dir);
     let md = floor.and_then(|f| section(&bin, &f, n));
     let _ = std::fs::remove_dir_all(&dir);
     md
 }
 
-/// One run of the C floor launcher (`bench_oneshot::FLOOR_C`): `/bin/true` in fresh user, PID,
+/// One run of the C floor launcher (`bench_floor::FLOOR_C`): `/bin/true` in fresh user, PID,
 /// mount, IPC, UTS and network namespaces, as a serve request gets them, by a launcher that
 /// does nothing else.
 fn one_floor(floor: &std::path::Path) -> Result<()> {
@@ -119,7 +119,7 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
     )?;
     writeln!(
         md,
-        "| C floor launcher, one after another (`bench_oneshot::FLOOR_C`: the same namespaces, loopback up, `/proc`, `/tmp`, an init; nothing else) | {fl:.0} | {:.0} µs | {} |",
+        "| C floor launcher, one after another (`bench_floor::FLOOR_C`: the same namespaces, loopback up, `/proc`, `/tmp`, an init; nothing else) | {fl:.0} | {:.0} µs | {} |",
         1e6 / fl,
         list(&floor, rps)
     )?;

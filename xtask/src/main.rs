@@ -16,6 +16,7 @@
 
 mod bench;
 mod bench_exec;
+mod bench_floor;
 mod bench_landlock;
 mod bench_leaks;
 mod bench_learn;
