@@ -31,7 +31,7 @@ pub struct DistOptions {
 }
 
 /// The host target triple, from `rustc -vV`.
-fn host_triple() -> Result<String> {
+pub fn host_triple() -> Result<String> {
     let o = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
         .arg("-vV")
         .output()

@@ -34,7 +34,7 @@ mod workspace;
 mod preload_build;
 
 use anyhow::{bail, Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use workspace::root;
 
@@ -117,10 +117,21 @@ fn ci() -> Result<()> {
 /// cannot run says so on every run.
 fn cross_checks() -> Result<()> {
     const ARM: &str = "aarch64-unknown-linux-gnu";
-    // The nested build of libsandbox.so links a cdylib for the target: it needs a linker for it.
-    let linker = "aarch64-linux-gnu-gcc";
-    let has_linker = Command::new(linker).arg("--version").output().is_ok();
-    if xtask::dist::std_installed(ARM) && has_linker {
+    // The nested build of libsandbox.so links a cdylib for the target. Debian's cross gcc
+    // (gcc-aarch64-linux-gnu) cannot be installed beside gcc-multilib, which the tests need, so
+    // the link is the toolchain's own rust-lld against the cross C library's files
+    // (libc6-dev-arm64-cross, under /usr/aarch64-linux-gnu/lib).
+    let sysroot = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .args(["--print", "sysroot"])
+        .output()
+        .context("running rustc --print sysroot")?;
+    let host = xtask::dist::host_triple()?;
+    let lld = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim())
+        .join("lib/rustlib")
+        .join(&host)
+        .join("bin/rust-lld");
+    let cross_libc = Path::new("/usr/aarch64-linux-gnu/lib");
+    if xtask::dist::std_installed(ARM) && lld.is_file() && cross_libc.join("libc.so").exists() {
         run(cargo()
             .args([
                 "check",
@@ -133,11 +144,15 @@ fn cross_checks() -> Result<()> {
             // Warnings are errors except dead code: the namespace spawner is x86_64-only
             // today, which leaves code only it uses unused on aarch64 (see the README).
             .env("RUSTFLAGS", "-D warnings -A dead_code")
-            .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", linker))?;
+            .env("CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER", &lld)
+            .env(
+                "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+                format!("-C linker-flavor=ld.lld -L {}", cross_libc.display()),
+            ))?;
     } else {
         eprintln!(
-            "warning: aarch64 check skipped: needs `rustup target add {ARM}` and the \
-             {linker} linker (Debian gcc-aarch64-linux-gnu)"
+            "warning: aarch64 check skipped: needs `rustup target add {ARM}`, the toolchain's \
+             rust-lld and Debian's libc6-dev-arm64-cross"
         );
     }
     let msrv = msrv::workspace_msrv(&root())?;
