@@ -595,6 +595,73 @@ fn has_newline(path: &Path) -> bool {
     path.as_os_str().as_bytes().contains(&b'\n')
 }
 
+/// How many deny paths must share a parent directory before it is listed once instead of
+/// stat'ing each of them (the default list has 11 directly in `$HOME`; a listing costs about
+/// as much as four stats).
+const LIST_FROM: usize = 4;
+
+/// One entry of a listing: its name and type.
+type DirEntry = (std::ffi::OsString, fs::FileType);
+
+/// Directory listings taken while planning, each once and each after its stamp: the deny
+/// paths' common parent (`$HOME`) is also a carved ancestor, so one listing serves both, and
+/// the deny paths found absent are exactly those the carve-out does not see.
+#[derive(Default)]
+struct Listings {
+    /// Each directory with its entries (`None`: it could not be listed).
+    dirs: Vec<(PathBuf, Option<Vec<DirEntry>>)>,
+    /// The watched directories' stamps, one per directory.
+    stamps: Vec<Stamp>,
+}
+
+impl Listings {
+    /// Stamps `dir` (once).
+    fn stamp(&mut self, dir: &Path) {
+        if !self.stamps.iter().any(|s| s.path == dir) {
+            self.stamps.push(Stamp::dir(dir));
+        }
+    }
+
+    /// The entries of `dir` (name and type; `None`: it cannot be listed). The stamp comes
+    /// first, so that a change made after it is seen when a cached ruleset is reused.
+    fn list(&mut self, dir: &Path) -> Option<&[DirEntry]> {
+        let i = match self.dirs.iter().position(|(d, _)| d == dir) {
+            Some(i) => i,
+            None => {
+                self.stamp(dir);
+                let entries = fs::read_dir(dir).ok().map(|rd| {
+                    rd.flatten()
+                        .filter_map(|e| Some((e.file_name(), e.file_type().ok()?)))
+                        .collect()
+                });
+                self.dirs.push((dir.to_path_buf(), entries));
+                self.dirs.len() - 1
+            }
+        };
+        self.dirs[i].1.as_deref()
+    }
+
+    /// Whether `dir` was listed successfully.
+    fn listed(&self, dir: &Path) -> bool {
+        self.dirs.iter().any(|(d, e)| d == dir && e.is_some())
+    }
+
+    /// For a deny path beneath a listed directory whose next component is not there: that
+    /// directory (the nearest existing one above the path, which does not exist). `None`
+    /// when no listing says so (the path is looked up).
+    fn absent_below(&self, path: &Path) -> Option<PathBuf> {
+        self.dirs.iter().find_map(|(dir, entries)| {
+            let rest = path.strip_prefix(dir).ok()?;
+            // Only a plain name can be looked up in a listing (not `..`).
+            let Some(std::path::Component::Normal(first)) = rest.components().next() else {
+                return None;
+            };
+            let entries = entries.as_ref()?;
+            (!entries.iter().any(|(n, _)| n == first)).then(|| dir.clone())
+        })
+    }
+}
+
 fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
     // `validate` without its stat of each writable path: the canonicalisation below fails
     // the same way (`Missing` or `Open`, same field and path) when one does not exist.
@@ -617,9 +684,29 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
     // Deny paths mostly share a parent ($HOME) and mostly do not exist: one lookup of the
     // nearest directory per parent, and a plain stat before resolving symlinks.
     let mut nearest: Vec<(Option<&Path>, Option<PathBuf>)> = Vec::new();
+    let mut listings = Listings::default();
     for p in &spec.deny_read {
+        let parent = p.parent();
+        if let Some(dir) = parent {
+            if spec
+                .deny_read
+                .iter()
+                .filter(|d| d.parent() == parent)
+                .count()
+                >= LIST_FROM
+            {
+                listings.list(dir);
+            }
+        }
+        if let Some(near) = listings.absent_below(p) {
+            watched.insert(near);
+            absent.push(p.clone());
+            continue;
+        }
         let near = match nearest.iter().find(|(parent, _)| *parent == p.parent()) {
             Some((_, n)) => n.clone(),
+            // A parent that could be listed is a directory.
+            None if parent.is_some_and(|d| listings.listed(d)) => parent.map(Path::to_path_buf),
             None => {
                 let n = nearest_dir(p);
                 nearest.push((p.parent(), n.clone()));
@@ -673,22 +760,21 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
         });
     }
     watched.extend(ancestors.iter().cloned());
-    stamps.extend(watched.iter().map(|d| Stamp::dir(d)));
+    for d in &watched {
+        listings.stamp(d);
+    }
     for dir in &ancestors {
         // A directory that cannot be listed gets no grants: its entries stay unreadable.
-        let Ok(entries) = fs::read_dir(dir) else {
+        let Some(entries) = listings.list(dir) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let path = entry.path();
+        for (name, kind) in entries {
+            let path = dir.join(name);
             if outer.contains(&path) || ancestors.contains(&path) || has_newline(&path) {
                 continue;
             }
             // A symlink beside a secret may point into it; its target is granted (or not)
             // where it really lives.
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
             if kind.is_symlink() {
                 continue;
             }
@@ -772,7 +858,7 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
         write,
         dev,
         absent,
-        stamps,
+        stamps: listings.stamps.into_iter().chain(stamps).collect(),
     })
 }
 

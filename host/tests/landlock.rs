@@ -663,6 +663,42 @@ fn preload_value_lists_the_rules() {
 }
 
 #[test]
+fn deny_paths_sharing_a_listed_parent_and_dot_dot() {
+    // Four absent deny paths in the workspace make the planner list it once instead of
+    // looking each up; a fifth path leaves it with `..`, which no listing holds: it must be
+    // resolved, not taken for absent.
+    let w = world();
+    let mut spec = w.spec();
+    spec.deny_read = ["a", "b", "c", "d", "../.ssh", "../.netrc"]
+        .iter()
+        .map(|n| w.ws.join(n))
+        .collect();
+    let layer = w.prepare(&spec);
+    let absent: Vec<PathBuf> = ["a", "b", "c", "d"].iter().map(|n| w.ws.join(n)).collect();
+    assert_eq!(layer.status().deny_read_absent, absent);
+    let h = w.home.display();
+    attack(&w, &layer, false, "via ..", &format!("cat {h}/.ssh/id_rsa"));
+    attack(
+        &w,
+        &layer,
+        true,
+        "via .. as nobody",
+        &format!("cat {h}/.netrc"),
+    );
+    // Control: without those entries the same files are readable.
+    spec.deny_read.truncate(4);
+    let open = w.prepare(&spec);
+    ok(
+        &w.sh(
+            Some(&open),
+            false,
+            &format!("cat {h}/.ssh/id_rsa {h}/.netrc"),
+        ),
+        "no deny entry",
+    );
+}
+
+#[test]
 fn one_cached_ruleset_serves_many_children() {
     let w = world();
     let spec = w.spec();
