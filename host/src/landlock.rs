@@ -685,19 +685,18 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
     // nearest directory per parent, and a plain stat before resolving symlinks.
     let mut nearest: Vec<(Option<&Path>, Option<PathBuf>)> = Vec::new();
     let mut listings = Listings::default();
+    let mut parents: Vec<(&Path, usize)> = Vec::new();
+    for d in spec.deny_read.iter().filter_map(|p| p.parent()) {
+        match parents.iter_mut().find(|(q, _)| *q == d) {
+            Some((_, n)) => *n += 1,
+            None => parents.push((d, 1)),
+        }
+    }
+    for (dir, _) in parents.iter().filter(|(_, n)| *n >= LIST_FROM) {
+        listings.list(dir);
+    }
     for p in &spec.deny_read {
         let parent = p.parent();
-        if let Some(dir) = parent {
-            if spec
-                .deny_read
-                .iter()
-                .filter(|d| d.parent() == parent)
-                .count()
-                >= LIST_FROM
-            {
-                listings.list(dir);
-            }
-        }
         if let Some(near) = listings.absent_below(p) {
             watched.insert(near);
             absent.push(p.clone());
@@ -763,6 +762,13 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
     for d in &watched {
         listings.stamp(d);
     }
+    // Entries are matched by their bytes: every path here is canonical (or a canonical
+    // directory joined with a plain name), so that is path equality without parsing components.
+    let skip: std::collections::HashSet<&std::ffi::OsStr> = outer
+        .iter()
+        .chain(&ancestors)
+        .map(|p| p.as_os_str())
+        .collect();
     for dir in &ancestors {
         // A directory that cannot be listed gets no grants: its entries stay unreadable.
         let Some(entries) = listings.list(dir) else {
@@ -770,7 +776,7 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
         };
         for (name, kind) in entries {
             let path = dir.join(name);
-            if outer.contains(&path) || ancestors.contains(&path) || has_newline(&path) {
+            if skip.contains(path.as_os_str()) || has_newline(&path) {
                 continue;
             }
             // A symlink beside a secret may point into it; its target is granted (or not)
