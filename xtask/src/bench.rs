@@ -323,7 +323,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     }
     // `--landlock`: only the Landlock section, printed, not written.
     if args.contains(&"--landlock") {
-        let (rounds, per) = if quick { (3, 20) } else { (10, 50) };
+        let (rounds, per) = if quick { (9, 10) } else { (15, 40) };
         print!("{}", crate::bench_landlock::run(rounds, per)?);
         return Ok(());
     }
@@ -389,7 +389,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &crate::bench_serve::run(if quick { 100 } else { 1000 })?;
     doc += &crate::bench_proxy::run(if quick { 400 } else { 4000 })?;
     doc += &crate::bench_leaks::run(if quick { 5 } else { 21 })?;
-    doc += &crate::bench_landlock::run(if quick { 3 } else { 10 }, if quick { 20 } else { 50 })?;
+    doc += &crate::bench_landlock::run(if quick { 9 } else { 15 }, if quick { 10 } else { 40 })?;
     doc += &crate::bench_oci::run(if quick { 70 } else { 700 })?;
     doc += &crate::bench_learn::run(if quick { 3 } else { 7 }, if quick { 5 } else { 20 })?;
     doc += &violations(quick)?;

@@ -5,13 +5,15 @@
 //!   children's rusage) of `sandbox run --profile shell -- /bin/true`;
 //! - warm: requests per second of the library's exec path running `/bin/true` under `shell`,
 //!   where the ruleset is built once and reused while the paths it was built from are
-//!   unchanged.
+//!   unchanged; each request timed on its own, the two kinds taking turns request by request,
+//!   a round's rate being that of its median request.
 
 use anyhow::{bail, Context, Result};
 use sandbox_host::exec::{self, Request};
 use sandbox_host::landlock::Mode;
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
+use std::time::Instant;
 
 /// CPU seconds used by reaped children so far.
 pub(crate) fn children_cpu() -> f64 {
@@ -62,8 +64,17 @@ fn one_exec(mode: Mode, dir: &str) -> Result<()> {
     Ok(())
 }
 
+/// The one-minute load average (`/proc/loadavg`), to print beside the figures.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
 /// The section; `rounds` interleaved rounds of `per` runs of each kind.
 pub fn run(rounds: usize, per: usize) -> Result<String> {
+    let load_before = load();
     let sandbox = crate::bench_serve::sandbox_binary()?;
     let ws = tempfile::tempdir()?;
     let dir = ws.path().to_str().context("workspace path")?.to_string();
@@ -76,33 +87,44 @@ pub fn run(rounds: usize, per: usize) -> Result<String> {
     }
     let (mut cpu_on, mut cpu_off) = (Vec::new(), Vec::new());
     let (mut rps_on, mut rps_off) = (Vec::new(), Vec::new());
+    let med = crate::bench_exec::median;
     for round in 0..rounds {
-        let (mut on, mut off) = (0.0, 0.0);
+        let (mut on, mut off) = (Vec::new(), Vec::new());
         for i in 0..per {
             // Alternate which goes first, so neither always runs on a warmer machine.
             if (round + i) % 2 == 0 {
-                on += one_shot(&sandbox, "preferred", ws.path())?;
-                off += one_shot(&sandbox, "off", ws.path())?;
+                on.push(one_shot(&sandbox, "preferred", ws.path())?);
+                off.push(one_shot(&sandbox, "off", ws.path())?);
             } else {
-                off += one_shot(&sandbox, "off", ws.path())?;
-                on += one_shot(&sandbox, "preferred", ws.path())?;
+                off.push(one_shot(&sandbox, "off", ws.path())?);
+                on.push(one_shot(&sandbox, "preferred", ws.path())?);
             }
         }
-        cpu_on.push(on / per as f64);
-        cpu_off.push(off / per as f64);
+        // The round's median run: one run slowed by a burst of load elsewhere does not
+        // move it, as it would a mean.
+        cpu_on.push(med(&on));
+        cpu_off.push(med(&off));
+        // Request by request, taking turns like the one-shot runs, and the round's rate from
+        // its median request: a burst of load from elsewhere then neither hits one block of
+        // requests of one kind nor moves the figure with a single slow request.
+        let (mut on, mut off) = (Vec::new(), Vec::new());
         let warm = |mode: Mode| -> Result<f64> {
-            let d = crate::bench_exec::time(per, || one_exec(mode, &dir))?;
-            Ok(per as f64 / d.as_secs_f64())
+            let t = Instant::now();
+            one_exec(mode, &dir)?;
+            Ok(t.elapsed().as_secs_f64())
         };
-        if round % 2 == 0 {
-            rps_on.push(warm(Mode::Preferred)?);
-            rps_off.push(warm(Mode::Off)?);
-        } else {
-            rps_off.push(warm(Mode::Off)?);
-            rps_on.push(warm(Mode::Preferred)?);
+        for i in 0..per {
+            if (round + i) % 2 == 0 {
+                on.push(warm(Mode::Preferred)?);
+                off.push(warm(Mode::Off)?);
+            } else {
+                off.push(warm(Mode::Off)?);
+                on.push(warm(Mode::Preferred)?);
+            }
         }
+        rps_on.push(1.0 / med(&on));
+        rps_off.push(1.0 / med(&off));
     }
-    let med = crate::bench_exec::median;
     let ratio = |a: &[f64], b: &[f64]| {
         let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
         med(&r)
@@ -111,7 +133,7 @@ pub fn run(rounds: usize, per: usize) -> Result<String> {
     writeln!(md, "## Landlock layer: cost against `--landlock off`\n")?;
     writeln!(
         md,
-        "`/bin/true` under `shell`, {rounds} interleaved rounds of {per} runs of each kind; medians of the rounds, ratio = median of per-round ratios. Targets: one-shot CPU <= 1.05x, warm throughput >= 0.97x.\n"
+        "`/bin/true` under `shell`, {rounds} interleaved rounds of {per} runs of each kind; each round's median run (warm: requests/s of its median request); the table gives the medians of the rounds, ratio = median of per-round ratios. Targets: one-shot CPU <= 1.05x, warm throughput >= 0.97x.\n"
     )?;
     writeln!(md, "| measure | Landlock on | `--landlock off` | ratio |")?;
     writeln!(md, "|---|---|---|---|")?;
@@ -128,6 +150,20 @@ pub fn run(rounds: usize, per: usize) -> Result<String> {
         med(&rps_on),
         med(&rps_off),
         ratio(&rps_on, &rps_off)
+    )?;
+    let per_round = |a: &[f64], b: &[f64]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| format!("{:.2}", x / y))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    writeln!(
+        md,
+        "Per-round ratios: one-shot {}; warm {}. Load average {load_before} before, {} after.\n",
+        per_round(&cpu_on, &cpu_off),
+        per_round(&rps_on, &rps_off),
+        load()
     )?;
     Ok(md)
 }
