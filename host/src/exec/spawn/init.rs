@@ -687,20 +687,7 @@ unsafe fn network(c: &Ctx, n: &NsCtx) {
 fn fd_path(fd: RawFd, buf: &mut [u8; 32]) -> *const c_char {
     let prefix = b"/proc/self/fd/";
     buf[..prefix.len()].copy_from_slice(prefix);
-    let mut digits = [0u8; 10];
-    let mut n = fd as u32;
-    let mut len = 0;
-    loop {
-        digits[len] = b'0' + (n % 10) as u8;
-        len += 1;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for i in 0..len {
-        buf[prefix.len() + i] = digits[len - 1 - i];
-    }
+    let len = digits(fd as u32, &mut buf[prefix.len()..]);
     buf[prefix.len() + len] = 0;
     buf.as_ptr().cast()
 }
