@@ -186,7 +186,8 @@ pub fn dist(root: &Path, opts: &DistOptions) -> Result<PathBuf> {
 
     std::fs::create_dir_all(&opts.out)?;
     let tarball = opts.out.join(format!("{name}.tar.gz"));
-    // Reproducible archive: sorted names, fixed owner and time.
+    // Reproducible archive: sorted names, fixed owner and time, and gzip told not to store the
+    // name and time (`-n`; the GZIP variable that used to say so is deprecated and warns).
     let status = Command::new("tar")
         .args([
             "--sort=name",
@@ -194,13 +195,13 @@ pub fn dist(root: &Path, opts: &DistOptions) -> Result<PathBuf> {
             "--group=0",
             "--numeric-owner",
             "--mtime=@0",
-            "-czf",
+            "--use-compress-program=gzip -n",
+            "-cf",
         ])
         .arg(&tarball)
         .arg("-C")
         .arg(stage_parent.path())
         .arg(&name)
-        .env("GZIP", "-n")
         .status()
         .context("starting tar")?;
     if !status.success() {
