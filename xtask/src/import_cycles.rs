@@ -138,18 +138,7 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
     }
 
-    /// Cycles not yet removed, each with its reason. The test fails when one of them is gone
-    /// too, so that the list only shrinks.
-    const KNOWN: &[(&str, &str, &str)] = &[(
-        "host/src/lib.rs",
-        "exec::spawn -> exec::spawn::init -> exec::spawn",
-        "the spawn starts the namespaces' init, and the init clones the program with the spawn's \
-         child code (child_main, its context and failure reporting); splitting needs the child \
-         side in a module of its own below both",
-    )];
-
-    /// No crate of the workspace has modules that use each other, directly or in a ring,
-    /// except the ones listed in `KNOWN`.
+    /// No crate of the workspace has modules that use each other, directly or in a ring.
     #[test]
     fn workspace_has_no_import_cycles() {
         let mut found = Vec::new();
@@ -157,21 +146,10 @@ mod tests {
             let graph = ModuleGraph::read(&workspace().join(root))
                 .unwrap_or_else(|e| panic!("{root}: {e:#}"));
             for cycle in cycles(&graph) {
-                found.push((*root, cycle));
+                found.push(format!("{root}: {cycle}"));
             }
         }
-        let new: Vec<String> = found
-            .iter()
-            .filter(|(r, c)| !KNOWN.iter().any(|k| k.0 == *r && k.1 == c))
-            .map(|(r, c)| format!("{r}: {c}"))
-            .collect();
-        assert!(new.is_empty(), "import cycles:\n{}", new.join("\n"));
-        for (root, cycle, _) in KNOWN {
-            assert!(
-                found.iter().any(|(r, c)| r == root && c == cycle),
-                "{root}: {cycle} is gone: remove it from KNOWN"
-            );
-        }
+        assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
     }
 
     /// Writes a small crate into a temporary directory and returns its cycles.

@@ -68,9 +68,13 @@ mod tests {
         ("sys.rs", "the boundary module"),
         (
             "exec/spawn.rs",
-            "the spawn: a clone3 child that shares the host's memory runs child_main on its \
-             own stack; its calls must not allocate or take locks, so they are raw calls in \
-             the module that owns that memory and stack",
+            "the spawn: clones a child that shares the host's memory onto a stack it maps, \
+             and waits on the words the child writes",
+        ),
+        (
+            "exec/spawn/child.rs",
+            "the child between clone and exec (child_main): it shares the host's memory, so \
+             its calls must not allocate or take locks: raw calls on memory the spawn prepared",
         ),
         (
             "exec/spawn/init.rs",

@@ -25,7 +25,12 @@
 //! host may have other threads holding locks), each carrying a spawner's secret when there is
 //! one (`spawner::SECRET_CALLS` lists them).
 
-use super::{raw, CloneArgs, Ctx, Shared, Stack, Stage};
+use super::child::{
+    above_stdio, child_main, fail, raw, Ctx, Shared, Stack, Stage, ABORT, GO, GUARD, SPINS,
+    STACK_SIZE, WAIT,
+};
+use crate::exec::clone::{clone3, CloneArgs};
+use crate::exec::namespaces::{Mount, Namespaces};
 use std::ffi::CString;
 use std::net::SocketAddrV4;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -180,7 +185,7 @@ pub(super) struct Prepared {
 
 impl Prepared {
     pub(super) fn new(
-        ns: &super::Namespaces,
+        ns: &Namespaces,
         listen: &[SocketAddrV4],
         rules: Option<std::sync::Arc<crate::landlock::RawRules>>,
     ) -> std::io::Result<Prepared> {
@@ -233,20 +238,20 @@ impl Prepared {
             }
             // SAFETY: both descriptors were just created and belong to nobody else.
             let (h, c) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-            (Some(h), Some(super::above_stdio(c)?))
+            (Some(h), Some(above_stdio(c)?))
         };
         let mounts: Vec<RawMount> = ns
             .mounts
             .iter()
             .map(|m| {
                 let (kind, path, slot, writable) = match m {
-                    super::Mount::Proc(p) => (PROC, p, 0, false),
-                    super::Mount::Open(p, i) => (OPEN, p, *i, false),
-                    super::Mount::Tmpfs(p) => (TMPFS, p, 0, false),
-                    super::Mount::Mkdir(p) => (MKDIR, p, 0, false),
-                    super::Mount::Expose(p, i, w) => (EXPOSE, p, *i, *w),
-                    super::Mount::ReadOnly(p) => (READ_ONLY, p, 0, false),
-                    super::Mount::Pin(p) => (PIN, p, 0, false),
+                    Mount::Proc(p) => (PROC, p, 0, false),
+                    Mount::Open(p, i) => (OPEN, p, *i, false),
+                    Mount::Tmpfs(p) => (TMPFS, p, 0, false),
+                    Mount::Mkdir(p) => (MKDIR, p, 0, false),
+                    Mount::Expose(p, i, w) => (EXPOSE, p, *i, *w),
+                    Mount::ReadOnly(p) => (READ_ONLY, p, 0, false),
+                    Mount::Pin(p) => (PIN, p, 0, false),
                 };
                 RawMount {
                     kind,
@@ -292,7 +297,7 @@ impl Prepared {
                 .as_ref()
                 .map_or(std::ptr::null(), std::sync::Arc::as_ptr),
             g_stack,
-            g_stack_size: (super::STACK_SIZE + super::GUARD) as u64,
+            g_stack_size: (STACK_SIZE + GUARD) as u64,
             cap_last: cap_last(),
             private_tmp: ns.private_tmp,
             host_dumpable,
@@ -397,14 +402,20 @@ impl Prepared {
         Ok(fds)
     }
 
-    /// The handle of the init started with this, whose pidfd is `pidfd`.
-    pub(super) fn into_init(self, pidfd: &OwnedFd) -> super::Init {
-        super::Init {
-            page: std::mem::ManuallyDrop::new(self.page),
-            // Without a copy of the pidfd, the stack and page of an init sharing our memory
-            // stay mapped for good (see `Init`'s drop).
-            shared: self.init_stack.map(|stack| (stack, pidfd.try_clone().ok())),
-        }
+    /// What the handle of the init started with this (whose pidfd is `pidfd`) keeps: the
+    /// shared page, and the stack of an init sharing our memory with a copy of the pidfd.
+    pub(super) fn into_parts(self, pidfd: &OwnedFd) -> (Page, Option<(Stack, Option<OwnedFd>)>) {
+        // Without a copy of the pidfd, the stack and page of an init sharing our memory stay
+        // mapped for good (see `Init`'s drop).
+        (
+            self.page,
+            self.init_stack.map(|stack| (stack, pidfd.try_clone().ok())),
+        )
+    }
+
+    /// The highest capability number, which the child needs to drop them all.
+    pub(super) fn cap_last(&self) -> i32 {
+        self.ctx.cap_last
     }
 }
 
@@ -413,7 +424,7 @@ macro_rules! must {
     ($c:expr, $stage:expr; $nr:expr $(, $a:expr)*) => {{
         let rc = ksys!($c; $nr $(, $a)*);
         if rc < 0 {
-            super::fail($c, $stage, rc);
+            fail($c, $stage, rc);
         }
         rc
     }};
@@ -427,7 +438,7 @@ unsafe fn write_file(c: &Ctx, path: &std::ffi::CStr, text: *const c_char, len: u
             libc::O_WRONLY | libc::O_CLOEXEC, 0);
         let rc = ksys!(c; libc::SYS_write, fd, text, len);
         if rc != len as isize {
-            super::fail(c, Stage::IdMap, rc.min(-libc::EIO as isize));
+            fail(c, Stage::IdMap, rc.min(-libc::EIO as isize));
         }
         ksys!(c; libc::SYS_close, fd);
     }
@@ -443,7 +454,7 @@ unsafe fn write_file(c: &Ctx, path: &std::ffi::CStr, text: *const c_char, len: u
 pub(super) unsafe fn write_maps(c: &Ctx, pid: i32) {
     // SAFETY: the caller's contract; every buffer is on this stack or prepared by the host.
     unsafe {
-        let n = &*c.ns;
+        let n = &*c.ns.cast::<NsCtx>();
         if !n.shared_vm {
             return;
         }
@@ -471,9 +482,9 @@ pub(super) unsafe fn write_maps(c: &Ctx, pid: i32) {
         }
         if rc < 0 {
             sh.maps_errno.store((-rc) as i32, Ordering::Relaxed);
-            sh.maps.store(super::ABORT, Ordering::Release);
+            sh.maps.store(ABORT, Ordering::Release);
         } else {
-            sh.maps.store(super::GO, Ordering::Release);
+            sh.maps.store(GO, Ordering::Release);
         }
         // Not private, like every wait on the shared words.
         ksys!(c; libc::SYS_futex, &sh.maps as *const _, libc::FUTEX_WAKE, 1, 0);
@@ -520,7 +531,7 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
         // copied here: the host's Ctx is gone by then.
         let own = *(arg as *const Ctx);
         let c = &own;
-        let n = &*c.ns;
+        let n = &*c.ns.cast::<NsCtx>();
         let sh = &*c.sh;
         let shared_vm = n.shared_vm;
         // The host's end is gone when the host is: so is everything here.
@@ -530,16 +541,16 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
             let mut spins = 0;
             loop {
                 match sh.maps.load(Ordering::Acquire) {
-                    super::WAIT if spins < super::SPINS => {
+                    WAIT if spins < SPINS => {
                         spins += 1;
                         std::hint::spin_loop();
                     }
-                    super::WAIT => {
+                    WAIT => {
                         ksys!(c; libc::SYS_futex, &sh.maps as *const _, libc::FUTEX_WAIT,
-                            super::WAIT, 0);
+                            WAIT, 0);
                     }
-                    super::GO => break,
-                    _ => super::fail(
+                    GO => break,
+                    _ => fail(
                         c,
                         Stage::IdMap,
                         -(sh.maps_errno.load(Ordering::Relaxed) as isize),
@@ -579,14 +590,14 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
             stack_size: n.g_stack_size,
             ..CloneArgs::default()
         };
-        let program = super::clone3(
+        let program = clone3(
             &args,
-            super::child_main,
+            child_main,
             &cc as *const Ctx as *mut c_void,
             c.secret,
         );
         if program < 0 {
-            super::fail(c, Stage::Command, program);
+            fail(c, Stage::Command, program);
         }
         // CLONE_VFORK: the program has exec'd or failed by now.
         if sh.failed[0].load(Ordering::Acquire) != 0 {
@@ -739,7 +750,7 @@ unsafe fn mount(c: &Ctx, m: &RawMount, slots: &mut [RawFd; MAX_EXPOSED]) {
             MKDIR => {
                 let rc = ksys!(c; libc::SYS_mkdirat, libc::AT_FDCWD, m.path, 0o755);
                 if rc < 0 && rc != -libc::EEXIST as isize {
-                    super::fail(c, Stage::Mounts, rc);
+                    fail(c, Stage::Mounts, rc);
                 }
             }
             EXPOSE => {
@@ -752,7 +763,7 @@ unsafe fn mount(c: &Ctx, m: &RawMount, slots: &mut [RawFd; MAX_EXPOSED]) {
                     read_only(c, m.path);
                 }
             }
-            _ => super::fail(c, Stage::Mounts, -libc::EINVAL as isize),
+            _ => fail(c, Stage::Mounts, -libc::EINVAL as isize),
         }
     }
 }
@@ -795,24 +806,6 @@ unsafe fn ruleset(c: &Ctx, n: &NsCtx) -> RawFd {
     }
 }
 
-/// In the program before exec: no capability left, none to regain (bounding set empty).
-///
-/// # Safety
-/// Called from `child_main` with its context.
-pub(super) unsafe fn drop_capabilities(c: &Ctx) {
-    // SAFETY: raw calls on locals.
-    unsafe {
-        let n = &*c.ns;
-        for cap in 0..=n.cap_last {
-            must!(c, Stage::Capabilities; libc::SYS_prctl, libc::PR_CAPBSET_DROP, cap, 0, 0);
-        }
-        // _LINUX_CAPABILITY_VERSION_3, this process; effective, permitted, inheritable: none.
-        let header = [0x2008_0522u32, 0];
-        let data = [0u32; 6];
-        must!(c, Stage::Capabilities; libc::SYS_capset, header.as_ptr(), data.as_ptr());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::{spawn, Namespaces, Spec};
@@ -837,10 +830,9 @@ mod tests {
         ];
         let envp = [CString::new("PATH=/usr/bin:/bin").unwrap()];
         let (r, w) = super::super::pipe().unwrap();
-        let w = super::super::above_stdio(w).unwrap();
+        let w = super::above_stdio(w).unwrap();
         let null =
-            super::super::above_stdio(OwnedFd::from(std::fs::File::open("/dev/null").unwrap()))
-                .unwrap();
+            super::above_stdio(OwnedFd::from(std::fs::File::open("/dev/null").unwrap())).unwrap();
         let spec = Spec {
             path: &path,
             argv: &argv,
@@ -1083,7 +1075,7 @@ mod tests {
         std::thread::spawn(move || {
             let path = CString::new("/bin/true").unwrap();
             let argv = [path.clone()];
-            let null = super::super::above_stdio(OwnedFd::from(
+            let null = super::above_stdio(OwnedFd::from(
                 std::fs::File::options()
                     .read(true)
                     .write(true)
