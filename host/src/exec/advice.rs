@@ -168,6 +168,13 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audi
                 .is_none_or(|p| p.decide(nr, args) == Action::Allow)
             && runs_program(b)
     });
+    if closest.is_none_or(|b| b.policy.is_none()) && profile.allow().is_none() {
+        if let Some(advice) =
+            deny_list_fallback(nr, args, profile, current.as_deref(), &refused, to_profile)
+        {
+            return advice;
+        }
+    }
     let target = closest.map_or("unrestricted", |b| b.name);
     let change = to_profile(target);
     let why = if target == "unrestricted" {
@@ -179,6 +186,59 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audi
         hint: format!("{refused}; {why}: {change}"),
         change,
     }
+}
+
+/// For a deny-list profile (everything but what it denies, as `no-exec`): no allow-list
+/// built-in allows all it does, so the superset rule would always answer `unrestricted`,
+/// which drops every protection. Instead: the filtered built-in that allows the call and
+/// lacks the fewest calls the profile allows, naming a few of those, with `unrestricted` as
+/// the alternative. `None` when no filtered built-in allows the call.
+fn deny_list_fallback(
+    nr: u32,
+    args: &[u64; 6],
+    profile: &Profile,
+    current: Option<&[bool]>,
+    refused: &str,
+    to_profile: impl Fn(&str) -> String,
+) -> Option<Advice> {
+    let current = current?;
+    let lacking = |b: &Builtin| -> Vec<&'static str> {
+        current
+            .iter()
+            .zip(&b.allowed)
+            .enumerate()
+            .filter(|(_, (c, o))| **c && !**o)
+            .filter_map(|(i, _)| NATIVE.syscall_name(i as u32))
+            .collect()
+    };
+    let (best, missing) = builtins()
+        .iter()
+        .filter(|b| {
+            b.name != profile.name()
+                && b.policy
+                    .as_ref()
+                    .is_some_and(|p| p.decide(nr, args) == Action::Allow)
+        })
+        .map(|b| (b, lacking(b)))
+        .min_by_key(|(_, m)| m.len())?;
+    let change = to_profile(best.name);
+    let examples = missing
+        .iter()
+        .take(4)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(Advice {
+        hint: format!(
+            "{refused}; profile {} allows it but refuses {} calls profile {} allows (such as \
+             {examples}): {change}; {} removes the filter",
+            best.name,
+            missing.len(),
+            profile.name(),
+            to_profile("unrestricted"),
+        ),
+        change,
+    })
 }
 
 #[cfg(test)]
@@ -218,6 +278,25 @@ mod tests {
         assert_eq!(a.change, "--allow fork", "{a:?}");
         let a = advise(nr("fork"), &[0; 6], &write, Audience::Json);
         assert_eq!(a.change, "\"allow\": [\"fork\"]", "{a:?}");
+    }
+
+    #[test]
+    fn a_deny_list_profile_gets_a_filtered_profile_not_only_unrestricted() {
+        // no-exec allows everything but exec and spawning: no allow-list profile is a
+        // superset, so the closest filtered one is proposed, with what it refuses.
+        let no_exec = Profile::builtin("no-exec").unwrap();
+        for call in ["vfork", "execve"] {
+            let a = advise(nr(call), &[0; 6], &no_exec, Audience::Cli);
+            assert_eq!(a.change, "--profile shell-network", "{a:?}");
+            assert!(
+                a.hint.contains("refuses") && a.hint.contains("--profile unrestricted"),
+                "{a:?}"
+            );
+        }
+        // An allow-list profile keeps the superset rule.
+        let write = Profile::builtin("write").unwrap();
+        let a = advise(nr("execve"), &[0; 6], &write, Audience::Cli);
+        assert!(!a.hint.contains("removes the filter"), "{a:?}");
     }
 
     #[test]
