@@ -145,8 +145,9 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
     Ok(md)
 }
 
-/// The shipped `sandbox` binary (the release bundle's build), built if needed; the one `BENCH_SANDBOX` names instead when
-/// set (to compare two builds, run after run, with the same benchmark).
+/// The shipped `sandbox` binary (the release bundle's build), built if needed; the one
+/// `BENCH_SANDBOX` names instead when set (to compare two builds, run after run, with the same
+/// benchmark).
 pub(crate) fn sandbox_binary() -> Result<PathBuf> {
     if let Some(bin) = std::env::var_os("BENCH_SANDBOX") {
         return Ok(PathBuf::from(bin));

@@ -46,6 +46,18 @@ struct Builtin {
     allowed: Vec<bool>,
 }
 
+impl Builtin {
+    /// A built-in with a filter (not `unrestricted`), other than `profile`, that allows the
+    /// call `nr` with `args`.
+    fn filtered_other_allowing(&self, profile: &Profile, nr: u32, args: &[u64; 6]) -> bool {
+        self.name != profile.name()
+            && self
+                .policy
+                .as_ref()
+                .is_some_and(|p| p.decide(nr, args) == Action::Allow)
+    }
+}
+
 /// The built-in profiles with their policies and allowed sets, smallest first.
 fn builtins() -> &'static [Builtin] {
     static ALL: OnceLock<Vec<Builtin>> = OnceLock::new();
@@ -99,10 +111,7 @@ fn plus_group(
         builtins()
             .iter()
             .find(|b| {
-                b.name != profile.name()
-                    && b.policy
-                        .as_ref()
-                        .is_some_and(|p| p.decide(nr, args) == Action::Allow)
+                b.filtered_other_allowing(profile, nr, args)
                     && current
                         .iter()
                         .zip(&b.allowed)
@@ -213,12 +222,7 @@ fn deny_list_fallback(
     };
     let (best, missing) = builtins()
         .iter()
-        .filter(|b| {
-            b.name != profile.name()
-                && b.policy
-                    .as_ref()
-                    .is_some_and(|p| p.decide(nr, args) == Action::Allow)
-        })
+        .filter(|b| b.filtered_other_allowing(profile, nr, args))
         .map(|b| (b, lacking(b)))
         .min_by_key(|(_, m)| m.len())?;
     let change = to_profile(best.name);

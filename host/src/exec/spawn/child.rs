@@ -159,7 +159,9 @@ impl Shared {
     }
 }
 
-/// Raw system calls: they return `-errno` and touch no libc state.
+/// Raw system calls: they return `-errno` and touch no libc state. Called by the spawn and
+/// the init through `sys!`/`ksys!`; crate-visible because a `pub(in crate::exec::spawn)` path
+/// would read, to the import-cycle check, as this module depending on the spawn.
 pub(crate) mod raw {
     /// `syscall(nr, a...)`, returning the kernel's value (`-errno` on failure).
     ///
