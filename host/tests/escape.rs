@@ -1954,19 +1954,19 @@ fn the_extracted_preload_cannot_be_opened_for_writing() {
             "root opens the 0444 library for writing unsandboxed: {c:?}"
         );
     }
+    no_runner_opens_for_writing("open the extracted libsandbox.so O_RDWR", &so);
+}
+
+/// Under every filtering profile, through every runner, dynamic and static: opening `target`
+/// for writing is refused (an error, or the program stopped by the filter).
+fn no_runner_opens_for_writing(what: &str, target: &str) {
     every_runner(|r| {
         for profile in FILTERING {
             for v in BOTH {
-                let ran = sandboxed(
-                    r,
-                    "open the extracted libsandbox.so O_RDWR",
-                    profile,
-                    v,
-                    &["open-rw", &so],
-                );
+                let ran = sandboxed(r, what, profile, v, &["open-rw", target]);
                 assert!(
                     ran.killed_by_sigsys() || ran.stdout.contains("open(O_RDWR): ret=-1"),
-                    "{profile} {v:?}: {ran:?}"
+                    "{target} {profile} {v:?}: {ran:?}"
                 );
             }
         }
@@ -1996,23 +1996,7 @@ fn root_cannot_open_core_pattern_or_cgroup_procs_for_writing() {
                 .any(|l| l.starts_with("open(O_RDWR): ret=") && !l.contains("errno")),
             "root opens {target} for writing unsandboxed: {c:?}"
         );
-        every_runner(|r| {
-            for profile in FILTERING {
-                for v in BOTH {
-                    let ran = sandboxed(
-                        r,
-                        "open core_pattern or cgroup.procs O_RDWR",
-                        profile,
-                        v,
-                        &["open-rw", target],
-                    );
-                    assert!(
-                        ran.killed_by_sigsys() || ran.stdout.contains("open(O_RDWR): ret=-1"),
-                        "{target} {profile} {v:?}: {ran:?}"
-                    );
-                }
-            }
-        });
+        no_runner_opens_for_writing("open core_pattern or cgroup.procs O_RDWR", target);
     }
 }
 
