@@ -15,14 +15,25 @@
 use std::fs;
 use std::os::fd::BorrowedFd;
 
+/// Why a peer is refused.
+pub(crate) enum Refused {
+    /// It runs inside a sandboxed job (or cannot be shown not to): the reason.
+    Sandboxed(String),
+    /// It exited before it could be checked (a process probing whether a server listens, a
+    /// client that gave up): refused all the same, with nobody left to tell.
+    Departed(String),
+}
+
 /// Why the peer `pid` (as `SO_PEERCRED` gives it) is refused, or `None` when it runs outside
 /// every sandboxed job. `pidfd` is the peer's pidfd where the kernel gives one.
-pub(crate) fn refusal(pid: i32, pidfd: Option<BorrowedFd<'_>>) -> Option<String> {
+pub(crate) fn refusal(pid: i32, pidfd: Option<BorrowedFd<'_>>) -> Option<Refused> {
     let why = reason(pid);
     if why.is_none() && pidfd.is_some_and(crate::sys::pidfd_exited) {
-        return Some(format!("pid {pid} exited before it could be checked"));
+        return Some(Refused::Departed(format!(
+            "pid {pid} exited before it could be checked"
+        )));
     }
-    why
+    why.map(Refused::Sandboxed)
 }
 
 fn reason(pid: i32) -> Option<String> {

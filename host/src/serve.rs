@@ -586,8 +586,17 @@ fn accept(
     match peer_cred(&stream) {
         Ok(cred) if cred.uid == uid => {
             let pidfd = crate::sys::peer_pidfd(stream.as_fd()).ok();
-            if let Some(why) = crate::peer::refusal(cred.pid, pidfd.as_ref().map(|f| f.as_fd())) {
-                eprintln!("sandbox: serve: refused a connection from a sandboxed command: {why}; requests must come from outside the sandbox");
+            if let Some(refused) = crate::peer::refusal(cred.pid, pidfd.as_ref().map(|f| f.as_fd()))
+            {
+                let why = match refused {
+                    crate::peer::Refused::Sandboxed(why) => {
+                        eprintln!("sandbox: serve: refused a connection from a sandboxed command: {why}; requests must come from outside the sandbox");
+                        why
+                    }
+                    // Refused quietly: e.g. a second `serve` that probed whether one listens and
+                    // has already exited; nobody is left to act on a message.
+                    crate::peer::Refused::Departed(why) => why,
+                };
                 refuse(
                     &stream,
                     &format!("refused: {why}; a sandboxed command may not submit requests"),
