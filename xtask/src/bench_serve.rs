@@ -43,11 +43,13 @@ fn one_floor(floor: &std::path::Path) -> Result<()> {
 fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<String> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let per_round = (n / ROUNDS).max(1);
-    let mut one = Server::start(bin, 1)?;
-    let mut many = Server::start(bin, cpus)?;
+    let mut one = Server::start(bin, 1, "")?;
+    let mut many = Server::start(bin, cpus, "")?;
+    let mut bare = Server::start(bin, 1, LAYERS_OFF)?;
     // Warm-up: the servers' spawner threads, admission cache, page cache.
     one.batch(20)?;
     many.batch(20)?;
+    bare.batch(20)?;
     time(20, one_plain)?;
     time(5, || one_floor(floor_bin))?;
 
@@ -55,19 +57,22 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
     let mut serve1 = Vec::with_capacity(ROUNDS);
     let mut serve_n = Vec::with_capacity(ROUNDS);
     let mut floor = Vec::with_capacity(ROUNDS);
+    let mut engine = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
         // Rotate which runner goes first, so none always runs on a warmer machine.
-        for k in 0..4 {
-            match (round + k) % 4 {
+        for k in 0..5 {
+            match (round + k) % 5 {
                 0 => plain.push(time(per_round, one_plain)?),
                 1 => serve1.push(timed(|| one.batch(per_round))?),
                 2 => serve_n.push(timed(|| many.batch(per_round))?),
+                3 => engine.push(timed(|| bare.batch(per_round))?),
                 _ => floor.push(time(per_round, || one_floor(floor_bin))?),
             }
         }
     }
     one.stop()?;
     many.stop()?;
+    bare.stop()?;
 
     let rps = |d: &Duration| per_round as f64 / d.as_secs_f64();
     let total =
@@ -80,13 +85,15 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
                 .collect::<Vec<_>>(),
         )
     };
-    let (p, s1, sn, fl) = (
+    let (p, s1, sn, fl, en) = (
         total(&plain),
         total(&serve1),
         total(&serve_n),
         total(&floor),
+        total(&engine),
     );
     let ratio = s1 / p;
+    let engine_ratio = en / p;
 
     let memory = memory(bin)?;
 
@@ -119,6 +126,12 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
     )?;
     writeln!(
         md,
+        "| `sandbox serve --max-concurrent 1`, requests with `\"landlock\":\"off\",\"isolation\":\"off\"` (the engine alone) | {en:.0} | {:.0} µs | {} |",
+        1e6 / en,
+        list(&engine, rps)
+    )?;
+    writeln!(
+        md,
         "| C floor launcher, one after another (`bench_floor::FLOOR_C`: the same namespaces, loopback up, `/proc`, `/tmp`, an init; nothing else) | {fl:.0} | {:.0} µs | {} |",
         1e6 / fl,
         list(&floor, rps)
@@ -130,6 +143,12 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
         paired(&serve1),
         sn / p,
         paired(&serve_n),
+    )?;
+    writeln!(
+        md,
+        "The engine alone (the same server, requests without the Landlock and namespace layers) against plain: **{engine_ratio:.2}** (target ≥ 0.90: {}); median of pairs {:.2}.\n",
+        if engine_ratio >= 0.9 { "met" } else { "missed" },
+        paired(&engine),
     )?;
     writeln!(
         md,
@@ -158,6 +177,9 @@ pub(crate) fn sandbox_binary() -> Result<PathBuf> {
     Ok(xtask::dist::build_shipped(&crate::workspace::root(), "release")?.path)
 }
 
+/// Request fields that turn the Landlock and namespace layers off: the engine alone.
+const LAYERS_OFF: &str = r#","landlock":"off","isolation":"off""#;
+
 /// One `sandbox serve` on pipes.
 struct Server {
     child: Child,
@@ -165,10 +187,12 @@ struct Server {
     stdout: BufReader<ChildStdout>,
     line: String,
     sent: usize,
+    extra: &'static str,
 }
 
 impl Server {
-    fn start(bin: &PathBuf, concurrency: usize) -> Result<Server> {
+    /// A server whose requests carry `extra` (JSON fields, each with a leading comma).
+    fn start(bin: &PathBuf, concurrency: usize, extra: &'static str) -> Result<Server> {
         let mut child = Command::new(bin)
             .args(["serve", "--max-concurrent", &concurrency.to_string()])
             .env_clear()
@@ -183,6 +207,7 @@ impl Server {
             child,
             line: String::new(),
             sent: 0,
+            extra,
         })
     }
 
@@ -191,7 +216,11 @@ impl Server {
         let mut text = String::new();
         for _ in 0..n {
             self.sent += 1;
-            writeln!(text, r#"{{"id":"{}","argv":["/bin/true"]}}"#, self.sent)?;
+            writeln!(
+                text,
+                r#"{{"id":"{}","argv":["/bin/true"]{}}}"#,
+                self.sent, self.extra
+            )?;
         }
         // A round's requests (50 short lines) fit in the pipe: no writer thread needed.
         self.stdin.write_all(text.as_bytes())?;
@@ -235,7 +264,7 @@ impl Server {
 
 /// The server's peak memory after 1,000 and after 10,000 requests.
 fn memory(bin: &PathBuf) -> Result<[(u64, u64); 2]> {
-    let mut s = Server::start(bin, 1)?;
+    let mut s = Server::start(bin, 1, "")?;
     for _ in 0..20 {
         s.batch(50)?;
     }

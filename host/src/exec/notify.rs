@@ -391,6 +391,10 @@ const UNCLAIMED: Duration = Duration::from_millis(500);
 struct Known {
     map: HashMap<i32, KnownThread>,
     events: Option<ExecEvents>,
+    /// Whether subscribing to exec events was tried. It is put off until the first refused
+    /// call: a run that refuses nothing (most) then pays no subscription, and names read after
+    /// it are still covered, since every exec after subscribing is queued.
+    subscribed: bool,
 }
 
 /// One traced thread.
@@ -449,6 +453,10 @@ impl Known {
     /// process came since (every exec before its call is queued by now), else read.
     fn program(&mut self, tid: i32) -> Option<String> {
         let mut trusted = false;
+        if !self.subscribed {
+            self.subscribed = true;
+            self.events = ExecEvents::open();
+        }
         if let Some(events) = &mut self.events {
             let map = &mut self.map;
             let drained = events.drain(|pid, tgid| {
@@ -494,10 +502,7 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
             crate::sys::notif_sync_wake_up(fd);
             let mut pending: Vec<(libc::seccomp_notif, Instant)> = Vec::new();
             let mut orphans: Vec<i32> = Vec::new();
-            let mut known = Known {
-                events: ExecEvents::open(),
-                ..Known::default()
-            };
+            let mut known = Known::default();
             loop {
                 if pending.is_empty() {
                     // Nothing waits for a claim: block in the kernel until a call comes (one
