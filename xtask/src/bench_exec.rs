@@ -16,13 +16,16 @@ use std::time::{Duration, Instant};
 /// rounds, so that the machine's drifts (other guests on this VM's host) hit all alike.
 const ROUNDS: usize = 20;
 
+/// A row: its label and one request of its kind.
+type Kind = (&'static str, fn() -> Result<()>);
+
 /// What the engine row must reach against plain spawns.
 const TARGET: f64 = 0.95;
 
 /// Runs `n` requests of each kind and returns a Markdown section with the figures.
 pub fn run(n: usize) -> Result<String> {
     let per_round = (n / ROUNDS).max(1);
-    let kinds: [(&str, fn() -> Result<()>); 3] = [
+    let kinds: [Kind; 3] = [
         (
             "plain `Command::new(\"/bin/true\").status()` (same environment)",
             one_plain,
