@@ -13,9 +13,21 @@ use std::path::Path;
 /// brings loopback up, mounts a
 /// fresh `/proc` and a `/tmp` tmpfs, starts the program with `vfork` and waits for it as PID
 /// 1. `floor nonet PROG` is the same without the network namespace.
+///
+/// `floor engine V2DIR PIDSDIR FILTER PROG` is the floor of the engine alone (no layers): the
+/// kernel work of a one-shot `sandbox run --landlock off --isolation off --network host`. It
+/// makes a request cgroup in the v2 hierarchy at `V2DIR` and one in the v1 `pids` hierarchy
+/// at `PIDSDIR` with a process limit (either may be `-`: none, as the sandbox does where the
+/// machine has no such hierarchy), clones the child straight into the v2 one, and the child
+/// starts a session, joins the v1 one, sets the four resource limits the engine sets, attaches
+/// the seccomp program in the file `FILTER` (raw `struct sock_filter`s; `-` for none) with a
+/// listener, and execs the program; the launcher waits for it and removes both cgroups.
 pub(crate) const FLOOR_C: &str = r#"
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <sched.h>
 #include <signal.h>
@@ -23,12 +35,16 @@ pub(crate) const FLOOR_C: &str = r#"
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
+
+static int engine(char **argv);
 
 static void put(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -38,6 +54,7 @@ static void put(const char *path, const char *text) {
 
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
+    if (strcmp(argv[1], "engine") == 0) return argc < 6 ? 2 : engine(argv);
     int net = strcmp(argv[1], "net") == 0;
     char uid_map[32], gid_map[32];
     unsigned uid = geteuid(), gid = getegid();
@@ -87,6 +104,80 @@ int main(int argc, char **argv) {
     if (waitpid(init, &st, 0) != init) return 126;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+/* A request cgroup's path: DIR/floor-PID. */
+static void request_dir(char *out, const char *dir, pid_t pid) {
+    char d[12]; int n = 0; unsigned v = (unsigned)pid;
+    do { d[n++] = '0' + v % 10; v /= 10; } while (v);
+    size_t l = strlen(dir);
+    memcpy(out, dir, l);
+    memcpy(out + l, "/floor-", 7);
+    l += 7;
+    while (n) out[l++] = d[--n];
+    out[l] = 0;
+}
+
+static int engine(char **argv) {
+    const char *v2 = argv[2], *pids = argv[3], *filter = argv[4];
+    char v2dir[512], pidsdir[512], path[600];
+    int use_v2 = strcmp(v2, "-") != 0, use_pids = strcmp(pids, "-") != 0;
+    struct sock_filter prog[4096];
+    struct sock_fprog fprog = {0, prog};
+    if (strcmp(filter, "-") != 0) {
+        int fd = open(filter, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? -1 : read(fd, prog, sizeof prog);
+        if (n <= 0) return 110;
+        close(fd);
+        fprog.len = (unsigned short)(n / sizeof prog[0]);
+    }
+    int v2fd = -1, tasks = -1;
+    if (use_v2) {
+        request_dir(v2dir, v2, getpid());
+        if (mkdir(v2dir, 0755) != 0) return 111;
+        v2fd = open(v2dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (v2fd < 0) return 112;
+    }
+    if (use_pids) {
+        request_dir(pidsdir, pids, getpid());
+        if (mkdir(pidsdir, 0755) != 0) return 113;
+        strcpy(path, pidsdir);
+        strcat(path, "/pids.max");
+        put(path, "1024");
+        strcpy(path, pidsdir);
+        strcat(path, "/tasks");
+        tasks = open(path, O_WRONLY | O_CLOEXEC);
+        if (tasks < 0) return 114;
+    }
+    struct clone_args args;
+    memset(&args, 0, sizeof args);
+    args.flags = CLONE_VFORK | (use_v2 ? CLONE_INTO_CGROUP : 0);
+    args.exit_signal = SIGCHLD;
+    args.cgroup = use_v2 ? (unsigned long long)v2fd : 0;
+    pid_t child = syscall(SYS_clone3, &args, sizeof args);
+    if (child < 0) return 115;
+    if (child == 0) {
+        setsid();
+        if (tasks >= 0 && write(tasks, "0", 1) != 1) _exit(116);
+        struct rlimit cpu = {60, 61}, fsize = {RLIM_INFINITY, RLIM_INFINITY};
+        struct rlimit nofile = {256, 256}, core = {0, 0};
+        setrlimit(RLIMIT_CPU, &cpu);
+        setrlimit(RLIMIT_FSIZE, &fsize);
+        setrlimit(RLIMIT_NOFILE, &nofile);
+        setrlimit(RLIMIT_CORE, &core);
+        if (fprog.len) {
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog) < 0)
+                _exit(117);
+        }
+        execve(argv[5], argv + 5, environ);
+        _exit(127);
+    }
+    int st;
+    if (waitpid(child, &st, 0) != child) return 126;
+    if (use_v2 && rmdir(v2dir) != 0) return 118;
+    if (use_pids && rmdir(pidsdir) != 0) return 119;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
 "#;
 
 /// A directory for a bench's C helper under the target directory (the caller removes it).
@@ -97,20 +188,161 @@ pub(crate) fn helper_dir(name: &str) -> std::path::PathBuf {
         .join(format!("bench-{name}-{}", std::process::id()))
 }
 
-/// Compiles [`FLOOR_C`] with `cc -O2` in `dir`; the caller removes `dir`.
+/// Compiles [`FLOOR_C`] in `dir` (the caller removes `dir`): static with musl where
+/// `musl-gcc` is installed, as the shipped `sandbox` is (glibc's start-up alone, with its
+/// `cpuid` probes trapping to the hypervisor on this machine kind, costs about what
+/// `/bin/true` does: a floor must not carry it), else static with the system's `cc`, else
+/// dynamic.
 pub(crate) fn compile(dir: &Path) -> Result<std::path::PathBuf> {
     std::fs::create_dir_all(dir)?;
     let src = dir.join("floor.c");
     std::fs::write(&src, FLOOR_C)?;
     let bin = dir.join("floor");
-    let out = std::process::Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-        .context("running cc")?;
-    if !out.status.success() {
-        bail!("cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    // musl's headers lack the kernel's (linux/*.h): the system's, after musl's own.
+    let arch_include = format!("/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    let attempts: [(&str, Vec<&str>); 3] = [
+        (
+            "musl-gcc",
+            vec![
+                "-O2",
+                "-static",
+                "-idirafter",
+                "/usr/include",
+                "-idirafter",
+                &arch_include,
+            ],
+        ),
+        ("cc", vec!["-O2", "-static"]),
+        ("cc", vec!["-O2"]),
+    ];
+    let mut errors = String::new();
+    for (compiler, flags) in attempts {
+        let out = std::process::Command::new(compiler)
+            .args(flags)
+            .arg("-o")
+            .arg(&bin)
+            .arg(&src)
+            .output();
+        match out {
+            Ok(o) if o.status.success() => return Ok(bin),
+            Ok(o) => errors += &String::from_utf8_lossy(&o.stderr),
+            Err(e) => errors += &format!("{compiler}: {e}\n"),
+        }
     }
-    Ok(bin)
+    bail!("compiling the floor launcher failed: {errors}")
+}
+
+/// Writes the program the engine floor attaches (`floor engine ... FILTER`): the `minimal`
+/// profile as the engine compiles it for a child, its refusals sent to a listener, with
+/// `execve` allowed (the engine exempts its own exec by a secret instead; the size is the
+/// same to within a few instructions). `allow_exec` false leaves exec refused: the control
+/// that shows the program is attached.
+pub(crate) fn engine_filter(dir: &Path, allow_exec: bool) -> Result<std::path::PathBuf> {
+    use sandbox_policy::action::{RET_TRAP, RET_USER_NOTIF};
+    use sandbox_policy::profile::Profile;
+    let mut profile = Profile::builtin("minimal")?;
+    if allow_exec {
+        profile = profile.with_allow("execve")?;
+    }
+    let policy = profile
+        .policy(sandbox_policy::NATIVE, None)?
+        .context("minimal has a filter")?;
+    let mut prog = sandbox_policy::bpf::compile_vec(&policy)
+        .map_err(|k| anyhow::anyhow!("compiling minimal: {k:?}"))?;
+    sandbox_policy::bpf::retarget(&mut prog, RET_TRAP, RET_USER_NOTIF);
+    let bytes: Vec<u8> = prog
+        .iter()
+        .flat_map(|i| {
+            let mut b = Vec::with_capacity(8);
+            b.extend_from_slice(&i.code.to_ne_bytes());
+            b.extend_from_slice(&[i.jt, i.jf]);
+            b.extend_from_slice(&i.k.to_ne_bytes());
+            b
+        })
+        .collect();
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(if allow_exec { "minimal.bpf" } else { "minimal-no-exec.bpf" });
+    std::fs::write(&path, bytes)?;
+    Ok(path)
+}
+
+/// Where the engine floor makes its request cgroups, as the engine would for this process:
+/// the v2 directory of this process's own cgroup and the v1 `pids` one, each `-` where there
+/// is none or it is not writable (the engine then goes without it too).
+pub(crate) fn engine_cgroups() -> (String, String) {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    // (mount point, file system type, super options) of each cgroup mount.
+    let mounts: Vec<(&str, &str, &str)> = mountinfo
+        .lines()
+        .filter_map(|l| {
+            let (left, right) = l.split_once(" - ")?;
+            let point = left.split(' ').nth(4)?;
+            let mut r = right.split(' ');
+            let fstype = r.next()?;
+            Some((point, fstype, r.nth(1).unwrap_or("")))
+        })
+        .collect();
+    let path_of = |want: &dyn Fn(&str) -> bool| {
+        own.lines().find_map(|l| {
+            let mut p = l.splitn(3, ':');
+            let (_, controllers, path) = (p.next()?, p.next()?, p.next()?);
+            want(controllers).then(|| path.to_string())
+        })
+    };
+    let writable = |dir: String| {
+        let c = std::ffi::CString::new(dir.clone()).ok()?;
+        // SAFETY: a valid C string; access only reads it.
+        (unsafe { libc::access(c.as_ptr(), libc::W_OK) } == 0).then_some(dir)
+    };
+    let v2 = mounts
+        .iter()
+        .find(|m| m.1 == "cgroup2")
+        .zip(path_of(&|c| c.is_empty()))
+        .and_then(|(m, p)| writable(format!("{}{}", m.0, p.trim_end_matches('/'))));
+    let pids = mounts
+        .iter()
+        .find(|m| m.1 == "cgroup" && m.2.split(',').any(|o| o == "pids"))
+        .zip(path_of(&|c| c.split(',').any(|x| x == "pids")))
+        .and_then(|(m, p)| writable(format!("{}{}", m.0, p.trim_end_matches('/'))));
+    (
+        v2.unwrap_or_else(|| "-".into()),
+        pids.unwrap_or_else(|| "-".into()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The engine floor runs a program under the filter it was given, in the cgroups it made,
+    /// and removes them; control: the same program with exec refused is killed at its exec.
+    #[test]
+    fn the_engine_floor_attaches_its_filter_and_cleans_up() {
+        let dir = helper_dir("floor-test");
+        let bin = compile(&dir).unwrap();
+        let (v2, pids) = engine_cgroups();
+        let run = |filter: &Path| {
+            std::process::Command::new(&bin)
+                .args(["engine", &v2, &pids])
+                .arg(filter)
+                .arg("/bin/true")
+                .status()
+                .unwrap()
+        };
+        let allowed = run(&engine_filter(&dir, true).unwrap());
+        let refused = run(&engine_filter(&dir, false).unwrap());
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(allowed.code(), Some(0), "{allowed}");
+        // SIGSYS from the kill action: the launcher reports 128 + the signal.
+        assert_eq!(refused.code(), Some(128 + libc::SIGSYS), "{refused}");
+        for d in [v2, pids].iter().filter(|d| *d != "-") {
+            let left: Vec<_> = std::fs::read_dir(d)
+                .unwrap()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("floor-"))
+                .collect();
+            assert!(left.is_empty(), "{left:?} left in {d}");
+        }
+    }
 }

@@ -205,12 +205,12 @@ pub fn run(n: usize) -> Result<String> {
     // Under the target directory, like the other C helpers of the benchmarks.
     let dir = crate::bench_floor::helper_dir("oneshot");
     let floor = crate::bench_floor::compile(&dir)?;
-    let md = section(&sandbox, &floor, n);
+    let md = section(&sandbox, &floor, &dir, n);
     let _ = std::fs::remove_dir_all(&dir);
     md
 }
 
-fn section(sandbox: &Path, floor: &Path, n: usize) -> Result<String> {
+fn section(sandbox: &Path, floor: &Path, dir: &Path, n: usize) -> Result<String> {
     let s = sandbox.display().to_string();
     // Quiet as an unprivileged user would be: root gets a warning line per run otherwise.
     // SAFETY: geteuid cannot fail.
@@ -275,6 +275,21 @@ fn section(sandbox: &Path, floor: &Path, n: usize) -> Result<String> {
             label: "`run --profile shell`".into(),
             argv: run(&["--profile", "shell"]),
         },
+        Variant {
+            label: "`run --profile minimal --landlock off --isolation off --network host` (the \
+                    engine alone, with the filter)"
+                .into(),
+            argv: run(&[
+                "--profile",
+                "minimal",
+                "--landlock",
+                "off",
+                "--isolation",
+                "off",
+                "--network",
+                "host",
+            ]),
+        },
     ];
     let mut variants = Vec::from(variants);
     // The floor rows: the kernel work of our namespace set and nothing else (FLOOR_C).
@@ -287,6 +302,36 @@ fn section(sandbox: &Path, floor: &Path, n: usize) -> Result<String> {
         variants.push(Variant {
             label: label.into(),
             argv: vec![f.clone(), arg.into(), "/bin/true".into()],
+        });
+    }
+    // The engine's floor: its kernel work in C (FLOOR_C's `engine` mode), step by step.
+    let engine_floor = variants.len();
+    let (v2, pids) = crate::bench_floor::engine_cgroups();
+    let filter = crate::bench_floor::engine_filter(dir, true)?
+        .display()
+        .to_string();
+    for (label, args) in [
+        (
+            "C floor of the engine: a launcher that clones, execs and waits, nothing else",
+            ["-", "-", "-"],
+        ),
+        (
+            "C floor of the engine: + a v2 and a v1 `pids` request cgroup, a session, the four \
+             resource limits",
+            [&v2, &pids, "-"],
+        ),
+        (
+            "C floor of the engine: + the `minimal` filter with a listener (the kernel work of \
+             the row above it)",
+            [&v2, &pids, &filter],
+        ),
+    ] {
+        let mut argv = vec![f.clone(), "engine".into()];
+        argv.extend(args.iter().map(|a| a.to_string()));
+        argv.push("/bin/true".into());
+        variants.push(Variant {
+            label: label.into(),
+            argv,
         });
     }
     // bubblewrap with every namespace, as peers isolate a command (when it is installed).
@@ -421,6 +466,20 @@ fn section(sandbox: &Path, floor: &Path, n: usize) -> Result<String> {
     } else {
         md += " bubblewrap is not installed: no comparison with it.";
     }
+    md += &format!(
+        " The engine's own floor (C, `floor engine`: the same cgroups, session, limits and \
+         filter with a listener as the engine with `minimal` and no layers, nothing else) \
+         costs {:.3} ms, **{:.2}x** `/bin/true` (the engine with that filter: {:.3} ms, \
+         {:.2}x); a launcher that only clones, execs and waits costs {:.3} ms, **{:.2}x**: a \
+         program started by another program pays the launcher's own start and exit, which \
+         the 2.5x target leaves almost nothing beside.",
+        cpu[engine_floor + 2],
+        cpu[engine_floor + 2] / cpu[0],
+        cpu[10],
+        cpu[10] / cpu[0],
+        cpu[engine_floor],
+        cpu[engine_floor] / cpu[0],
+    );
     md += "\n\n";
     md += WHERE;
     Ok(md)
