@@ -25,6 +25,30 @@ const TARGET: f64 = 0.95;
 /// Runs `n` requests of each kind and returns a Markdown section with the figures.
 pub fn run(n: usize) -> Result<String> {
     let per_round = (n / ROUNDS).max(1);
+    // The floors: the kernel work alone, in C (`bench_floor`'s `warm` mode), a round's requests
+    // by one launcher process: plain spawns, and the engine's per-request work once warm.
+    let dir = crate::bench_floor::helper_dir("exec");
+    let floor = crate::bench_floor::compile(&dir)?;
+    let filter = crate::bench_floor::engine_filter_allowing(
+        &dir,
+        &[
+            "vfork",
+            "clone3",
+            "execve",
+            "wait4",
+            "setsid",
+            "prlimit64",
+            "pread64",
+        ],
+    )?;
+    let cgroups = crate::bench_floor::WarmCgroups::new()?;
+    let floor_run = |mode: &str, n: usize| {
+        crate::bench_floor::warm(&floor, n, mode, &cgroups, &filter, safe_env())
+    };
+    let floors = ["plain", "engine"];
+    let mut floor_times = vec![Vec::with_capacity(ROUNDS); floors.len()];
+    floor_run("plain", 20)?;
+    floor_run("engine", 20)?;
     let kinds: [Kind; 3] = [
         (
             "plain `Command::new(\"/bin/true\").status()` (same environment)",
@@ -47,15 +71,22 @@ pub fn run(n: usize) -> Result<String> {
     }
     let mut rates = vec![Vec::with_capacity(ROUNDS); kinds.len()];
     let mut times = vec![Vec::with_capacity(ROUNDS); kinds.len()];
+    let all = kinds.len() + floors.len();
     for round in 0..ROUNDS {
         // Rotate which goes first, so no kind always runs on a warmer machine.
-        for i in 0..kinds.len() {
-            let k = (round + i) % kinds.len();
-            let d = time(per_round, kinds[k].1)?;
-            rates[k].push(per_round as f64 / d.as_secs_f64());
-            times[k].push(d);
+        for i in 0..all {
+            let k = (round + i) % all;
+            if k < kinds.len() {
+                let d = time(per_round, kinds[k].1)?;
+                rates[k].push(per_round as f64 / d.as_secs_f64());
+                times[k].push(d);
+            } else {
+                let took = floor_run(floors[k - kinds.len()], per_round)?;
+                floor_times[k - kinds.len()].push(took);
+            }
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
     let total =
         |v: &[Duration]| (per_round * v.len()) as f64 / v.iter().sum::<Duration>().as_secs_f64();
     let overall: Vec<f64> = times.iter().map(|t| total(t)).collect();
@@ -95,6 +126,21 @@ pub fn run(n: usize) -> Result<String> {
             list(&rates[k])
         )?;
     }
+    let floor_rate: Vec<f64> = floor_times.iter().map(|t| total(t)).collect();
+    for (name, rate) in [
+        "C floor: a launcher's `vfork`, exec, wait (what `Command` does), a round's requests by one process",
+        "C floor: the engine's kernel work per warm request (pooled v2, v1 `pids` and `memory` cgroups, a session, the four limits, the `minimal` filter held by the launcher, the three counters read)",
+    ]
+    .iter()
+    .zip(&floor_rate)
+    {
+        writeln!(
+            md,
+            "| {name} | {rate:.0} | {:.0} µs | {:.2}x | |",
+            1e6 / rate,
+            rate / overall[0],
+        )?;
+    }
     let ratio = overall[1] / overall[0];
     writeln!(
         md,
@@ -103,6 +149,11 @@ pub fn run(n: usize) -> Result<String> {
         paired(1),
         overall[2] / overall[0],
         paired(2),
+    )?;
+    writeln!(
+        md,
+        "\nThe floors bound what any engine with the same containment can reach: the engine's kernel work alone runs at **{:.2}x** the plain floor's rate (each floor launcher is one process per round, whose own start and exit the round's requests share).",
+        floor_rate[1] / floor_rate[0],
     )?;
     Ok(md)
 }

@@ -45,6 +45,7 @@ pub(crate) const FLOOR_C: &str = r#"
 extern char **environ;
 
 static int engine(char **argv);
+static int warm(char **argv);
 
 static void put(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -55,6 +56,7 @@ static void put(const char *path, const char *text) {
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     if (strcmp(argv[1], "engine") == 0) return argc < 6 ? 2 : engine(argv);
+    if (strcmp(argv[1], "warm") == 0) return argc < 9 ? 2 : warm(argv);
     int net = strcmp(argv[1], "net") == 0;
     char uid_map[32], gid_map[32];
     unsigned uid = geteuid(), gid = getegid();
@@ -178,6 +180,108 @@ static int engine(char **argv) {
     if (use_pids && rmdir(pidsdir) != 0) return 119;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+static int load_filter(const char *file, struct sock_fprog *fprog) {
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, fprog->filter, 4096 * sizeof fprog->filter[0]);
+    if (n <= 0) return -1;
+    close(fd);
+    fprog->len = (unsigned short)(n / sizeof fprog->filter[0]);
+    return 0;
+}
+
+/* A request cgroup the caller made once for every request, as the engine's pool keeps them:
+   its directory's descriptor, and its `tasks` file's when `tasks` is set. */
+static int pooled(const char *dir, const char *limit_file, const char *limit, int *tasks) {
+    char path[600];
+    if (strcmp(dir, "-") == 0) return -2;
+    if (limit_file) {
+        strcpy(path, dir); strcat(path, "/"); strcat(path, limit_file);
+        put(path, limit);
+    }
+    if (tasks) {
+        strcpy(path, dir); strcat(path, "/tasks");
+        *tasks = open(path, O_WRONLY | O_CLOEXEC);
+        if (*tasks < 0) return -1;
+    }
+    return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+}
+
+/* `floor warm N plain|engine V2 PIDS MEMORY FILTER PROG`: N requests one after another; V2,
+   PIDS and MEMORY are request cgroups the caller made (kept across calls, as the engine's
+   pool keeps them), `-` for none.
+   plain: vfork, exec, wait (what std's Command does). engine: the kernel work the engine
+   does per request once warm: the child is cloned into a pooled v2 request cgroup by a
+   launcher that holds the filter already (as the spawner thread does), starts a session,
+   joins the pooled v1 pids and memory cgroups, sets the four limits and execs; the launcher
+   waits and reads the two counters the engine reads (v1 `pids.events`, `memory.oom_control`)
+   and the v2 `cgroup.events`. */
+static int warm(char **argv) {
+    long n = 0;
+    for (const char *c = argv[2]; *c; c++) n = n * 10 + (*c - '0');
+    int engine_mode = strcmp(argv[3], "engine") == 0;
+    char **prog = argv + 8;
+    int v2fd = -1, pids_tasks = -1, mem_tasks = -1, pids_fd = -1, mem_fd = -1;
+    int events = -1, pids_events = -1, oom = -1;
+    if (engine_mode) {
+        v2fd = pooled(argv[4], 0, 0, 0);
+        pids_fd = pooled(argv[5], "pids.max", "1024", &pids_tasks);
+        mem_fd = pooled(argv[6], "memory.limit_in_bytes", "536870912", &mem_tasks);
+        if (v2fd == -1 || pids_fd == -1 || mem_fd == -1) return 111;
+        if (v2fd >= 0) events = openat(v2fd, "cgroup.events", O_RDONLY | O_CLOEXEC);
+        if (pids_fd >= 0) pids_events = openat(pids_fd, "pids.events", O_RDONLY | O_CLOEXEC);
+        if (mem_fd >= 0) oom = openat(mem_fd, "memory.oom_control", O_RDONLY | O_CLOEXEC);
+        struct sock_filter code[4096];
+        struct sock_fprog fprog = {0, code};
+        if (strcmp(argv[7], "-") != 0) {
+            if (load_filter(argv[7], &fprog) != 0) return 110;
+            prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog) < 0)
+                return 117;
+        }
+    }
+    int rc = 0;
+    char buf[256];
+    for (long i = 0; i < n && rc == 0; i++) {
+        pid_t child;
+        if (engine_mode && v2fd >= 0) {
+            /* Cloned straight into the request cgroup, as the engine does. Without CLONE_VM
+               (the child returns through libc's syscall() on a stack of its own): the copy
+               of this small launcher's memory is a little more than the engine pays. */
+            struct clone_args args;
+            memset(&args, 0, sizeof args);
+            args.flags = CLONE_VFORK | CLONE_INTO_CGROUP;
+            args.exit_signal = SIGCHLD;
+            args.cgroup = (unsigned long long)v2fd;
+            child = syscall(SYS_clone3, &args, sizeof args);
+        } else {
+            child = vfork();
+        }
+        if (child == 0) {
+            if (engine_mode) {
+                setsid();
+                if (pids_tasks >= 0 && write(pids_tasks, "0", 1) != 1) _exit(116);
+                if (mem_tasks >= 0 && write(mem_tasks, "0", 1) != 1) _exit(116);
+                struct rlimit cpu = {60, 61}, fsize = {67108864, 67108864};
+                struct rlimit nofile = {256, 256}, core = {0, 0};
+                setrlimit(RLIMIT_CPU, &cpu);
+                setrlimit(RLIMIT_FSIZE, &fsize);
+                setrlimit(RLIMIT_NOFILE, &nofile);
+                setrlimit(RLIMIT_CORE, &core);
+            }
+            execve(prog[0], prog, environ);
+            _exit(127);
+        }
+        if (child < 0) return 115;
+        int st;
+        if (waitpid(child, &st, 0) != child) return 126;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = 100;
+        if (events >= 0 && pread(events, buf, sizeof buf, 0) < 0) rc = 101;
+        if (pids_events >= 0 && pread(pids_events, buf, sizeof buf, 0) < 0) rc = 101;
+        if (oom >= 0 && pread(oom, buf, sizeof buf, 0) < 0) rc = 101;
+    }
+    return rc;
+}
 "#;
 
 /// A directory for a bench's C helper under the target directory (the caller removes it).
@@ -238,15 +342,27 @@ pub(crate) fn compile(dir: &Path) -> Result<std::path::PathBuf> {
 /// same to within a few instructions). `allow_exec` false leaves exec refused: the control
 /// that shows the program is attached.
 pub(crate) fn engine_filter(dir: &Path, allow_exec: bool) -> Result<std::path::PathBuf> {
+    engine_filter_allowing(dir, if allow_exec { &["execve"] } else { &[] })
+}
+
+/// [`engine_filter`] with `extra` calls allowed: the warm floor's launcher holds the filter
+/// itself and clones, waits and sets limits under it, where the spawner thread's calls carry
+/// its secret instead.
+pub(crate) fn engine_filter_allowing(dir: &Path, extra: &[&str]) -> Result<std::path::PathBuf> {
     use sandbox_policy::action::{RET_TRAP, RET_USER_NOTIF};
     use sandbox_policy::profile::Profile;
-    let mut profile = Profile::builtin("minimal")?;
-    if allow_exec {
-        profile = profile.with_allow("execve")?;
-    }
-    let policy = profile
+    let mut policy = Profile::builtin("minimal")?
         .policy(sandbox_policy::NATIVE, None)?
         .context("minimal has a filter")?;
+    // Exempted before the profile's own rules, as the engine's secret calls are (a plain allow
+    // entry would not undo the profile's refusal of clone3).
+    if !extra.is_empty() {
+        sandbox_policy::parse_exemptions(
+            &mut policy,
+            sandbox_policy::Source::Allow,
+            &extra.join(":"),
+        )?;
+    }
     let mut prog = sandbox_policy::bpf::compile_vec(&policy)
         .map_err(|k| anyhow::anyhow!("compiling minimal: {k:?}"))?;
     sandbox_policy::bpf::retarget(&mut prog, RET_TRAP, RET_USER_NOTIF);
@@ -261,15 +377,81 @@ pub(crate) fn engine_filter(dir: &Path, allow_exec: bool) -> Result<std::path::P
         })
         .collect();
     std::fs::create_dir_all(dir)?;
-    let path = dir.join(if allow_exec { "minimal.bpf" } else { "minimal-no-exec.bpf" });
+    let path = dir.join(match extra.len() {
+        0 => "minimal-no-exec.bpf".to_string(),
+        n => format!("minimal-{n}.bpf"),
+    });
     std::fs::write(&path, bytes)?;
     Ok(path)
+}
+
+/// Runs the floor's `warm` mode (`n` requests, `mode` plain or engine, in the request cgroups
+/// of [`WarmCgroups`]) and returns its wall time.
+pub(crate) fn warm(
+    floor: &Path,
+    n: usize,
+    mode: &str,
+    cgroups: &WarmCgroups,
+    filter: &Path,
+    env: &[(String, String)],
+) -> Result<std::time::Duration> {
+    let start = std::time::Instant::now();
+    let mut child = std::process::Command::new(floor)
+        .args(["warm", &n.to_string(), mode])
+        .args(&cgroups.dirs)
+        .arg(filter)
+        .arg("/bin/true")
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .spawn()
+        .context("starting the floor launcher")?;
+    let st = child.wait()?;
+    let took = start.elapsed();
+    if !st.success() {
+        bail!("floor warm {mode}: {st}");
+    }
+    Ok(took)
+}
+
+/// The warm floor's request cgroups (v2, v1 `pids`, v1 `memory`; `-` where there is none),
+/// made once and removed on drop.
+pub(crate) struct WarmCgroups {
+    dirs: [String; 3],
+}
+
+impl WarmCgroups {
+    /// Makes them where [`engine_cgroups_with_memory`] says this process may.
+    pub(crate) fn new() -> Result<WarmCgroups> {
+        let (v2, pids, memory) = engine_cgroups_with_memory();
+        let mut dirs = [v2, pids, memory];
+        for d in dirs.iter_mut().filter(|d| *d != "-") {
+            let dir = format!("{d}/floor-warm-{}", std::process::id());
+            std::fs::create_dir(&dir).with_context(|| format!("creating {dir}"))?;
+            *d = dir;
+        }
+        Ok(WarmCgroups { dirs })
+    }
+}
+
+impl Drop for WarmCgroups {
+    fn drop(&mut self) {
+        for d in self.dirs.iter().filter(|d| *d != "-") {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
 }
 
 /// Where the engine floor makes its request cgroups, as the engine would for this process:
 /// the v2 directory of this process's own cgroup and the v1 `pids` one, each `-` where there
 /// is none or it is not writable (the engine then goes without it too).
 pub(crate) fn engine_cgroups() -> (String, String) {
+    let (v2, pids, _) = engine_cgroups_with_memory();
+    (v2, pids)
+}
+
+/// [`engine_cgroups`] and the v1 `memory` one (the warm floor's requests join it, as the
+/// engine's do where the memory limit lives in v1).
+pub(crate) fn engine_cgroups_with_memory() -> (String, String, String) {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     // (mount point, file system type, super options) of each cgroup mount.
@@ -305,10 +487,13 @@ pub(crate) fn engine_cgroups() -> (String, String) {
         .find(|m| m.1 == "cgroup" && m.2.split(',').any(|o| o == "pids"))
         .zip(path_of(&|c| c.split(',').any(|x| x == "pids")))
         .and_then(|(m, p)| writable(format!("{}{}", m.0, p.trim_end_matches('/'))));
-    (
-        v2.unwrap_or_else(|| "-".into()),
-        pids.unwrap_or_else(|| "-".into()),
-    )
+    let memory = mounts
+        .iter()
+        .find(|m| m.1 == "cgroup" && m.2.split(',').any(|o| o == "memory"))
+        .zip(path_of(&|c| c.split(',').any(|x| x == "memory")))
+        .and_then(|(m, p)| writable(format!("{}{}", m.0, p.trim_end_matches('/'))));
+    let dash = |d: Option<String>| d.unwrap_or_else(|| "-".into());
+    (dash(v2), dash(pids), dash(memory))
 }
 
 #[cfg(test)]
