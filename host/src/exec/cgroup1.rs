@@ -14,8 +14,9 @@
 //! host (see `cgroup_names::stale_scan_due`). Creating them needs write access to the host's cgroup in the hierarchy: root, on a
 //! usual system.
 
+use std::ffi::CStr;
 use std::fs;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -46,10 +47,10 @@ impl Controller {
     }
 
     /// The counter that grows when the limit stopped something: `(file, key)`.
-    pub(crate) fn counter(self) -> (&'static str, &'static str) {
+    pub(crate) fn counter(self) -> (&'static CStr, &'static str) {
         match self {
-            Controller::Memory => ("memory.oom_control", "oom_kill"),
-            Controller::Pids => ("pids.events", "max"),
+            Controller::Memory => (c"memory.oom_control", "oom_kill"),
+            Controller::Pids => (c"pids.events", "max"),
         }
     }
 }
@@ -287,7 +288,7 @@ impl Dir {
 
     fn read_counter(&self) -> u64 {
         let (file, key) = self.controller.counter();
-        let n = counter(&self.path.join(file), key);
+        let n = counter_in(&self.fd, file, key);
         self.last.set(Some(n));
         n
     }
@@ -313,7 +314,9 @@ impl Dir {
         let empty = known_empty
             || fs::read_to_string(path.join("cgroup.procs")).is_ok_and(|t| t.trim().is_empty());
         let small = controller != Controller::Memory
-            || counter_value(&path.join("memory.usage_in_bytes")) < REUSE_MAX_USAGE;
+            || small_file_in(&fd, c"memory.usage_in_bytes")
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .is_some_and(|used| used < REUSE_MAX_USAGE);
         if empty && small {
             if let Some(h) = hierarchy(controller) {
                 let mut idle = h.idle.lock().unwrap_or_else(|e| e.into_inner());
@@ -367,32 +370,36 @@ fn write(path: &Path, value: &str) -> std::io::Result<()> {
         .write_all(value.as_bytes())
 }
 
-/// A small cgroup file in one read (no size query: these files are generated on read, a few
-/// lines long), `None` when it cannot be read.
-fn small_file(path: &Path) -> Option<String> {
+/// A small cgroup file, `name` in the open directory `dir`, in one read (no size query: these
+/// files are generated on read, a few lines long), `None` when it cannot be read. Relative to
+/// the directory: one lookup instead of resolving the whole path (each of its components a
+/// cgroupfs lookup), on every request.
+fn small_file_in(dir: &fs::File, name: &CStr) -> Option<String> {
+    read_small(crate::sys::open_in(dir.as_fd(), name).ok()?)
+}
+
+fn read_small(mut f: fs::File) -> Option<String> {
     use std::io::Read;
     let mut buf = [0u8; 1024];
-    let n = fs::File::open(path).ok()?.read(&mut buf).ok()?;
+    let n = f.read(&mut buf).ok()?;
     String::from_utf8(buf[..n].to_vec()).ok()
 }
 
-/// The value after `key` in a file of `key value` lines (0 when it cannot be read).
-pub(crate) fn counter(path: &Path, key: &str) -> u64 {
-    small_file(path)
-        .and_then(|t| {
-            t.lines().find_map(|l| {
-                let (k, v) = l.split_once(' ')?;
-                (k == key).then(|| v.trim().parse().ok()).flatten()
-            })
-        })
-        .unwrap_or(0)
+/// The value after `key` in the file `name` of lines `key value` in the open directory `dir`
+/// (0 when it cannot be read).
+pub(crate) fn counter_in(dir: &fs::File, name: &CStr, key: &str) -> u64 {
+    key_value(small_file_in(dir, name).as_deref(), key)
 }
 
-/// A file holding one number (`u64::MAX` when it cannot be read).
-fn counter_value(path: &Path) -> u64 {
-    small_file(path)
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(u64::MAX)
+/// The value after `key` in `text`, lines of `key value` (0 when absent or unreadable).
+fn key_value(text: Option<&str>, key: &str) -> u64 {
+    text.and_then(|t| {
+        t.lines().find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse().ok()).flatten()
+        })
+    })
+    .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -404,9 +411,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("memory.oom_control");
         fs::write(&f, "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n").unwrap();
-        assert_eq!(counter(&f, "oom_kill"), 3);
-        assert_eq!(counter(&f, "under_oom"), 0);
-        assert_eq!(counter(&f, "missing"), 0);
-        assert_eq!(counter(&dir.path().join("none"), "max"), 0);
+        let d = fs::File::open(dir.path()).unwrap();
+        assert_eq!(counter_in(&d, c"memory.oom_control", "oom_kill"), 3);
+        assert_eq!(counter_in(&d, c"memory.oom_control", "under_oom"), 0);
+        assert_eq!(counter_in(&d, c"memory.oom_control", "missing"), 0);
+        assert_eq!(counter_in(&d, c"none", "max"), 0);
     }
 }

@@ -25,7 +25,7 @@
 //! adopted orphans are reaped by pid, never with `waitpid(-1)`, which would steal the exit
 //! status of children that other threads of the host are waiting for.
 
-use super::cgroup1::{counter, Controller, Dir};
+use super::cgroup1::{counter_in, Controller, Dir};
 use super::cgroup_names::{prefix, remove_stale, stale_scan_due};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -495,7 +495,7 @@ impl Group {
                 }
             }
             let (file, key) = v2_counter(c);
-            self.v2_before.push((c, counter(&cg.dir.join(file), key)));
+            self.v2_before.push((c, counter_in(&cg.fd, file, key)));
             return true;
         }
         if value.is_none() {
@@ -528,7 +528,7 @@ impl Group {
         if let Some(cg) = &self.cg {
             for (c, before) in &self.v2_before {
                 let (file, key) = v2_counter(*c);
-                add(*c, counter(&cg.dir.join(file), key).saturating_sub(*before));
+                add(*c, counter_in(&cg.fd, file, key).saturating_sub(*before));
             }
         }
         for d in &self.v1 {
@@ -801,10 +801,10 @@ fn write_file(path: &Path, data: &[u8]) -> std::io::Result<()> {
 }
 
 /// The v2 counter that grows when the limit of `c` stopped something: `(file, key)`.
-fn v2_counter(c: Controller) -> (&'static str, &'static str) {
+fn v2_counter(c: Controller) -> (&'static std::ffi::CStr, &'static str) {
     match c {
-        Controller::Memory => ("memory.events", "oom_kill"),
-        Controller::Pids => ("pids.events", "max"),
+        Controller::Memory => (c"memory.events", "oom_kill"),
+        Controller::Pids => (c"pids.events", "max"),
     }
 }
 
