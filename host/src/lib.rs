@@ -86,6 +86,9 @@ pub mod sandbox;
 pub use sandbox::{Options, Sandbox};
 #[doc(hidden)]
 pub use sandbox_policy as policy;
+/// The `sandbox` binary's allocator (an arena for its small allocations): not for libraries.
+#[doc(hidden)]
+pub use sys::Arena;
 
 #[doc(hidden)]
 /// Variables the sandbox owns in a child's environment; inherited values are removed.

@@ -13,6 +13,11 @@ use sandbox_policy::Action;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Small allocations from one arena instead of musl's allocator, which unmaps freed memory at
+/// once (see `Arena`): a one-shot run spends about 0.5 ms less.
+#[global_allocator]
+static ALLOCATOR: sandbox_host::Arena = sandbox_host::Arena;
+
 /// Builds sandbox options from the config file (if any) and the command line.
 fn options(p: &PolicyArgs) -> Result<(Options, Option<ExecConfig>), String> {
     let config = match &p.config {
