@@ -732,9 +732,9 @@ pub(crate) fn child_has_exited(pid: i32) -> bool {
 ///
 /// Why: the shipped binary links musl, whose allocator unmaps memory as soon as a group of
 /// small blocks is free. A one-shot `sandbox run` makes a few thousand small allocations
-/// (argument parsing, the profile's policy, its filter), which cost about sixty
-/// `mmap`/`munmap` pairs, each `munmap` a TLB flush on every CPU the host's threads ran on:
-/// about 0.5 ms of a run's CPU time (docs/benchmarks.md). The arena's cost is one mapping.
+/// (argument parsing, the profile's policy, its filter), which cost about sixty `mmap` and
+/// forty `munmap` calls, each `munmap` a page-table walk and, once the host has threads, a TLB
+/// flush on the other CPUs: 0.35-0.5 ms of a run's CPU time (docs/benchmarks.md). The arena's cost is one mapping.
 /// Its memory is bounded by its size, so a long-lived `sandbox serve` keeps flat memory: the
 /// arena fills during its first requests, after which it allocates as before.
 pub struct Arena;

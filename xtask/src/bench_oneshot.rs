@@ -224,6 +224,19 @@ fn section(sandbox: &Path, floor: &Path, dir: &Path, n: usize) -> Result<String>
         v.extend(["--".to_string(), "/bin/true".to_string()]);
         v
     };
+    // The engine alone: every layer off, the host's network.
+    let engine = |profile: &str| {
+        run(&[
+            "--profile",
+            profile,
+            "--landlock",
+            "off",
+            "--isolation",
+            "off",
+            "--network",
+            "host",
+        ])
+    };
     let variants = [
         Variant {
             label: "`/bin/true`".into(),
@@ -235,16 +248,7 @@ fn section(sandbox: &Path, floor: &Path, dir: &Path, n: usize) -> Result<String>
         },
         Variant {
             label: "`run --profile unrestricted --landlock off --isolation off --network host` (the engine alone)".into(),
-            argv: run(&[
-                "--profile",
-                "unrestricted",
-                "--landlock",
-                "off",
-                "--isolation",
-                "off",
-                "--network",
-                "host",
-            ]),
+            argv: engine("unrestricted"),
         },
         Variant {
             label: "`run --profile unrestricted --landlock off`".into(),
@@ -279,16 +283,7 @@ fn section(sandbox: &Path, floor: &Path, dir: &Path, n: usize) -> Result<String>
             label: "`run --profile minimal --landlock off --isolation off --network host` (the \
                     engine alone, with the filter)"
                 .into(),
-            argv: run(&[
-                "--profile",
-                "minimal",
-                "--landlock",
-                "off",
-                "--isolation",
-                "off",
-                "--network",
-                "host",
-            ]),
+            argv: engine("minimal"),
         },
     ];
     let mut variants = Vec::from(variants);
