@@ -99,50 +99,24 @@ fn hierarchy(c: Controller) -> Option<&'static Hierarchy> {
     cell(c).get_or_init(|| detect(c)).as_ref()
 }
 
-/// `/proc/self/cgroup` and `/proc/self/mountinfo`, read once for both controllers: generating
-/// mountinfo costs more than the rest of a lookup, and neither changes for a host that does
-/// not move itself or mount cgroup hierarchies while it runs.
-fn proc_texts() -> Option<&'static (String, String)> {
-    static TEXTS: OnceLock<Option<(String, String)>> = OnceLock::new();
-    TEXTS
-        .get_or_init(|| {
-            Some((
-                fs::read_to_string("/proc/self/cgroup").ok()?,
-                fs::read_to_string("/proc/self/mountinfo").ok()?,
-            ))
-        })
-        .as_ref()
+/// `/proc/self/mountinfo`, read once for both controllers, and only when a hierarchy is not
+/// where systems mount it: generating it costs more than the rest of a lookup.
+fn mountinfo() -> Option<&'static str> {
+    static TEXT: OnceLock<Option<String>> = OnceLock::new();
+    TEXT.get_or_init(|| fs::read_to_string("/proc/self/mountinfo").ok())
+        .as_deref()
 }
 
 /// The host's cgroup in the v1 hierarchy of `c`, when a request cgroup with the controller's
 /// limit file can be created there.
 fn detect(c: Controller) -> Option<Hierarchy> {
-    let (own, mountinfo) = proc_texts()?;
+    let own = super::cgroup_names::own_cgroups()?;
     let path = own.lines().find_map(|l| {
         let mut f = l.splitn(3, ':');
         let (_, list, path) = (f.next()?, f.next()?, f.next()?);
         list.split(',').any(|n| n == c.name()).then_some(path)
     })?;
-    let dir = mountinfo.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        let mut p = post.split(' ');
-        if p.next()? != "cgroup" {
-            return None;
-        }
-        let options = p.nth(1)?;
-        if !options.split(',').any(|o| o == c.name()) {
-            return None;
-        }
-        let f: Vec<&str> = pre.split(' ').collect();
-        let (root, point) = (*f.get(3)?, *f.get(4)?);
-        let below = path.strip_prefix(root.trim_end_matches('/'))?;
-        let below = below.trim_start_matches('/');
-        Some(if below.is_empty() {
-            PathBuf::from(point)
-        } else {
-            Path::new(point).join(below)
-        })
-    })?;
+    let dir = usual_dir(c, path).or_else(|| dir_from_mountinfo(c, path))?;
     if super::cgroup_names::stale_scan_due() {
         super::cgroup_names::remove_stale(&dir);
     }
@@ -164,6 +138,46 @@ fn detect(c: Controller) -> Option<Hierarchy> {
                 counter: 0,
             }],
         )),
+    })
+}
+
+/// The host's cgroup `path` in the hierarchy of `c` mounted where systems mount it
+/// (`/sys/fs/cgroup/<controller>`, a cgroup file system there), when that directory exists.
+/// A hierarchy mounted with a root of its own (a container's) shows the path from a higher
+/// root, which is not found there: [`dir_from_mountinfo`] then maps it.
+fn usual_dir(c: Controller, path: &str) -> Option<PathBuf> {
+    const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
+    let mount = Path::new("/sys/fs/cgroup").join(c.name());
+    let c_mount = std::ffi::CString::new(mount.as_os_str().as_encoded_bytes()).ok()?;
+    if crate::sys::fs_type(&c_mount).ok()? != CGROUP_SUPER_MAGIC {
+        return None;
+    }
+    let dir = mount.join(path.trim_start_matches('/'));
+    dir.join("cgroup.procs").exists().then_some(dir)
+}
+
+/// The host's cgroup `path` in the hierarchy of `c` as `/proc/self/mountinfo` maps it (a
+/// mount of the controller whose root holds the path).
+fn dir_from_mountinfo(c: Controller, path: &str) -> Option<PathBuf> {
+    mountinfo()?.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        let mut p = post.split(' ');
+        if p.next()? != "cgroup" {
+            return None;
+        }
+        let options = p.nth(1)?;
+        if !options.split(',').any(|o| o == c.name()) {
+            return None;
+        }
+        let f: Vec<&str> = pre.split(' ').collect();
+        let (root, point) = (*f.get(3)?, *f.get(4)?);
+        let below = path.strip_prefix(root.trim_end_matches('/'))?;
+        let below = below.trim_start_matches('/');
+        Some(if below.is_empty() {
+            PathBuf::from(point)
+        } else {
+            Path::new(point).join(below)
+        })
     })
 }
 
@@ -405,6 +419,28 @@ fn key_value(text: Option<&str>, key: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The usual place and mountinfo's mapping name the same directory wherever both find the
+    /// hierarchy (on this machine kind both do, for both controllers); a path the hierarchy
+    /// does not hold is found by neither.
+    #[test]
+    fn the_usual_place_and_mountinfo_agree() {
+        for c in [Controller::Memory, Controller::Pids] {
+            let own = super::super::cgroup_names::own_cgroups().unwrap_or("");
+            let Some(path) = own.lines().find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, list, path) = (f.next()?, f.next()?, f.next()?);
+                list.split(',').any(|n| n == c.name()).then_some(path)
+            }) else {
+                continue; // no such v1 hierarchy here
+            };
+            let usual = usual_dir(c, path);
+            if let Some(u) = &usual {
+                assert_eq!(Some(u), dir_from_mountinfo(c, path).as_ref(), "{c:?}");
+            }
+            assert_eq!(usual_dir(c, "/no-such-cgroup-here"), None);
+        }
+    }
 
     #[test]
     fn counters_are_read_by_key() {

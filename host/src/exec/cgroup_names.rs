@@ -3,6 +3,15 @@
 
 use std::fs;
 use std::path::Path;
+use std::sync::OnceLock;
+
+/// `/proc/self/cgroup`, read once for the v2 layer and both v1 controllers (it does not change
+/// for a host that does not move itself).
+pub(super) fn own_cgroups() -> Option<&'static str> {
+    static TEXT: OnceLock<Option<String>> = OnceLock::new();
+    TEXT.get_or_init(|| fs::read_to_string("/proc/self/cgroup").ok())
+        .as_deref()
+}
 
 /// Removes the empty request cgroups left by hosts that are gone (killed before their exit
 /// handler ran). A cgroup that still has processes cannot be removed and stays.

@@ -133,7 +133,7 @@ fn host_cgroup() -> Option<&'static (PathBuf, String)> {
     static HOST: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
     HOST.get_or_init(|| {
         let mount = usual_mount().or_else(mount_from_mountinfo)?;
-        let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+        let own = super::cgroup_names::own_cgroups()?;
         let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
         Some((mount.join(rel.trim_start_matches('/')), rel))
     })
