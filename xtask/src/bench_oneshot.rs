@@ -429,13 +429,14 @@ fn section(sandbox: &Path, floor: &Path, dir: &Path, n: usize) -> Result<String>
         (cpu[5] / cpu[4] - 1.0) * 100.0,
     );
     md += &format!(
-        "Start-up alone is {:.3} ms above `/bin/true`; the engine alone (no filter, no \
+        "Start-up alone is {:.3} ms {} `/bin/true`; the engine alone (no filter, no \
          Landlock, no namespaces) {:.3} ms above start-up. The namespaces (user, PID, mount, \
          IPC, UTS and network; fresh `/proc`, private `/tmp`, loopback up, the init) add \
          {:+.3} ms to `run --profile minimal` ({:.3} ms against {:.3} ms with `--isolation \
          off`, which has none: without the isolation layer a profile that refuses sockets \
          keeps the host's network).",
-        cpu[1] - cpu[0],
+        (cpu[1] - cpu[0]).abs(),
+        if cpu[1] >= cpu[0] { "above" } else { "below" },
         cpu[2] - cpu[1],
         cpu[5] - cpu[6],
         cpu[5],
