@@ -731,15 +731,16 @@ pub(crate) fn child_has_exited(pid: i32) -> bool {
 /// one once the arena is used up, go to the system allocator.
 ///
 /// Why: the shipped binary links musl, whose allocator unmaps memory as soon as a group of
-/// small blocks is free. A one-shot `sandbox run` makes a few thousand small allocations
-/// (argument parsing, the profile's policy, its filter), which cost about sixty `mmap` and
-/// forty `munmap` calls, each `munmap` a page-table walk and, once the host has threads, a TLB
-/// flush on the other CPUs: 0.35-0.5 ms of a run's CPU time (docs/benchmarks.md). The arena's cost is one mapping.
+/// small blocks is free. A one-shot `sandbox run`'s small allocations (argument parsing, the
+/// profile's policy, its filter) cost about sixty `mmap` and forty `munmap` calls, each
+/// `munmap` a page-table walk and, once the host has threads, a TLB flush on the other CPUs:
+/// 0.34-0.55 ms of a run's CPU time (docs/benchmarks.md). The arena's cost is one mapping.
 /// Its memory is bounded by its size, so a long-lived `sandbox serve` keeps flat memory: the
 /// arena fills during its first requests, after which it allocates as before.
 pub struct Arena;
 
-/// The arena's size: larger than a one-shot run's small allocations, smaller than a huge page
+/// The arena's size: larger than a one-shot run's small allocations (about 290 KiB under
+/// `minimal` or `shell`, read from `ARENA_USED` at exit with gdb), smaller than a huge page
 /// (so no transparent huge page backs it, whose first touch would clear 2 MiB).
 pub const ARENA_SIZE: usize = 1 << 20;
 /// Allocations above this size go to the system allocator (musl maps those by themselves).

@@ -46,6 +46,8 @@ extern char **environ;
 
 static int engine(char **argv);
 static int warm(char **argv);
+static int load_filter(const char *file, struct sock_fprog *fprog);
+static void join_and_limit(int pids_tasks, int mem_tasks, rlim_t fsize);
 
 static void put(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -125,13 +127,7 @@ static int engine(char **argv) {
     int use_v2 = strcmp(v2, "-") != 0, use_pids = strcmp(pids, "-") != 0;
     struct sock_filter prog[4096];
     struct sock_fprog fprog = {0, prog};
-    if (strcmp(filter, "-") != 0) {
-        int fd = open(filter, O_RDONLY | O_CLOEXEC);
-        ssize_t n = fd < 0 ? -1 : read(fd, prog, sizeof prog);
-        if (n <= 0) return 110;
-        close(fd);
-        fprog.len = (unsigned short)(n / sizeof prog[0]);
-    }
+    if (strcmp(filter, "-") != 0 && load_filter(filter, &fprog) != 0) return 110;
     int v2fd = -1, tasks = -1;
     if (use_v2) {
         request_dir(v2dir, v2, getpid());
@@ -158,14 +154,8 @@ static int engine(char **argv) {
     pid_t child = syscall(SYS_clone3, &args, sizeof args);
     if (child < 0) return 115;
     if (child == 0) {
-        setsid();
-        if (tasks >= 0 && write(tasks, "0", 1) != 1) _exit(116);
-        struct rlimit cpu = {60, 61}, fsize = {RLIM_INFINITY, RLIM_INFINITY};
-        struct rlimit nofile = {256, 256}, core = {0, 0};
-        setrlimit(RLIMIT_CPU, &cpu);
-        setrlimit(RLIMIT_FSIZE, &fsize);
-        setrlimit(RLIMIT_NOFILE, &nofile);
-        setrlimit(RLIMIT_CORE, &core);
+        /* The CLI inherits the caller's file-size limit: none here. */
+        join_and_limit(tasks, -1, RLIM_INFINITY);
         if (fprog.len) {
             prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
             if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog) < 0)
@@ -179,6 +169,20 @@ static int engine(char **argv) {
     if (use_v2 && rmdir(v2dir) != 0) return 118;
     if (use_pids && rmdir(pidsdir) != 0) return 119;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* In a child before exec: a session of its own, the v1 request cgroups joined through their
+   `tasks` files (-1: none), and the four resource limits the engine sets. */
+static void join_and_limit(int pids_tasks, int mem_tasks, rlim_t fsize_bytes) {
+    setsid();
+    if (pids_tasks >= 0 && write(pids_tasks, "0", 1) != 1) _exit(116);
+    if (mem_tasks >= 0 && write(mem_tasks, "0", 1) != 1) _exit(116);
+    struct rlimit cpu = {60, 61}, fsize = {fsize_bytes, fsize_bytes};
+    struct rlimit nofile = {256, 256}, core = {0, 0};
+    setrlimit(RLIMIT_CPU, &cpu);
+    setrlimit(RLIMIT_FSIZE, &fsize);
+    setrlimit(RLIMIT_NOFILE, &nofile);
+    setrlimit(RLIMIT_CORE, &core);
 }
 
 static int load_filter(const char *file, struct sock_fprog *fprog) {
@@ -258,17 +262,8 @@ static int warm(char **argv) {
             child = vfork();
         }
         if (child == 0) {
-            if (engine_mode) {
-                setsid();
-                if (pids_tasks >= 0 && write(pids_tasks, "0", 1) != 1) _exit(116);
-                if (mem_tasks >= 0 && write(mem_tasks, "0", 1) != 1) _exit(116);
-                struct rlimit cpu = {60, 61}, fsize = {67108864, 67108864};
-                struct rlimit nofile = {256, 256}, core = {0, 0};
-                setrlimit(RLIMIT_CPU, &cpu);
-                setrlimit(RLIMIT_FSIZE, &fsize);
-                setrlimit(RLIMIT_NOFILE, &nofile);
-                setrlimit(RLIMIT_CORE, &core);
-            }
+            /* A request's default file-size limit, 64 MiB. */
+            if (engine_mode) join_and_limit(pids_tasks, mem_tasks, 67108864);
             execve(prog[0], prog, environ);
             _exit(127);
         }

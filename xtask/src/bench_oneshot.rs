@@ -466,9 +466,8 @@ fn section(sandbox: &Path, floor: &Path, dir: &Path, n: usize) -> Result<String>
         " The engine's own floor (C, `floor engine`: the same cgroups, session, limits and \
          filter with a listener as the engine with `minimal` and no layers, nothing else) \
          costs {:.3} ms, **{:.2}x** `/bin/true` (the engine with that filter: {:.3} ms, \
-         {:.2}x); a launcher that only clones, execs and waits costs {:.3} ms, **{:.2}x**: a \
-         program started by another program pays the launcher's own start and exit, which \
-         the 2.5x target leaves almost nothing beside.",
+         {:.2}x); a launcher that only clones, execs and waits costs {:.3} ms, **{:.2}x**: \
+         the rest of the engine's cost above its floor is the `sandbox` process's own work.",
         cpu[engine_floor + 2],
         cpu[engine_floor + 2] / cpu[0],
         cpu[10],

@@ -110,12 +110,7 @@ fn mountinfo() -> Option<&'static str> {
 /// The host's cgroup in the v1 hierarchy of `c`, when a request cgroup with the controller's
 /// limit file can be created there.
 fn detect(c: Controller) -> Option<Hierarchy> {
-    let own = super::cgroup_names::own_cgroups()?;
-    let path = own.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, list, path) = (f.next()?, f.next()?, f.next()?);
-        list.split(',').any(|n| n == c.name()).then_some(path)
-    })?;
+    let path = own_path(c)?;
     let dir = usual_dir(c, path).or_else(|| dir_from_mountinfo(c, path))?;
     if super::cgroup_names::stale_scan_due() {
         super::cgroup_names::remove_stale(&dir);
@@ -138,6 +133,15 @@ fn detect(c: Controller) -> Option<Hierarchy> {
                 counter: 0,
             }],
         )),
+    })
+}
+
+/// The host's cgroup path in the v1 hierarchy of `c`, as `/proc/self/cgroup` shows it.
+fn own_path(c: Controller) -> Option<&'static str> {
+    super::cgroup_names::own_cgroups()?.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, list, path) = (f.next()?, f.next()?, f.next()?);
+        list.split(',').any(|n| n == c.name()).then_some(path)
     })
 }
 
@@ -389,13 +393,12 @@ fn write(path: &Path, value: &str) -> std::io::Result<()> {
 /// the directory: one lookup instead of resolving the whole path (each of its components a
 /// cgroupfs lookup), on every request.
 fn small_file_in(dir: &fs::File, name: &CStr) -> Option<String> {
-    read_small(crate::sys::open_in(dir.as_fd(), name).ok()?)
-}
-
-fn read_small(mut f: fs::File) -> Option<String> {
     use std::io::Read;
     let mut buf = [0u8; 1024];
-    let n = f.read(&mut buf).ok()?;
+    let n = crate::sys::open_in(dir.as_fd(), name)
+        .ok()?
+        .read(&mut buf)
+        .ok()?;
     String::from_utf8(buf[..n].to_vec()).ok()
 }
 
@@ -426,12 +429,7 @@ mod tests {
     #[test]
     fn the_usual_place_and_mountinfo_agree() {
         for c in [Controller::Memory, Controller::Pids] {
-            let own = super::super::cgroup_names::own_cgroups().unwrap_or("");
-            let Some(path) = own.lines().find_map(|l| {
-                let mut f = l.splitn(3, ':');
-                let (_, list, path) = (f.next()?, f.next()?, f.next()?);
-                list.split(',').any(|n| n == c.name()).then_some(path)
-            }) else {
+            let Some(path) = own_path(c) else {
                 continue; // no such v1 hierarchy here
             };
             let usual = usual_dir(c, path);
