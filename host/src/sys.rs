@@ -588,6 +588,26 @@ pub(crate) fn waitpid(pid: i32, flags: libc::c_int) -> io::Result<(i32, libc::c_
     Ok((rc, status))
 }
 
+/// Waits for our child `pid` to exit and reaps it (`wait4`): its wait status, and the
+/// 512-byte blocks it and every descendant it (or they) waited for sent toward storage
+/// (`ru_oublock`: the pages they dirtied in the page cache, and direct writes).
+pub(crate) fn wait4(pid: i32) -> io::Result<(libc::c_int, u64)> {
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid out-parameter.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: wait4 writes the status and the usage into locals.
+        let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if rc >= 0 {
+            return Ok((status, usage.ru_oublock.max(0) as u64));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// Whether any child of this process is a zombie, without reaping it (`waitid(P_ALL,
 /// WNOHANG | WNOWAIT)`).
 pub(crate) fn has_zombie_child() -> bool {

@@ -773,6 +773,50 @@ fn a_file_cut_at_the_size_limit_is_named_even_when_the_shell_exits_0() {
     );
 }
 
+/// A run known to have written nothing (its namespace's init reaped every process of it, and
+/// none dirtied a page) does not search a workspace on a file system that counts writes: a file
+/// of the limit's size left there just before the run is not taken for a cut. On tmpfs, whose
+/// writes go uncounted, it still is (the control), and a cut there is still found.
+#[test]
+fn a_run_that_wrote_nothing_searches_only_where_writes_go_uncounted() {
+    let counted = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let kind = Command::new("stat")
+        .args(["-f", "-c", "%T"])
+        .arg(counted.path())
+        .output()
+        .unwrap();
+    let kind = String::from_utf8_lossy(&kind.stdout).trim().to_string();
+    assert!(
+        ["ext2/ext3", "xfs", "btrfs"].contains(&kind.as_str()),
+        "the build directory must be on ext4, xfs or btrfs for this test, not {kind}"
+    );
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let limits = json!({"limits": {"fsize_bytes": 100000}});
+    for dir in [counted.path(), shm.path()] {
+        std::fs::write(dir.join("left"), vec![0u8; 100000]).unwrap();
+    }
+    let v = sh_in(counted.path(), "true", limits.clone());
+    assert_eq!(v["isolation"]["unavailable"], Value::Null, "{v}");
+    assert_eq!(hits(&v), Vec::<String>::new(), "{v}");
+    let v = sh_in(shm.path(), "true", limits.clone());
+    assert_eq!(hits(&v), vec!["fsize"], "control: searched on tmpfs: {v}");
+    // Cuts are found on both: on tmpfs by the search its file system calls for, on the other
+    // because the run wrote.
+    for dir in [counted.path(), shm.path()] {
+        std::fs::remove_file(dir.join("left")).unwrap();
+        let v = sh_in(
+            dir,
+            "head -c 300000 /dev/zero > big; echo done",
+            limits.clone(),
+        );
+        assert_eq!(
+            (hits(&v), &v["stdout"]),
+            (vec!["fsize".to_string()], &json!("done\n"))
+        );
+        assert!(v["warnings"][0].as_str().unwrap().contains("big"), "{v}");
+    }
+}
+
 #[test]
 fn time_output_and_cpu_limits_hit_are_named() {
     let dir = tempfile::tempdir().unwrap();

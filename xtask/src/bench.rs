@@ -316,6 +316,12 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
         return Ok(());
     }
+    // `--fsize`: only the file-size search section, printed, not written.
+    if args.contains(&"--fsize") {
+        let (rounds, per) = if quick { (3, 5) } else { (9, 10) };
+        print!("{}", crate::bench_fsize::run(rounds, per)?);
+        return Ok(());
+    }
     // `--leaks`: only the leak-scan section, printed, not written.
     if args.contains(&"--leaks") {
         print!("{}", crate::bench_leaks::run(if quick { 5 } else { 21 })?);
@@ -387,6 +393,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &xtask::bench_syscalls::run()?;
     doc += &crate::bench_exec::run(if quick { 100 } else { 1000 })?;
     doc += &crate::bench_serve::run(if quick { 100 } else { 1000 })?;
+    doc += &crate::bench_fsize::run(if quick { 3 } else { 9 }, if quick { 5 } else { 10 })?;
     doc += &crate::bench_proxy::run(if quick { 400 } else { 4000 })?;
     doc += &crate::bench_leaks::run(if quick { 5 } else { 21 })?;
     doc += &crate::bench_landlock::run(if quick { 9 } else { 15 }, if quick { 10 } else { 40 })?;

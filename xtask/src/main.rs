@@ -9,7 +9,7 @@
 //! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
 //! - `cross`: the aarch64 check and the build with the minimum supported Rust alone
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--learn]
+//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--proxy] [--leaks] [--learn]
 //!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
 //!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
 //!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`)
@@ -17,6 +17,7 @@
 mod bench;
 mod bench_exec;
 mod bench_floor;
+mod bench_fsize;
 mod bench_landlock;
 mod bench_leaks;
 mod bench_learn;

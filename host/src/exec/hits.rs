@@ -48,6 +48,114 @@ impl Hit {
     }
 }
 
+/// What a run leaves to find a write the file-size limit cut: when it started, and the
+/// 512-byte blocks its processes sent toward storage (`ru_oublock`) when every one of them was
+/// reaped through the one wait that reported them (a namespace's init; `None` otherwise).
+pub(crate) struct Writes {
+    /// When the run started: a cut file was changed at or after it.
+    pub since: SystemTime,
+    /// The blocks the whole run wrote, when known.
+    pub blocks: Option<u64>,
+}
+
+/// File systems whose buffered and direct writes are counted in the writer's `write_bytes`
+/// (`ru_oublock`): each dirties page-cache pages of a mapping with writeback, which the kernel
+/// charges to the task that dirtied them. Not tmpfs or ramfs (no writeback), not FUSE, 9p or
+/// ZFS (writes that bypass the page cache), nor anything unknown; nor a `dax` mount.
+const COUNTED_FS: &[&str] = &["ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs"];
+
+/// The places to search for a file cut at the limit: all of `roots`, unless the run is known
+/// to have written nothing (`Writes::blocks` is zero and this kernel counts writes), in which
+/// case only those of them (and the mounts under them) on file systems whose writes go
+/// uncounted. A write the limit cuts changes a file, so it dirties a page; what is left out is
+/// a write into a page that was already dirty when the run started (docs/exec.md).
+pub(crate) fn roots_to_search(roots: Vec<PathBuf>, writes: &Writes) -> Vec<PathBuf> {
+    static COUNTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    // Without CONFIG_TASK_IO_ACCOUNTING there is no `/proc/self/io` and `ru_oublock` stays 0.
+    let counted = *COUNTED.get_or_init(|| std::path::Path::new("/proc/self/io").exists());
+    if writes.blocks != Some(0) || !counted {
+        return roots;
+    }
+    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return roots;
+    };
+    let canonical: Vec<PathBuf> = roots
+        .iter()
+        .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone()))
+        .collect();
+    uncounted(&canonical, &mountinfo)
+}
+
+/// Of `roots` (canonical paths), those on a file system not in [`COUNTED_FS`], and the mount
+/// points under the others whose file system is not, by the mount table `mountinfo`
+/// (`/proc/self/mountinfo`'s format).
+fn uncounted(roots: &[PathBuf], mountinfo: &str) -> Vec<PathBuf> {
+    use std::path::Path;
+    // Mount point, and whether writes under it are counted; in mount order.
+    let mounts: Vec<(PathBuf, bool)> = mountinfo
+        .lines()
+        .filter_map(|l| {
+            let fields: Vec<&str> = l.split(' ').collect();
+            let point = unescape(fields.get(4)?);
+            let dash = fields.iter().position(|f| *f == "-")?;
+            let fs = *fields.get(dash + 1)?;
+            let dax = fields.get(dash + 3).is_some_and(|o| {
+                o.split(',')
+                    .any(|o| o == "dax" || o.starts_with("dax=") && o != "dax=never")
+            });
+            Some((point, COUNTED_FS.contains(&fs) && !dax))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for root in roots {
+        // The mount holding the root: the deepest mount point above it, the last mounted there.
+        let holder = mounts
+            .iter()
+            .filter(|(p, _)| root.starts_with(p))
+            .max_by_key(|(p, _)| p.as_os_str().len());
+        if !holder.is_some_and(|(_, counted)| *counted) {
+            out.push(root.clone());
+            continue;
+        }
+        for (p, counted) in &mounts {
+            if !counted && p.starts_with(root) && p.as_path() != Path::new(root) {
+                out.push(p.clone());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A mount point as `/proc/self/mountinfo` writes it, with its `\ooo` escapes (space, tab,
+/// newline, backslash) decoded.
+fn unescape(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .and_then(|d| {
+                u8::try_from(d.iter().fold(0u32, |n, c| n * 8 + u32::from(c - b'0'))).ok()
+            });
+        match (b[i], octal) {
+            (b'\\', Some(byte)) => {
+                out.push(byte);
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
 /// A regular file of at least `limit` bytes, changed at or after `since`, under `roots`
 /// (symbolic links are not followed); at most [`MAX_SCANNED`] entries are looked at.
 pub(crate) fn file_at_limit(roots: &[PathBuf], limit: u64, since: SystemTime) -> Option<PathBuf> {
@@ -91,4 +199,92 @@ pub(crate) fn warning(hit: Hit, detail: &str, field: Option<&str>) -> String {
         Hit::Processes => detail.to_string(),
     };
     format!("sandbox: limit hit: {}: {what}{change}", hit.name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{roots_to_search, uncounted, unescape, Writes};
+    use std::path::PathBuf;
+    use std::time::SystemTime;
+
+    /// A mount table as the kernel writes it: ext4 at `/`, a tmpfs and a second ext4 under
+    /// `/work`, xfs with `dax` at `/pmem`, an overlay at `/var/lib/c`, a point with a space.
+    const MOUNTINFO: &str = "\
+22 1 259:1 / / rw,relatime shared:1 - ext4 /dev/root rw,discard
+30 22 0:25 / /work/repo/cache rw,nosuid shared:5 - tmpfs tmpfs rw,size=65536k
+31 22 259:2 / /work/repo/sub rw,relatime shared:6 - ext4 /dev/sdb1 rw
+32 22 259:3 / /pmem rw,relatime shared:7 - xfs /dev/pmem0 rw,dax=always
+33 22 0:40 / /var/lib/c rw,relatime shared:8 - overlay overlay rw,lowerdir=/l,upperdir=/u
+34 22 0:41 / /work/my\\040dir rw shared:9 - tmpfs tmpfs rw
+35 22 259:4 / /var/lib/c rw,relatime shared:10 - btrfs /dev/sdc1 rw,space_cache=v2
+";
+
+    fn p(s: &str) -> PathBuf {
+        PathBuf::from(s)
+    }
+
+    #[test]
+    fn only_places_whose_writes_go_uncounted_are_searched_after_a_run_that_wrote_nothing() {
+        // On ext4, the mounts under the root that are not counted: the tmpfs, not the ext4.
+        assert_eq!(
+            uncounted(&[p("/work/repo")], MOUNTINFO),
+            [p("/work/repo/cache")]
+        );
+        // A root on tmpfs (a mount point with an escaped space), xfs with dax: all of it.
+        assert_eq!(
+            uncounted(&[p("/work/my dir/x")], MOUNTINFO),
+            [p("/work/my dir/x")]
+        );
+        assert_eq!(uncounted(&[p("/pmem/a")], MOUNTINFO), [p("/pmem/a")]);
+        // The last mount at a point is the one seen: btrfs over the overlay.
+        assert!(uncounted(&[p("/var/lib/c/x")], MOUNTINFO).is_empty());
+        // Control: without its btrfs line, the overlay holds it, and it is searched.
+        let overlay: String = MOUNTINFO
+            .lines()
+            .take(6)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            uncounted(&[p("/var/lib/c/x")], &overlay),
+            [p("/var/lib/c/x")]
+        );
+        // `/work/repository` is not under `/work/repo`; nothing matches a garbled table.
+        let wrong = "40 22 0:50 / /work/repository rw - tmpfs tmpfs rw\n";
+        let table = format!("{MOUNTINFO}{wrong}");
+        assert_eq!(
+            uncounted(&[p("/work/repo")], &table),
+            [p("/work/repo/cache")]
+        );
+        assert_eq!(uncounted(&[p("/work")], "garbage\n\n- -\n"), [p("/work")]);
+    }
+
+    #[test]
+    fn every_root_is_searched_unless_the_run_is_known_to_have_written_nothing() {
+        let roots = vec![p("/"), p("/nonexistent/place")];
+        for blocks in [None, Some(1), Some(u64::MAX)] {
+            let w = Writes {
+                since: SystemTime::now(),
+                blocks,
+            };
+            assert_eq!(roots_to_search(roots.clone(), &w), roots, "{blocks:?}");
+        }
+        // Known to have written nothing: each root is searched only where this machine's
+        // mounts do not count writes (a missing place by the mount above it).
+        let w = Writes {
+            since: SystemTime::now(),
+            blocks: Some(0),
+        };
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert_eq!(
+            roots_to_search(roots.clone(), &w),
+            uncounted(&roots, &table)
+        );
+    }
+
+    #[test]
+    fn mount_points_are_unescaped() {
+        assert_eq!(unescape(r"/a\040b\011c\012d\134e"), p("/a b\tc\nd\\e"));
+        // Not an escape: left as written (a lone backslash, digits out of range, too short).
+        assert_eq!(unescape(r"/a\b\777\04"), p(r"/a\b\777\04"));
+    }
 }

@@ -598,18 +598,6 @@ fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
     })
 }
 
-/// Reaps our child `pid`, returning its wait status.
-fn reap(pid: i32) -> std::io::Result<i32> {
-    loop {
-        match crate::sys::waitpid(pid, 0) {
-            Ok((p, status)) if p == pid => return Ok(status),
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 fn run(
     v: &Validated,
     sandbox: &Sandbox,
@@ -994,7 +982,11 @@ fn run(
         .filter(|t| !t.seen.is_empty())
         .unwrap_or_else(|| registration.slot().tally());
     // Every descendant is dead: reap the direct child, then the adopted orphans.
-    let status = reap(pid).map_err(ExecError::Setup)?;
+    let (status, written_blocks) = crate::sys::wait4(pid).map_err(ExecError::Setup)?;
+    // A namespace's init has reaped every process of the run (its PID namespace ends them all
+    // when it exits), so its usage counts the writes of all of them; without one, orphans
+    // reaped by this host would be missing from it (module `hits`).
+    let written_blocks = init.is_some().then_some(written_blocks);
     let status = init
         .as_ref()
         .and_then(|i| i.program_status())
@@ -1077,7 +1069,10 @@ fn run(
         sandbox,
         &here,
         layer.as_ref(),
-        started_at,
+        &super::hits::Writes {
+            since: started_at,
+            blocks: written_blocks,
+        },
         signal,
         timed_out,
         stdout_truncated || stderr_truncated,
@@ -1240,14 +1235,14 @@ fn limits_hit(
     sandbox: &Sandbox,
     here: &std::path::Path,
     layer: Option<&super::paths::Layer>,
-    started_at: std::time::SystemTime,
+    writes: &super::hits::Writes,
     signal: Option<i32>,
     timed_out: bool,
     truncated: bool,
     (memory_hits, process_hits): (u64, u64),
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
-    use super::hits::{file_at_limit, warning, Hit};
+    use super::hits::{file_at_limit, roots_to_search, warning, Hit};
     let json = v.audience == super::request::Audience::Json;
     let field = |j: &'static str, c: Option<&'static str>| if json { Some(j) } else { c };
     let mut hits = Vec::new();
@@ -1296,7 +1291,8 @@ fn limits_hit(
     if signal == Some(libc::SIGXFSZ) {
         hits.push((Hit::Fsize, format!(" of {fsize} bytes"), fsize_field));
     } else if fsize != libc::RLIM_INFINITY && super::paths::writes_allowed(sandbox) {
-        // A descendant's SIGXFSZ is seen by its parent only: look for the file it left.
+        // A descendant's SIGXFSZ is seen by its parent only: look for the file it left, where
+        // the run may have written (its private /tmp, new for the run, always).
         let mut roots: Vec<std::path::PathBuf> = Vec::new();
         roots.push(
             v.paths
@@ -1305,12 +1301,13 @@ fn limits_hit(
                 .unwrap_or_else(|| here.to_path_buf()),
         );
         roots.extend(v.paths.writable.iter().cloned());
+        let mut roots = roots_to_search(roots, writes);
         roots.extend(
             layer
                 .and_then(|l| l.tmp.as_ref())
                 .map(|t| t.path().to_path_buf()),
         );
-        if let Some(f) = file_at_limit(&roots, fsize, started_at) {
+        if let Some(f) = file_at_limit(&roots, fsize, writes.since) {
             hits.push((
                 Hit::Fsize,
                 format!(" of {fsize} bytes ({} is that long)", f.display()),
