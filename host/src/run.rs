@@ -143,7 +143,13 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
 
 /// Says on stderr what the user must know, and turns the result into an exit status.
 fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> i32 {
-    for w in &r.warnings {
+    // A timeout gets one line, below, that says what happened and what to change, in place of
+    // the result's `limit hit: time` warning.
+    for w in r
+        .warnings
+        .iter()
+        .filter(|w| !(r.timed_out && w.starts_with("sandbox: limit hit: time:")))
+    {
         eprintln!("{w}");
     }
     if settings.verbose {
@@ -251,7 +257,8 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
     }
     if r.timed_out {
         say(format_args!(
-            "{} timed out after {:?}; it and every process it started were killed",
+            "{} timed out after {:?}; it and every process it started were killed; raise \
+             --timeout if that is expected",
             program.display(),
             settings.timeout.unwrap_or_default()
         ));

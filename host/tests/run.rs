@@ -218,6 +218,14 @@ fn timeout_kills_and_exits_124() {
     ]);
     assert_eq!(o.status.code(), Some(124), "{}", err(&o));
     assert!(t.elapsed().as_secs() < 10);
+    // One line, saying what happened and what to change.
+    let stderr = err(&o);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("timed out after 1s") && lines[0].contains("raise --timeout"),
+        "{lines:?}"
+    );
 }
 
 #[test]

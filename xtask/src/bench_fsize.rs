@@ -67,7 +67,10 @@ pub fn run(rounds: usize, per_round: usize) -> Result<String> {
         md,
         "Wall time per request through `sandbox_host::exec` (`sh -c`, profile `shell`, default layers and limits: `RLIMIT_FSIZE` 64 MiB), median of {rounds} interleaved rounds of {per_round}; the large workspace holds {entries} entries (100 directories of 199 one-byte files), the file-size search's budget.\n"
     )?;
-    writeln!(md, "| request | ms per request | vs the same in an empty workspace |")?;
+    writeln!(
+        md,
+        "| request | ms per request | vs the same in an empty workspace |"
+    )?;
     writeln!(md, "|---|---:|---:|")?;
     for (k, (name, _, _)) in kinds.iter().enumerate() {
         writeln!(

@@ -46,10 +46,12 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
     let mut one = Server::start(bin, 1, "")?;
     let mut many = Server::start(bin, cpus, "")?;
     let mut bare = Server::start(bin, 1, LAYERS_OFF)?;
+    let mut bare_n = Server::start(bin, cpus, LAYERS_OFF)?;
     // Warm-up: the servers' spawner threads, admission cache, page cache.
     one.batch(20)?;
     many.batch(20)?;
     bare.batch(20)?;
+    bare_n.batch(20)?;
     time(20, one_plain)?;
     time(5, || one_floor(floor_bin))?;
 
@@ -58,14 +60,16 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
     let mut serve_n = Vec::with_capacity(ROUNDS);
     let mut floor = Vec::with_capacity(ROUNDS);
     let mut engine = Vec::with_capacity(ROUNDS);
+    let mut engine_n = Vec::with_capacity(ROUNDS);
     for round in 0..ROUNDS {
         // Rotate which runner goes first, so none always runs on a warmer machine.
-        for k in 0..5 {
-            match (round + k) % 5 {
+        for k in 0..6 {
+            match (round + k) % 6 {
                 0 => plain.push(time(per_round, one_plain)?),
                 1 => serve1.push(timed(|| one.batch(per_round))?),
                 2 => serve_n.push(timed(|| many.batch(per_round))?),
                 3 => engine.push(timed(|| bare.batch(per_round))?),
+                4 => engine_n.push(timed(|| bare_n.batch(per_round))?),
                 _ => floor.push(time(per_round, || one_floor(floor_bin))?),
             }
         }
@@ -73,6 +77,7 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
     one.stop()?;
     many.stop()?;
     bare.stop()?;
+    bare_n.stop()?;
 
     let rps = |d: &Duration| per_round as f64 / d.as_secs_f64();
     let total =
@@ -85,12 +90,13 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
                 .collect::<Vec<_>>(),
         )
     };
-    let (p, s1, sn, fl, en) = (
+    let (p, s1, sn, fl, en, en_n) = (
         total(&plain),
         total(&serve1),
         total(&serve_n),
         total(&floor),
         total(&engine),
+        total(&engine_n),
     );
     let ratio = s1 / p;
     let engine_ratio = en / p;
@@ -132,6 +138,12 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
     )?;
     writeln!(
         md,
+        "| `sandbox serve --max-concurrent {cpus}`, the engine alone | {en_n:.0} | {:.0} µs | {} |",
+        1e6 / en_n,
+        list(&engine_n, rps)
+    )?;
+    writeln!(
+        md,
         "| C floor launcher, one after another (`bench_floor::FLOOR_C`: the same namespaces, loopback up, `/proc`, `/tmp`, an init; nothing else) | {fl:.0} | {:.0} µs | {} |",
         1e6 / fl,
         list(&floor, rps)
@@ -146,9 +158,11 @@ fn section(bin: &PathBuf, floor_bin: &std::path::Path, n: usize) -> Result<Strin
     )?;
     writeln!(
         md,
-        "The engine alone (the same server, requests without the Landlock and namespace layers) against plain: **{engine_ratio:.2}** (target ≥ 0.90: {}); median of pairs {:.2}.\n",
+        "The engine alone (the same server, requests without the Landlock and namespace layers) against plain: **{engine_ratio:.2}** (target ≥ 0.90: {}); median of pairs {:.2}. With concurrency {cpus}: {:.2} (median of pairs {:.2}), requests running side by side on the {cpus} CPUs where the plain loop runs one at a time.\n",
         if engine_ratio >= 0.9 { "met" } else { "missed" },
         paired(&engine),
+        en_n / p,
+        paired(&engine_n),
     )?;
     writeln!(
         md,
