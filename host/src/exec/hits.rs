@@ -157,11 +157,17 @@ fn unescape(field: &str) -> PathBuf {
 }
 
 /// A regular file of at least `limit` bytes, changed at or after `since`, under `roots`
-/// (symbolic links are not followed); at most [`MAX_SCANNED`] entries are looked at.
+/// (symbolic links are not followed); at most [`MAX_SCANNED`] entries are looked at, level by
+/// level (what a program writes near the top of its workspace is looked at before what lies
+/// deep in a build tree).
 pub(crate) fn file_at_limit(roots: &[PathBuf], limit: u64, since: SystemTime) -> Option<PathBuf> {
-    let mut budget = MAX_SCANNED;
-    let mut stack: Vec<PathBuf> = roots.to_vec();
-    while let Some(dir) = stack.pop() {
+    search(roots, limit, since, MAX_SCANNED)
+}
+
+/// [`file_at_limit`] with a budget of `budget` entries.
+fn search(roots: &[PathBuf], limit: u64, since: SystemTime, mut budget: usize) -> Option<PathBuf> {
+    let mut queue: std::collections::VecDeque<PathBuf> = roots.iter().cloned().collect();
+    while let Some(dir) = queue.pop_front() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
         };
@@ -172,7 +178,7 @@ pub(crate) fn file_at_limit(roots: &[PathBuf], limit: u64, since: SystemTime) ->
             budget -= 1;
             let Ok(kind) = e.file_type() else { continue };
             if kind.is_dir() {
-                stack.push(e.path());
+                queue.push_back(e.path());
             } else if kind.is_file() {
                 let Ok(m) = e.metadata() else { continue };
                 if m.len() >= limit && m.modified().is_ok_and(|t| t >= since) {
@@ -203,7 +209,7 @@ pub(crate) fn warning(hit: Hit, detail: &str, field: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{roots_to_search, uncounted, unescape, Writes};
+    use super::{roots_to_search, search, uncounted, unescape, Writes};
     use std::path::PathBuf;
     use std::time::SystemTime;
 
@@ -286,5 +292,35 @@ mod tests {
         assert_eq!(unescape(r"/a\040b\011c\012d\134e"), p("/a b\tc\nd\\e"));
         // Not an escape: left as written (a lone backslash, digits out of range, too short).
         assert_eq!(unescape(r"/a\b\777\04"), p(r"/a\b\777\04"));
+    }
+
+    #[test]
+    fn the_search_looks_near_the_top_first_and_stops_at_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let since = SystemTime::now() - std::time::Duration::from_secs(1);
+        // Three deep trees of small files beside `b/big`, one level down.
+        for t in ["a1", "a2", "a3"] {
+            let deep = dir.path().join(t).join("b/c");
+            std::fs::create_dir_all(&deep).unwrap();
+            for i in 0..30 {
+                std::fs::write(deep.join(format!("f{i}")), b"x").unwrap();
+            }
+        }
+        std::fs::create_dir(dir.path().join("b")).unwrap();
+        let big = dir.path().join("b/big");
+        std::fs::write(&big, [0u8; 100]).unwrap();
+        let roots = [dir.path().to_path_buf()];
+        // Level by level: the first two levels hold 8 entries, whatever order they are
+        // listed in (a walk into the first directory listed would spend the budget in a tree).
+        assert_eq!(search(&roots, 100, since, 8), Some(big.clone()));
+        // Control: deeper than the budget reaches, it is not found; with enough, it is.
+        let deep = dir.path().join("a2/b/c/big");
+        std::fs::rename(&big, &deep).unwrap();
+        assert_eq!(search(&roots, 100, since, 8), None);
+        assert_eq!(search(&roots, 100, since, 200), Some(deep));
+        // Too small, or changed before the run: not a cut.
+        assert_eq!(search(&roots, 101, since, 200), None);
+        let later = SystemTime::now() + std::time::Duration::from_secs(60);
+        assert_eq!(search(&roots, 100, later, 200), None);
     }
 }
