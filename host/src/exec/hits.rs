@@ -68,7 +68,9 @@ const COUNTED_FS: &[&str] = &["ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs"];
 /// to have written nothing (`Writes::blocks` is zero and this kernel counts writes), in which
 /// case only those of them (and the mounts under them) on file systems whose writes go
 /// uncounted. A write the limit cuts changes a file, so it dirties a page; what is left out is
-/// a write into a page that was already dirty when the run started (docs/exec.md).
+/// a write into a page that was already dirty when the run started, and one by a child that
+/// the kernel reaped itself (its parent ignored `SIGCHLD`), whose usage reaches no parent
+/// (docs/exec.md).
 pub(crate) fn roots_to_search(roots: Vec<PathBuf>, writes: &Writes) -> Vec<PathBuf> {
     static COUNTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // Without CONFIG_TASK_IO_ACCOUNTING there is no `/proc/self/io` and `ru_oublock` stays 0.
