@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use sandbox_policy::Action;
 use std::path::PathBuf;
 
-#[derive(Parser)]
+#[derive(Parser, Debug)]
 #[command(
     name = "sandbox",
     version,
@@ -24,7 +24,7 @@ pub struct Cli {
 }
 
 /// Options that select and adjust the policy.
-#[derive(clap::Args, Clone, Default)]
+#[derive(clap::Args, Clone, Default, Debug)]
 pub struct PolicyArgs {
     /// A built-in profile (minimal, network, write, no-exec, shell, shell-network,
     /// unrestricted; `sandbox profiles` describes them) or a profile file's path (default:
@@ -57,7 +57,7 @@ pub struct PolicyArgs {
 }
 
 /// The Landlock layer: what the program may write and read (docs/paths.md).
-#[derive(clap::Args, Clone, Default)]
+#[derive(clap::Args, Clone, Default, Debug)]
 pub struct PathArgs {
     /// The directory the program may write beneath (default: the working directory for
     /// profiles that allow file changes; nothing for minimal and network).
@@ -125,7 +125,7 @@ pub fn layer_flag(field: &str) -> Option<&'static str> {
 }
 
 /// The network: host, none, or only the allowlist proxy (docs/isolation.md).
-#[derive(clap::Args, Clone, Default)]
+#[derive(clap::Args, Clone, Default, Debug)]
 pub struct NetArgs {
     /// host (the host's network), none (loopback only) or proxy (only the allowlist proxy);
     /// default: proxy with --allow-domain, none with only --allow-host-port, else by profile.
@@ -168,26 +168,54 @@ impl NetArgs {
     }
 }
 
-#[derive(Subcommand)]
+/// The arguments of `sandbox run`.
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Kill the program after this many seconds (exit status 124).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Say on stderr how the run was confined.
+    #[arg(long, short)]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub paths: PathArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub argv: Vec<String>,
+}
+
+/// Parses this process's command line. `sandbox run ...`, what an agent starts for every
+/// command, is first parsed against a command holding the `run` subcommand alone: building
+/// every subcommand's arguments was most of clap's cost, about a tenth of a one-shot run of
+/// the engine (perf, docs/benchmarks.md). Whatever that short form does not accept (`--help`,
+/// a mistake) is parsed again by the whole command, so help and errors read the same.
+pub fn parse() -> Cli {
+    use clap::Parser;
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    short_form(&args).unwrap_or_else(|| Cli::parse_from(args))
+}
+
+/// `args` parsed against the `run` subcommand alone, when they are a `run` it accepts.
+fn short_form(args: &[std::ffi::OsString]) -> Option<Cli> {
+    use clap::{Args, FromArgMatches};
+    if args.get(1).is_none_or(|a| a != "run") {
+        return None;
+    }
+    let short = clap::Command::new("sandbox")
+        .subcommand_required(true)
+        .subcommand(RunArgs::augment_args(clap::Command::new("run")));
+    let matches = short.try_get_matches_from(args).ok()?;
+    Cli::from_arg_matches(&matches).ok()
+}
+
+#[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Run a program under the sandbox.
-    Run {
-        #[command(flatten)]
-        policy: PolicyArgs,
-        /// Kill the program after this many seconds (exit status 124).
-        #[arg(long)]
-        timeout: Option<u64>,
-        /// Say on stderr how the run was confined.
-        #[arg(long, short)]
-        verbose: bool,
-        #[command(flatten)]
-        paths: PathArgs,
-        #[command(flatten)]
-        net: NetArgs,
-        /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        argv: Vec<String>,
-    },
+    Run(RunArgs),
     /// Print the variables that sandbox a program (for agents in other languages).
     Env {
         #[command(flatten)]
@@ -292,7 +320,7 @@ pub enum Cmd {
     },
 }
 
-#[derive(Subcommand)]
+#[derive(Subcommand, Debug)]
 pub enum ProfilesCmd {
     /// Show a profile's resolved syscall list.
     Show {
@@ -366,6 +394,74 @@ pub fn completions(shell: Shell, out: &mut dyn std::io::Write) {
 
 #[cfg(test)]
 mod tests {
+    /// The short form of `run` parses what the whole command parses, into the same values,
+    /// and leaves to it what it does not accept (help, mistakes, other subcommands).
+    #[test]
+    fn the_short_form_of_run_parses_as_the_whole_command_does() {
+        use super::{short_form, Cli};
+        use clap::Parser;
+        let os = |v: &[&str]| -> Vec<std::ffi::OsString> { v.iter().map(Into::into).collect() };
+        for v in [
+            &["sandbox", "run", "--", "/bin/true"][..],
+            &["sandbox", "run", "/bin/echo", "a", "--b", "-c"],
+            &[
+                "sandbox",
+                "run",
+                "--profile",
+                "shell",
+                "-v",
+                "--timeout",
+                "5",
+                "sh",
+                "-c",
+                "x",
+            ],
+            &[
+                "sandbox",
+                "run",
+                "--allow-write",
+                "/tmp",
+                "--network",
+                "none",
+                "--",
+                "ls",
+            ],
+            &[
+                "sandbox",
+                "run",
+                "--landlock",
+                "off",
+                "--isolation",
+                "required",
+                "--",
+                "ls",
+            ],
+            &[
+                "sandbox",
+                "run",
+                "--allow-domain",
+                "a.org",
+                "--allow-root",
+                "--",
+                "curl",
+            ],
+        ] {
+            let whole = format!("{:?}", Cli::try_parse_from(os(v)).expect("valid"));
+            let short = short_form(&os(v)).map(|c| format!("{c:?}"));
+            assert_eq!(short.as_deref(), Some(whole.as_str()), "{v:?}");
+        }
+        for v in [
+            &["sandbox", "run", "--help"][..],
+            &["sandbox", "run"],
+            &["sandbox", "run", "--timeout", "soon", "--", "ls"],
+            &["sandbox", "run", "--profile"],
+            &["sandbox", "exec", "--json"],
+            &["sandbox", "--version"],
+            &["sandbox"],
+        ] {
+            assert!(short_form(&os(v)).is_none(), "{v:?}");
+        }
+    }
     /// `--profile`'s help names every built-in profile.
     #[test]
     fn the_profile_help_names_every_built_in() {

@@ -1,8 +1,7 @@
 //! The `sandbox` command: run programs under the sandbox, print the variables for other
 //! languages, extract the library, and explain what works here and why.
 
-use clap::Parser;
-use sandbox_host::cli::{Cli, Cmd, NetArgs, PathArgs, PolicyArgs, ProcessKind, ProfilesCmd};
+use sandbox_host::cli::{Cmd, NetArgs, PathArgs, PolicyArgs, ProcessKind, ProfilesCmd, RunArgs};
 use sandbox_host::config::ExecConfig;
 use sandbox_host::exec::OnViolation;
 use sandbox_host::run::{self, RunSettings, EXIT_SANDBOX};
@@ -125,10 +124,10 @@ fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let cli = Cli::parse();
+    let cli = sandbox_host::cli::parse();
     if !matches!(
         cli.command,
-        Cmd::Run { .. } | Cmd::Exec { .. } | Cmd::Serve { .. }
+        Cmd::Run(_) | Cmd::Exec { .. } | Cmd::Serve { .. }
     ) {
         // Commands that only print end quietly when their reader goes away (`| head`), like
         // other command-line tools. `run` and `exec` keep ignoring SIGPIPE: exec writes a
@@ -142,14 +141,14 @@ fn main() {
         sandbox_host::cli::prepare_process(ProcessKind::RunsPrograms);
     }
     std::process::exit(match cli.command {
-        Cmd::Run {
+        Cmd::Run(RunArgs {
             policy,
             timeout,
             verbose,
             paths,
             net,
             argv,
-        } => cmd_run(&policy, &paths, &net, timeout, verbose, &argv),
+        }) => cmd_run(&policy, &paths, &net, timeout, verbose, &argv),
         Cmd::Env {
             policy,
             paths,
