@@ -62,8 +62,7 @@ pub fn export(
 
 /// The running kernel's (major, minor), for Docker's `minKernel`.
 pub fn kernel_version() -> Option<(u32, u32)> {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
-    oci::parse_kernel(release.trim())
+    oci::parse_kernel(crate::sys::kernel_release().trim())
 }
 
 /// Reads `file` (at most [`oci::MAX_IMPORT_BYTES`]) and imports it for this machine.

@@ -335,8 +335,7 @@ fn os() -> Result<String, Unavailable> {
     if std::env::consts::OS != "linux" {
         return Err(Unavailable::NotLinux(std::env::consts::OS));
     }
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    Ok(format!("Linux {}", release.trim()))
+    Ok(format!("Linux {}", crate::sys::kernel_release().trim()))
 }
 
 fn arch() -> Result<String, Unavailable> {

@@ -513,6 +513,20 @@ pub(crate) fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// The running kernel's release (`uname -r`), from `uname(2)`: one call, where reading
+/// `/proc/sys/kernel/osrelease` takes an open, a read through the sysctl layer and a close.
+pub(crate) fn kernel_release() -> String {
+    // SAFETY: a zeroed utsname is a valid out-parameter.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: uname writes NUL-terminated fields into u.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    // SAFETY: the kernel NUL-terminates each field within its array.
+    let release = unsafe { CStr::from_ptr(u.release.as_ptr()) };
+    release.to_string_lossy().into_owned()
+}
+
 /// The type (`f_type`, a `*_SUPER_MAGIC`) of the file system holding `path`.
 pub(crate) fn fs_type(path: &CStr) -> io::Result<i64> {
     // SAFETY: a zeroed statfs is a valid out-parameter.
@@ -949,5 +963,14 @@ mod arena_tests {
             a.dealloc(after, l(16, 8));
             assert!(super::ARENA_USED.load(std::sync::atomic::Ordering::Relaxed) <= ARENA_SIZE);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_kernel_release_is_the_one_procfs_gives() {
+        let procfs = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        assert_eq!(super::kernel_release(), procfs.trim());
     }
 }

@@ -162,9 +162,7 @@ fn has_net_admin() -> bool {
 
 /// Whether the running kernel is at least `major.minor`.
 fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let Ok(release) = std::fs::read_to_string("/proc/sys/kernel/osrelease") else {
-        return false;
-    };
+    let release = crate::sys::kernel_release();
     let mut parts = release
         .trim()
         .split(|c: char| !c.is_ascii_digit())
