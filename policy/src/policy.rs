@@ -119,6 +119,9 @@ pub struct Policy {
     mode: Mode,
     default_action: Action,
     allow: [u64; MAX_NR / 64],
+    /// The syscalls that have at least one rule: most have none, and the compiler asks about
+    /// every number, so [`Policy::rules_for`] answers those without a search.
+    ruled: [u64; MAX_NR / 64],
     rules: [Rule; MAX_RULES],
     n_rules: usize,
     alts: [(u16, u16); MAX_ALTS],
@@ -166,6 +169,7 @@ impl Policy {
             mode,
             default_action,
             allow: [0; MAX_NR / 64],
+            ruled: [0; MAX_NR / 64],
             rules: [NO_RULE; MAX_RULES],
             n_rules: 0,
             alts: [(0, 0); MAX_ALTS],
@@ -182,6 +186,7 @@ impl Policy {
         self.mode = mode;
         self.default_action = default_action;
         self.allow = [0; MAX_NR / 64];
+        self.ruled = [0; MAX_NR / 64];
         self.n_rules = 0;
         self.n_alts = 0;
         self.n_conds = 0;
@@ -279,6 +284,7 @@ impl Policy {
         self.rules.copy_within(at..self.n_rules, at + 1);
         self.rules[at] = rule;
         self.n_rules += 1;
+        self.ruled[nr as usize / 64] |= 1 << (nr % 64);
         Ok(())
     }
 
@@ -301,6 +307,13 @@ impl Policy {
 
     /// The rules for one syscall, in evaluation order.
     pub fn rules_for(&self, nr: u32) -> &[Rule] {
+        if self
+            .ruled
+            .get(nr as usize / 64)
+            .is_none_or(|w| w & (1 << (nr % 64)) == 0)
+        {
+            return &[];
+        }
         let rules = self.rules();
         let start = rules.partition_point(|r| u32::from(r.nr) < nr);
         let end = rules.partition_point(|r| u32::from(r.nr) <= nr);

@@ -348,6 +348,10 @@ fn tables_are_consistent_both_ways() {
         assert_eq!(arch.syscall_name(syscalls::table_len(arch)), None);
         assert_eq!(arch.syscall_number(""), None);
         assert_eq!(arch.syscall_number("READ"), None);
+        // A name's prefix or extension is not the name.
+        for near in ["rea", "readx", "read\0", "read ", "writev2", "w"] {
+            assert_eq!(arch.syscall_number(near), None, "{near:?}");
+        }
     }
 }
 

@@ -55,10 +55,28 @@ impl Arch {
 /// The number of the syscall `name` on `arch` (binary search over the names).
 pub fn number(arch: Arch, name: &str) -> Option<u32> {
     let t = table(arch);
+    // Bytes, not `str` slices: this runs for every entry of every list parsed (the preload's
+    // start included), and slicing a `str` checks character boundaries on each probe.
+    let names = t.names.as_bytes();
     t.by_name
-        .binary_search_by(|&nr| t.name(u32::from(nr)).unwrap_or("").cmp(name))
+        .binary_search_by(|&nr| {
+            let (off, len) = t.by_nr.get(usize::from(nr)).copied().unwrap_or((0, 0));
+            let (off, len) = (usize::from(off), usize::from(len));
+            cmp_bytes(names.get(off..off + len).unwrap_or(&[]), name.as_bytes())
+        })
         .ok()
         .map(|i| u32::from(t.by_name[i]))
+}
+
+/// `a.cmp(b)` for short byte strings, inline: a call to the C library's `memcmp` per probe
+/// cost more than the comparison itself (names are a few bytes long).
+fn cmp_bytes(a: &[u8], b: &[u8]) -> core::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        if x != y {
+            return x.cmp(y);
+        }
+    }
+    a.len().cmp(&b.len())
 }
 
 /// The name of syscall `nr` on `arch`.
