@@ -786,10 +786,11 @@ fn a_run_that_wrote_nothing_searches_only_where_writes_go_uncounted() {
         .output()
         .unwrap();
     let kind = String::from_utf8_lossy(&kind.stdout).trim().to_string();
-    assert!(
-        ["ext2/ext3", "xfs", "btrfs"].contains(&kind.as_str()),
-        "the build directory must be on ext4, xfs or btrfs for this test, not {kind}"
-    );
+    if kind != "ext2/ext3" {
+        // Elsewhere every run is searched, which the other fsize tests cover.
+        eprintln!("skipped: the build directory is on {kind}, not ext4");
+        return;
+    }
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
     let limits = json!({"limits": {"fsize_bytes": 100000}});
     for dir in [counted.path(), shm.path()] {
@@ -814,6 +815,50 @@ fn a_run_that_wrote_nothing_searches_only_where_writes_go_uncounted() {
             (vec!["fsize".to_string()], &json!("done\n"))
         );
         assert!(v["warnings"][0].as_str().unwrap().contains("big"), "{v}");
+    }
+}
+
+/// Cuts by processes the program leaves behind, or made before a timeout, are found though the
+/// run's usage cannot count them whole: a background writer still alive when the program
+/// exits (the namespace's init kills and reaps it, so its usage counts), an orphan without a
+/// PID namespace (an init for the network namespace only: every run searched), and a run
+/// ended by its timeout (the kernel reaps what the killed init leaves: searched).
+#[test]
+fn cuts_by_processes_a_run_leaves_behind_are_found() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let limits = json!({"limits": {"fsize_bytes": 100000}});
+    let with = |extra: Value| {
+        let mut l = limits.clone();
+        for (k, v) in extra.as_object().unwrap() {
+            l[k] = v.clone();
+        }
+        l
+    };
+    let cases = [
+        (
+            "(head -c 300000 /dev/zero > big; sleep 5) & sleep 1",
+            limits.clone(),
+        ),
+        (
+            "( (head -c 300000 /dev/zero > big) & ); sleep 1",
+            with(json!({"isolation": "off", "network": "none"})),
+        ),
+        (
+            "head -c 300000 /dev/zero > big; sleep 30",
+            with(json!({"timeout_s": 1})),
+        ),
+    ];
+    for (script, extra) in cases {
+        let _ = std::fs::remove_file(dir.path().join("big"));
+        let v = sh_in(dir.path(), script, extra);
+        assert_eq!(
+            std::fs::metadata(dir.path().join("big"))
+                .map(|m| m.len())
+                .ok(),
+            Some(100000),
+            "{script}: {v}"
+        );
+        assert!(hits(&v).contains(&"fsize".to_string()), "{script}: {v}");
     }
 }
 

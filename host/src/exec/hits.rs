@@ -58,11 +58,17 @@ pub(crate) struct Writes {
     pub blocks: Option<u64>,
 }
 
-/// File systems whose buffered and direct writes are counted in the writer's `write_bytes`
-/// (`ru_oublock`): each dirties page-cache pages of a mapping with writeback, which the kernel
-/// charges to the task that dirtied them. Not tmpfs or ramfs (no writeback), not FUSE, 9p or
-/// ZFS (writes that bypass the page cache), nor anything unknown; nor a `dax` mount.
-const COUNTED_FS: &[&str] = &["ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs"];
+/// File systems whose every change to a file's data is counted in the writer's `write_bytes`
+/// (`ru_oublock`): buffered writes dirty page-cache pages of a mapping with writeback, which
+/// the kernel charges to the task that dirtied them, and copies go through those pages too.
+/// ext2, ext3 and ext4 only: xfs and btrfs share extents on `copy_file_range` (reflink), so a
+/// copy the limit cuts can dirty nothing (measured on xfs: killed by SIGXFSZ, 0 blocks). Not
+/// tmpfs or ramfs (no writeback), FUSE, 9p or ZFS (writes beside the page cache), nor anything
+/// unknown; nor a `dax` mount.
+const COUNTED_FS: &[&str] = &["ext2", "ext3", "ext4"];
+
+/// What `statfs` reports for ext2, ext3 and ext4 (`EXT4_SUPER_MAGIC`).
+const EXT_MAGIC: i64 = 0xEF53;
 
 /// The places to search for a file cut at the limit: all of `roots`, unless the run is known
 /// to have written nothing (`Writes::blocks` is zero and this kernel counts writes), in which
@@ -85,16 +91,30 @@ pub(crate) fn roots_to_search(roots: Vec<PathBuf>, writes: &Writes) -> Vec<PathB
         .iter()
         .map(|r| std::fs::canonicalize(r).unwrap_or_else(|_| r.clone()))
         .collect();
-    uncounted(&canonical, &mountinfo)
+    uncounted(&canonical, &mountinfo, on_counted_fs)
 }
 
-/// Of `roots` (canonical paths), those on a file system not in [`COUNTED_FS`], and the mount
-/// points under the others whose file system is not, by the mount table `mountinfo`
-/// (`/proc/self/mountinfo`'s format).
-fn uncounted(roots: &[PathBuf], mountinfo: &str) -> Vec<PathBuf> {
-    use std::path::Path;
-    // Mount point, and whether writes under it are counted; in mount order.
-    let mounts: Vec<(PathBuf, bool)> = mountinfo
+/// Whether `path` lies on ext2, ext3 or ext4, by `statfs`: the file system the path resolves
+/// to now, whatever was mounted over what.
+fn on_counted_fs(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(path.as_os_str().as_bytes())
+        .ok()
+        .and_then(|p| crate::sys::fs_type(&p).ok())
+        == Some(EXT_MAGIC)
+}
+
+/// Of `roots` (canonical paths): those not on a counted file system (`on_counted`) or under a
+/// `dax` mount, and under the others the mount points whose file system is not counted, by
+/// the mount table `mountinfo` (`/proc/self/mountinfo`'s format). A table with no mount in it
+/// leaves every root to be searched.
+fn uncounted(
+    roots: &[PathBuf],
+    mountinfo: &str,
+    on_counted: impl Fn(&std::path::Path) -> bool,
+) -> Vec<PathBuf> {
+    // Mount point, whether its file system is counted, whether it is a `dax` mount.
+    let mounts: Vec<(PathBuf, bool, bool)> = mountinfo
         .lines()
         .filter_map(|l| {
             let fields: Vec<&str> = l.split(' ').collect();
@@ -105,22 +125,21 @@ fn uncounted(roots: &[PathBuf], mountinfo: &str) -> Vec<PathBuf> {
                 o.split(',')
                     .any(|o| o == "dax" || o.starts_with("dax=") && o != "dax=never")
             });
-            Some((point, COUNTED_FS.contains(&fs) && !dax))
+            Some((point, COUNTED_FS.contains(&fs), dax))
         })
         .collect();
+    if mounts.is_empty() {
+        return roots.to_vec();
+    }
     let mut out = Vec::new();
     for root in roots {
-        // The mount holding the root: the deepest mount point above it, the last mounted there.
-        let holder = mounts
-            .iter()
-            .filter(|(p, _)| root.starts_with(p))
-            .max_by_key(|(p, _)| p.as_os_str().len());
-        if !holder.is_some_and(|(_, counted)| *counted) {
+        let under_dax = mounts.iter().any(|(p, _, dax)| *dax && root.starts_with(p));
+        if under_dax || !on_counted(root) {
             out.push(root.clone());
             continue;
         }
-        for (p, counted) in &mounts {
-            if !counted && p.starts_with(root) && p.as_path() != Path::new(root) {
+        for (p, counted, dax) in &mounts {
+            if (!counted || *dax) && p.starts_with(root) && p != root {
                 out.push(p.clone());
             }
         }
@@ -216,7 +235,8 @@ mod tests {
     use std::time::SystemTime;
 
     /// A mount table as the kernel writes it: ext4 at `/`, a tmpfs and a second ext4 under
-    /// `/work`, xfs with `dax` at `/pmem`, an overlay at `/var/lib/c`, a point with a space.
+    /// `/work/repo`, xfs with `dax` at `/pmem`, an overlay and a btrfs over it at `/var/lib/c`,
+    /// a tmpfs at a point with a space.
     const MOUNTINFO: &str = "\
 22 1 259:1 / / rw,relatime shared:1 - ext4 /dev/root rw,discard
 30 22 0:25 / /work/repo/cache rw,nosuid shared:5 - tmpfs tmpfs rw,size=65536k
@@ -233,37 +253,41 @@ mod tests {
 
     #[test]
     fn only_places_whose_writes_go_uncounted_are_searched_after_a_run_that_wrote_nothing() {
+        let ext = |r: &std::path::Path| !r.starts_with("/elsewhere");
         // On ext4, the mounts under the root that are not counted: the tmpfs, not the ext4.
         assert_eq!(
-            uncounted(&[p("/work/repo")], MOUNTINFO),
+            uncounted(&[p("/work/repo")], MOUNTINFO, ext),
             [p("/work/repo/cache")]
         );
-        // A root on tmpfs (a mount point with an escaped space), xfs with dax: all of it.
+        // A root whose own file system is not counted (by statfs), or under a dax mount: all
+        // of it.
         assert_eq!(
-            uncounted(&[p("/work/my dir/x")], MOUNTINFO),
-            [p("/work/my dir/x")]
+            uncounted(&[p("/elsewhere/x")], MOUNTINFO, ext),
+            [p("/elsewhere/x")]
         );
-        assert_eq!(uncounted(&[p("/pmem/a")], MOUNTINFO), [p("/pmem/a")]);
-        // The last mount at a point is the one seen: btrfs over the overlay.
-        assert!(uncounted(&[p("/var/lib/c/x")], MOUNTINFO).is_empty());
-        // Control: without its btrfs line, the overlay holds it, and it is searched.
-        let overlay: String = MOUNTINFO
-            .lines()
-            .take(6)
-            .map(|l| format!("{l}\n"))
-            .collect();
+        assert_eq!(uncounted(&[p("/pmem/a")], MOUNTINFO, ext), [p("/pmem/a")]);
+        // Under `/var/lib`: the overlay and the btrfs mounted over it (reflink), the point with
+        // an escaped space under `/work`, and nothing twice.
         assert_eq!(
-            uncounted(&[p("/var/lib/c/x")], &overlay),
-            [p("/var/lib/c/x")]
+            uncounted(&[p("/var/lib")], MOUNTINFO, ext),
+            [p("/var/lib/c")]
         );
-        // `/work/repository` is not under `/work/repo`; nothing matches a garbled table.
+        assert_eq!(
+            uncounted(&[p("/work")], MOUNTINFO, ext),
+            [p("/work/my dir"), p("/work/repo/cache")]
+        );
+        // `/work/repository` is not under `/work/repo`.
         let wrong = "40 22 0:50 / /work/repository rw - tmpfs tmpfs rw\n";
         let table = format!("{MOUNTINFO}{wrong}");
         assert_eq!(
-            uncounted(&[p("/work/repo")], &table),
+            uncounted(&[p("/work/repo")], &table, ext),
             [p("/work/repo/cache")]
         );
-        assert_eq!(uncounted(&[p("/work")], "garbage\n\n- -\n"), [p("/work")]);
+        // A table with no mount in it: everything is searched.
+        assert_eq!(
+            uncounted(&[p("/work")], "garbage\n\n- -\n", ext),
+            [p("/work")]
+        );
     }
 
     #[test]
@@ -277,16 +301,15 @@ mod tests {
             assert_eq!(roots_to_search(roots.clone(), &w), roots, "{blocks:?}");
         }
         // Known to have written nothing: each root is searched only where this machine's
-        // mounts do not count writes (a missing place by the mount above it).
+        // mounts do not count writes (a missing place, which `statfs` cannot tell, is).
         let w = Writes {
             since: SystemTime::now(),
             blocks: Some(0),
         };
         let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-        assert_eq!(
-            roots_to_search(roots.clone(), &w),
-            uncounted(&roots, &table)
-        );
+        let searched = roots_to_search(roots.clone(), &w);
+        assert_eq!(searched, uncounted(&roots, &table, super::on_counted_fs));
+        assert!(searched.contains(&p("/nonexistent/place")), "{searched:?}");
     }
 
     #[test]

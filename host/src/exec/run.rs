@@ -983,10 +983,13 @@ fn run(
         .unwrap_or_else(|| registration.slot().tally());
     // Every descendant is dead: reap the direct child, then the adopted orphans.
     let (status, written_blocks) = crate::sys::wait4(pid).map_err(ExecError::Setup)?;
-    // A namespace's init has reaped every process of the run (its PID namespace ends them all
-    // when it exits), so its usage counts the writes of all of them; without one, orphans
-    // reaped by this host would be missing from it (module `hits`).
-    let written_blocks = init.is_some().then_some(written_blocks);
+    // The init of a PID namespace that exited by itself has killed and reaped every other
+    // process of the run (spawn/init.rs), so its usage counts the writes of all of them.
+    // Not so without a PID namespace (orphans go to this host or the system's init), nor
+    // when the init was killed (a timeout, a cancel): the kernel then reaps the rest itself,
+    // and their usage reaches no one (module `hits`).
+    let written_blocks =
+        (init.is_some() && pid_namespace && libc::WIFEXITED(status)).then_some(written_blocks);
     let status = init
         .as_ref()
         .and_then(|i| i.program_status())

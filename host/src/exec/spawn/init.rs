@@ -105,6 +105,9 @@ pub(super) struct NsCtx {
     host_dumpable: i32,
     /// The init shares the host's memory (`CLONE_VM`) and the host writes its id maps.
     shared_vm: bool,
+    /// The init is PID 1 of a PID namespace of its own (`CLONE_NEWPID`): only then may it
+    /// signal every process it can see (`kill(-1)`), which are then the run's alone.
+    pid_ns: bool,
 }
 
 /// A page shared between the host and an init (`MAP_SHARED`), holding [`Shared`].
@@ -302,6 +305,7 @@ impl Prepared {
             private_tmp: ns.private_tmp,
             host_dumpable,
             shared_vm,
+            pid_ns: ns.isolate,
         });
         let mut flags = libc::CLONE_NEWUSER as u64;
         if ns.isolate {
@@ -534,6 +538,7 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
         let n = &*c.ns.cast::<NsCtx>();
         let sh = &*c.sh;
         let shared_vm = n.shared_vm;
+        let pid_ns = n.pid_ns;
         // The host's end is gone when the host is: so is everything here.
         must!(c, Stage::Signals; libc::SYS_prctl, libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0);
         if shared_vm {
@@ -630,6 +635,21 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
                         } else {
                             128 + libc::WTERMSIG(status)
                         };
+                        // End the rest of the PID namespace and reap it here, rather than
+                        // leave it to the kernel when this init exits: the kernel reaps those
+                        // processes itself, and their usage (the writes the file-size check
+                        // counts, module `hits`) would reach no one. `kill(-1)` from the PID 1
+                        // of a namespace reaches every other process of that namespace and
+                        // nothing outside it; an init without a PID namespace of its own sees
+                        // the host's processes, so it never sends it. Every signal is blocked
+                        // here, so the waits end only with ECHILD.
+                        if pid_ns {
+                            ksys!(c; libc::SYS_kill, -1i32, libc::SIGKILL);
+                            while ksys!(c; libc::SYS_wait4, -1i32, &mut status as *mut c_int,
+                                libc::__WALL, 0)
+                                > 0
+                            {}
+                        }
                         ksys!(c; libc::SYS_exit_group, code);
                     }
                 }
