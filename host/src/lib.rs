@@ -66,6 +66,7 @@ pub mod landlock;
 pub mod layer_mode;
 #[doc(hidden)]
 pub mod learn;
+mod mountinfo;
 #[doc(hidden)]
 pub mod network;
 #[doc(hidden)]

@@ -253,14 +253,7 @@ fn user_namespaces() -> Result<String, String> {
 /// created and removed at once).
 fn cgroup_delegation() -> Result<String, String> {
     const WHY: &str = "exec cannot hold a request's processes in a cgroup and falls back to finding them through /proc (docs/exec.md)";
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let mount = mountinfo.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        let f: Vec<&str> = pre.split(' ').collect();
-        (post.split(' ').next()? == "cgroup2" && f.get(3) == Some(&"/"))
-            .then(|| f.get(4).map(std::path::PathBuf::from))
-            .flatten()
-    });
+    let mount = crate::mountinfo::read().and_then(|t| crate::mountinfo::cgroup2(&t));
     let Some(mount) = mount else {
         return Err(format!(
             "no cgroup v2 hierarchy is mounted: {WHY}; boot with the unified hierarchy"

@@ -103,8 +103,7 @@ fn hierarchy(c: Controller) -> Option<&'static Hierarchy> {
 /// where systems mount it: generating it costs more than the rest of a lookup.
 fn mountinfo() -> Option<&'static str> {
     static TEXT: OnceLock<Option<String>> = OnceLock::new();
-    TEXT.get_or_init(|| fs::read_to_string("/proc/self/mountinfo").ok())
-        .as_deref()
+    TEXT.get_or_init(crate::mountinfo::read).as_deref()
 }
 
 /// The host's cgroup in the v1 hierarchy of `c`, when a request cgroup with the controller's
@@ -163,24 +162,16 @@ fn usual_dir(c: Controller, path: &str) -> Option<PathBuf> {
 /// The host's cgroup `path` in the hierarchy of `c` as `/proc/self/mountinfo` maps it (a
 /// mount of the controller whose root holds the path).
 fn dir_from_mountinfo(c: Controller, path: &str) -> Option<PathBuf> {
-    mountinfo()?.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        let mut p = post.split(' ');
-        if p.next()? != "cgroup" {
+    crate::mountinfo::parse(mountinfo()?).find_map(|m| {
+        if m.fs != "cgroup" || !m.super_options.split(',').any(|o| o == c.name()) {
             return None;
         }
-        let options = p.nth(1)?;
-        if !options.split(',').any(|o| o == c.name()) {
-            return None;
-        }
-        let f: Vec<&str> = pre.split(' ').collect();
-        let (root, point) = (*f.get(3)?, *f.get(4)?);
-        let below = path.strip_prefix(root.trim_end_matches('/'))?;
+        let below = path.strip_prefix(m.root.trim_end_matches('/'))?;
         let below = below.trim_start_matches('/');
         Some(if below.is_empty() {
-            PathBuf::from(point)
+            m.point
         } else {
-            Path::new(point).join(below)
+            m.point.join(below)
         })
     })
 }

@@ -206,19 +206,7 @@ fn usual_mount() -> Option<PathBuf> {
 
 /// The cgroup2 mount as `/proc/self/mountinfo` lists it (a root mount of the hierarchy).
 fn mount_from_mountinfo() -> Option<PathBuf> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    mountinfo.lines().find_map(|l| {
-        let (pre, post) = l.split_once(" - ")?;
-        if post.split(' ').next()? != "cgroup2" {
-            return None;
-        }
-        let f: Vec<&str> = pre.split(' ').collect();
-        if f.get(3) == Some(&"/") {
-            f.get(4).map(PathBuf::from)
-        } else {
-            None
-        }
-    })
+    crate::mountinfo::cgroup2(&crate::mountinfo::read()?)
 }
 
 /// Idle request cgroups kept for reuse: creating and removing one costs about 100 µs per

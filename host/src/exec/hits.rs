@@ -84,7 +84,7 @@ pub(crate) fn roots_to_search(roots: Vec<PathBuf>, writes: &Writes) -> Vec<PathB
     if writes.blocks != Some(0) || !counted {
         return roots;
     }
-    let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    let Some(mountinfo) = crate::mountinfo::read() else {
         return roots;
     };
     let canonical: Vec<PathBuf> = roots
@@ -114,18 +114,13 @@ fn uncounted(
     on_counted: impl Fn(&std::path::Path) -> bool,
 ) -> Vec<PathBuf> {
     // Mount point, whether its file system is counted, whether it is a `dax` mount.
-    let mounts: Vec<(PathBuf, bool, bool)> = mountinfo
-        .lines()
-        .filter_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let point = unescape(fields.get(4)?);
-            let dash = fields.iter().position(|f| *f == "-")?;
-            let fs = *fields.get(dash + 1)?;
-            let dax = fields.get(dash + 3).is_some_and(|o| {
-                o.split(',')
-                    .any(|o| o == "dax" || o.starts_with("dax=") && o != "dax=never")
-            });
-            Some((point, COUNTED_FS.contains(&fs), dax))
+    let mounts: Vec<(PathBuf, bool, bool)> = crate::mountinfo::parse(mountinfo)
+        .map(|m| {
+            let dax = m
+                .super_options
+                .split(',')
+                .any(|o| o == "dax" || o.starts_with("dax=") && o != "dax=never");
+            (m.point, COUNTED_FS.contains(&m.fs), dax)
         })
         .collect();
     if mounts.is_empty() {
@@ -147,34 +142,6 @@ fn uncounted(
     out.sort();
     out.dedup();
     out
-}
-
-/// A mount point as `/proc/self/mountinfo` writes it, with its `\ooo` escapes (space, tab,
-/// newline, backslash) decoded.
-fn unescape(field: &str) -> PathBuf {
-    use std::os::unix::ffi::OsStringExt;
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
-            .and_then(|d| {
-                u8::try_from(d.iter().fold(0u32, |n, c| n * 8 + u32::from(c - b'0'))).ok()
-            });
-        match (b[i], octal) {
-            (b'\\', Some(byte)) => {
-                out.push(byte);
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// A regular file of at least `limit` bytes, changed at or after `since`, under `roots`
@@ -230,7 +197,7 @@ pub(crate) fn warning(hit: Hit, detail: &str, field: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{roots_to_search, search, uncounted, unescape, Writes};
+    use super::{roots_to_search, search, uncounted, Writes};
     use std::path::PathBuf;
     use std::time::SystemTime;
 
@@ -310,13 +277,6 @@ mod tests {
         let searched = roots_to_search(roots.clone(), &w);
         assert_eq!(searched, uncounted(&roots, &table, super::on_counted_fs));
         assert!(searched.contains(&p("/nonexistent/place")), "{searched:?}");
-    }
-
-    #[test]
-    fn mount_points_are_unescaped() {
-        assert_eq!(unescape(r"/a\040b\011c\012d\134e"), p("/a b\tc\nd\\e"));
-        // Not an escape: left as written (a lone backslash, digits out of range, too short).
-        assert_eq!(unescape(r"/a\b\777\04"), p(r"/a\b\777\04"));
     }
 
     #[test]
