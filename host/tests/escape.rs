@@ -1797,7 +1797,14 @@ fn kill_and_tgkill_reach_no_process_outside() {
         let before = AGENT_SIGNALS.load(Ordering::SeqCst);
         let usr2 = libc::SIGUSR2.to_string();
         let c = control(attack(Variant::Dynamic), &["signal", route, &me, &usr2]);
-        std::thread::sleep(Duration::from_millis(50));
+        // The handler runs once the thread is scheduled: under a loaded CI that took longer
+        // than 50 ms once, so wait for it up to 2 s.
+        for _ in 0..200 {
+            if AGENT_SIGNALS.load(Ordering::SeqCst) != before {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         assert_eq!(AGENT_SIGNALS.load(Ordering::SeqCst), before + 1, "{c:?}");
     }
     let before = AGENT_SIGNALS.load(Ordering::SeqCst);
@@ -1845,7 +1852,8 @@ fn kill_and_tgkill_reach_no_process_outside() {
             }
         }
     });
-    std::thread::sleep(Duration::from_millis(50));
+    // As long as the control above may take to see its signal.
+    std::thread::sleep(Duration::from_millis(2000));
     assert_eq!(
         AGENT_SIGNALS.load(Ordering::SeqCst),
         before,
