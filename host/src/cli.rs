@@ -83,6 +83,10 @@ pub struct PathArgs {
     /// the workspace and cannot be created.
     #[arg(long = "read-only", value_name = "PATH")]
     pub read_only: Vec<String>,
+    /// A host unix socket the command may connect to (repeatable): with namespaces, every
+    /// other socket outside the workspace is hidden (tmux, ssh-agent, docker, D-Bus...).
+    #[arg(long = "allow-unix-socket", value_name = "PATH")]
+    pub allow_unix_socket: Vec<String>,
 }
 
 impl PathArgs {
@@ -96,6 +100,7 @@ impl PathArgs {
             self.connect_ports.as_deref(),
         )
         .and_then(|r| r.with_isolation(self.isolation.unwrap_or_default(), &self.read_only))
+        .and_then(|r| r.with_unix_sockets(&self.allow_unix_socket))
         .map_err(|r| self.flag_message(&r))
     }
 
@@ -119,6 +124,7 @@ pub fn layer_flag(field: &str) -> Option<&'static str> {
         "connect_ports" => "--connect-ports",
         "isolation" => "--isolation",
         "read_only_paths" => "--read-only",
+        "allow_unix_sockets" => "--allow-unix-socket",
         "landlock" => "--landlock",
         _ => return None,
     })

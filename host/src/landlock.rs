@@ -408,6 +408,8 @@ pub struct RawRules {
     pub read: u64,
     /// Every file-system right of the ABI (for a private `/tmp`).
     pub all: u64,
+    /// The device rights (for a fresh `/dev/pts`).
+    pub dev: u64,
     /// The descriptors of `paths`, in the same order (they keep them open).
     fds: Vec<OwnedFd>,
 }
@@ -1044,6 +1046,7 @@ fn raw_rules(
         ports,
         read: (READ & all).bits(),
         all: all.bits(),
+        dev: (DEV & AccessFs::from_file(abi)).bits(),
         fds,
     }
 }

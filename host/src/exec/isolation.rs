@@ -28,6 +28,13 @@ pub struct Status {
     /// Paths mounted read-only over themselves (the repository's hooks and config, the
     /// asked paths; placeholders for those that did not exist).
     pub read_only: Vec<PathBuf>,
+    /// The host's tree is read-only in the job's view, apart from its writable places.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_only_root: bool,
+    /// Host unix sockets covered in the view (outside the writable places, not allowed by
+    /// the caller): a `connect` to one is refused.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hidden_sockets: Vec<PathBuf>,
     /// Why there were no namespaces (`preferred` on a machine without them).
     pub unavailable: Option<String>,
 }
@@ -422,6 +429,8 @@ pub(crate) struct Inputs<'a> {
     /// Mount a private `/tmp` (not when Landlock denies reading something under `/tmp`: its
     /// rule for the new `/tmp` would reach into the directories bound back there).
     pub private_tmp: bool,
+    /// Host unix sockets the caller names as reachable (`--allow-unix-socket`).
+    pub allowed_sockets: &'a [PathBuf],
 }
 
 /// Resolves the layer for a job. `Ok(None)`: off, or unavailable under `preferred` (the
@@ -447,26 +456,6 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
         return Ok(Err(why));
     }
     let (pins, mut protect) = repository_files(inputs.workspace);
-    let mut mounts = vec![Mount::Proc(c_path(Path::new("/proc")))];
-    // Root's uid maps to itself, and these files of the fresh /proc check only the uid:
-    // without Landlock (`--landlock off`, an old kernel) a command of root could write
-    // `kernel.core_pattern` (a crash then runs a program as root, outside every layer) or
-    // the SysRq trigger. Read-only binds close them; callers other than root cannot write
-    // them at all, so they pay no mounts.
-    if crate::sys::euid() == 0 {
-        // The fresh /proc has what the host's has (a kernel without SysRq has no trigger);
-        // looked up once per process, not per job.
-        static MACHINE_FILES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
-        let files = MACHINE_FILES.get_or_init(|| {
-            ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq"]
-                .map(Path::new)
-                .into_iter()
-                .filter(|p| p.exists())
-                .map(c_path)
-                .collect()
-        });
-        mounts.extend(files.iter().cloned().map(Mount::ReadOnly));
-    }
     // The repository's git directories stay visible too (a worktree's may be elsewhere).
     let mut visible = inputs.visible.to_vec();
     let parents: Vec<&Path> = pins
@@ -475,33 +464,27 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
         .filter_map(|p| p.parent())
         .collect();
     visible.extend(parents);
-    let exposed = if inputs.private_tmp {
+    let exposed: Vec<(PathBuf, bool)> = if inputs.private_tmp {
         under_tmp(&visible)
+            .into_iter()
+            .map(|d| {
+                let writable = inputs.writable.iter().any(|w| {
+                    std::fs::canonicalize(w).is_ok_and(|w| d.starts_with(&w) || w.starts_with(&d))
+                });
+                (d, writable)
+            })
+            .collect()
     } else {
         Vec::new()
     };
-    for (i, d) in exposed.iter().enumerate() {
-        mounts.push(Mount::Open(c_path(d), i));
-    }
-    if inputs.private_tmp {
-        mounts.push(Mount::Tmpfs(c_path(Path::new("/tmp"))));
-    }
-    for (i, d) in exposed.iter().enumerate() {
-        for a in d
-            .ancestors()
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .filter(|a| a.starts_with("/tmp") && *a != Path::new("/tmp"))
-        {
-            mounts.push(Mount::Mkdir(c_path(a)));
-        }
-        let writable = inputs
-            .writable
-            .iter()
-            .any(|w| std::fs::canonicalize(w).is_ok_and(|w| d.starts_with(&w) || w.starts_with(d)));
-        mounts.push(Mount::Expose(c_path(d), i, writable));
-    }
+    let view = super::view::plan(&super::view::Inputs {
+        writable: inputs.writable,
+        exposed: &exposed,
+        private_tmp: inputs.private_tmp,
+        root_caller: crate::sys::euid() == 0,
+        allowed_sockets: inputs.allowed_sockets,
+    });
+    let mut mounts = view.mounts;
     for p in &pins {
         mounts.push(Mount::Pin(c_path(p)));
     }
@@ -573,12 +556,15 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
             isolate: true,
             net: false,
             private_tmp: inputs.private_tmp,
+            fresh_dev: true,
             mounts,
         },
         status: Status {
             mode: inputs.mode,
             namespaces: NAMESPACES.iter().map(|s| s.to_string()).collect(),
             read_only,
+            read_only_root: view.read_only_root,
+            hidden_sockets: view.hidden_sockets,
             unavailable: None,
         },
         holds,

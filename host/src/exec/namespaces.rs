@@ -14,21 +14,37 @@ pub(crate) struct Namespaces {
     pub mounts: Vec<Mount>,
     /// The mounts include a private `/tmp` (which the job's Landlock rules then cover).
     pub private_tmp: bool,
+    /// The mounts build a fresh `/dev` (whose directory, terminals and shared memory the
+    /// job's Landlock rules then cover).
+    pub fresh_dev: bool,
 }
 
-/// One step of the mount plan in the new mount namespace.
+/// One step of the mount plan in the new mount namespace (see `view.rs` for the order).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Mount {
     /// A fresh `proc` for the new PID namespace at this path.
     Proc(CString),
-    /// Opens this directory (`O_PATH`) into slot N, to bind it back once it is hidden.
-    Open(CString, usize),
-    /// An empty tmpfs (mode 1777) at this path.
-    Tmpfs(CString),
+    /// A detached copy of the tree at this path (`open_tree(OPEN_TREE_CLONE)`, recursive),
+    /// kept in slot N to be attached later: it keeps the flags it has now.
+    Clone(CString, usize),
+    /// A tmpfs at this path, with these options (mode, size, inode count).
+    Tmpfs(CString, CString),
+    /// A devpts instance of its own at this path, with these options (`newinstance`...).
+    Devpts(CString, CString),
     /// Creates this directory (it may exist).
     Mkdir(CString),
-    /// Binds the directory of slot N at this path: read-only unless the flag says writable.
-    Expose(CString, usize, bool),
+    /// Creates this empty file (a mount point for a device node).
+    File(CString),
+    /// A symbolic link: target, then the link's path.
+    Symlink(CString, CString),
+    /// Attaches the copy of slot N at this path: read-only unless the flag says writable.
+    Attach(CString, usize, bool),
+    /// Makes the mount at this path read-only: with its submounts when the flag is set.
+    Seal(CString, bool),
+    /// Writes this value to this file (a sysctl of the new namespaces).
+    Write(CString, CString),
+    /// Covers this path (a host socket) with `/dev/null`; gone meanwhile is not an error.
+    Hide(CString),
     /// This path bound over itself read-only (recursively).
     ReadOnly(CString),
     /// This path bound over itself, writable: it becomes a mount point, which cannot be

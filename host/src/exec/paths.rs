@@ -136,13 +136,7 @@ fn spec(
         (None, true) => Tcp::Any,
         (None, false) => Tcp::Deny,
     };
-    let mut writable = Vec::new();
-    match &rules.workspace {
-        Some(w) => writable.push(w.clone()),
-        None if allows.writes => writable.push(cwd.to_path_buf()),
-        None => {}
-    }
-    writable.extend(rules.writable.iter().cloned());
+    let mut writable = writable_set(rules, &allows, cwd);
     writable.extend(temp.map(Path::to_path_buf));
     let mut deny_read = match std::env::var_os("HOME") {
         Some(home) if Path::new(&home).is_absolute() => {
@@ -157,6 +151,20 @@ fn spec(
         tcp,
         scoped: true,
     })
+}
+
+/// The places a job may write, Landlock or not: the workspace (the working directory when
+/// the profile's filter lets programs create files and no workspace is given) and the asked
+/// writable paths. The constructed view (`view.rs`) binds exactly these writable.
+pub(super) fn writable_set(rules: &PathRules, allows: &Allows, cwd: &Path) -> Vec<PathBuf> {
+    let mut writable = Vec::new();
+    match &rules.workspace {
+        Some(w) => writable.push(w.clone()),
+        None if allows.writes => writable.push(cwd.to_path_buf()),
+        None => {}
+    }
+    writable.extend(rules.writable.iter().cloned());
+    writable
 }
 
 /// A Landlock error as the refusal of the field it names (`landlock` when none).

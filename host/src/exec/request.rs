@@ -94,6 +94,9 @@ pub struct Request {
     /// Paths mounted read-only over themselves (absolute; one that does not exist must be
     /// inside the workspace, and cannot be created).
     pub read_only_paths: Vec<String>,
+    /// Host unix sockets the command may connect to (absolute paths): with namespaces every
+    /// other socket bound outside the job's writable places is covered in its view.
+    pub allow_unix_sockets: Vec<String>,
     /// The network: `host`, `none` (loopback only) or `proxy` (only the allowlist proxy);
     /// absent, it follows the other network fields and the profile (docs/isolation.md).
     pub network: Option<crate::network::Mode>,
@@ -147,6 +150,8 @@ pub struct PathRules {
     pub isolation: IsolationMode,
     /// Paths to mount read-only over themselves.
     pub read_only: Vec<PathBuf>,
+    /// Host unix sockets left reachable in the job's view.
+    pub allowed_sockets: Vec<PathBuf>,
 }
 
 /// Status of a program that exists but cannot be executed (as `env` and shells give).
@@ -242,6 +247,7 @@ impl Request {
             profile_file: None,
             isolation: IsolationMode::default(),
             read_only_paths: Vec::new(),
+            allow_unix_sockets: Vec::new(),
             network: None,
             allow_domains: Vec::new(),
             resolve: BTreeMap::new(),
@@ -445,7 +451,8 @@ impl Request {
             &self.deny_read,
             self.connect_ports.as_deref(),
         )?
-        .with_isolation(self.isolation, &self.read_only_paths)
+        .with_isolation(self.isolation, &self.read_only_paths)?
+        .with_unix_sockets(&self.allow_unix_sockets)
     }
 }
 
@@ -510,6 +517,7 @@ impl PathRules {
             connect_ports: connect_ports.map(<[u16]>::to_vec),
             isolation: IsolationMode::default(),
             read_only: Vec::new(),
+            allowed_sockets: Vec::new(),
         })
     }
 
@@ -539,6 +547,23 @@ impl PathRules {
             self.read_only.push(PathBuf::from(p));
         }
         self.isolation = mode;
+        Ok(self)
+    }
+
+    /// Adds the host unix sockets the job may reach (`allow_unix_sockets[i]`: absolute, no
+    /// NUL or newline; canonicalised when they exist, so that a link names its socket).
+    pub fn with_unix_sockets(mut self, sockets: &[String]) -> Result<PathRules, Refusal> {
+        for (i, p) in sockets.iter().enumerate() {
+            if p.is_empty() || p.contains('\0') || p.contains('\n') || !Path::new(p).is_absolute() {
+                return Err(Refusal::new(
+                    format!("allow_unix_sockets[{i}]"),
+                    format!("must be an absolute path without NUL or newline, got `{p}`"),
+                ));
+            }
+            let path = PathBuf::from(p);
+            self.allowed_sockets
+                .push(std::fs::canonicalize(&path).unwrap_or(path));
+        }
         Ok(self)
     }
 

@@ -666,7 +666,7 @@ fn run(
             }
         }
     }
-    let isolation = isolation_layer(v, &here, layer.as_ref(), private_tmp)?;
+    let isolation = isolation_layer(v, sandbox, &here, layer.as_ref(), private_tmp)?;
     let isolated = isolation.as_ref().ok();
     // After the mounts the program changes to its directory by name: an inherited working
     // directory would still be the one beneath them.
@@ -1056,6 +1056,8 @@ fn run(
                 mode: v.paths.isolation,
                 namespaces: Vec::new(),
                 read_only: Vec::new(),
+                read_only_root: false,
+                hidden_sockets: Vec::new(),
                 unavailable: Some(why),
             })
         }
@@ -1180,6 +1182,7 @@ fn private_tmp(v: &Validated) -> bool {
 /// The job's namespace layer: `Ok` with it, or `Err` with why there is none (empty: off).
 fn isolation_layer(
     v: &Validated,
+    sandbox: &Sandbox,
     here: &std::path::Path,
     landlock: Option<&super::paths::Layer>,
     private_tmp: bool,
@@ -1217,16 +1220,19 @@ fn isolation_layer(
         .filter(|h| h.starts_with("/tmp/") && h.is_dir())
         .collect();
     visible.extend(home.iter().map(PathBuf::as_path));
-    // Without Landlock nothing limits writes: kept-visible directories stay writable.
-    let everything = [PathBuf::from("/")];
-    let writable = landlock.map_or(&everything[..], |l| &l.writable[..]);
+    // The view binds the same writable places as Landlock grants, with Landlock or without.
+    let writable = match landlock {
+        Some(l) => l.writable.clone(),
+        None => super::paths::writable_set(&v.paths, &super::paths::allows(sandbox), here),
+    };
     let inputs = super::isolation::Inputs {
         mode: v.paths.isolation,
         workspace: &workspace,
         read_only: &v.paths.read_only,
         visible: &visible,
-        writable,
+        writable: &writable,
         private_tmp,
+        allowed_sockets: &v.paths.allowed_sockets,
     };
     Ok(super::isolation::layer(&inputs)?)
 }

@@ -39,6 +39,7 @@ pub const FIELDS: &[&str] = &[
     "profile_file",
     "isolation",
     "read_only_paths",
+    "allow_unix_sockets",
     "network",
     "allow_domains",
     "resolve",
@@ -215,6 +216,8 @@ impl Request {
         }
         req.read_only_paths =
             optional::<Vec<String>>(&obj, "read_only_paths", paths)?.unwrap_or_default();
+        req.allow_unix_sockets =
+            optional::<Vec<String>>(&obj, "allow_unix_sockets", paths)?.unwrap_or_default();
         req.network = optional::<crate::network::Mode>(
             &obj,
             "network",

@@ -63,20 +63,35 @@ struct PathBeneath {
 struct RawMount {
     kind: u32,
     path: *const c_char,
+    /// A second string: tmpfs and devpts options, a link's target, a value to write.
+    data: *const c_char,
     slot: usize,
-    writable: bool,
+    /// Attach writable; seal recursively.
+    flag: bool,
 }
 
 const PROC: u32 = 1;
 const TMPFS: u32 = 2;
 const READ_ONLY: u32 = 3;
 const PIN: u32 = 4;
-const OPEN: u32 = 5;
+const CLONE: u32 = 5;
 const MKDIR: u32 = 6;
-const EXPOSE: u32 = 7;
+const ATTACH: u32 = 7;
+const DEVPTS: u32 = 8;
+const FILE: u32 = 9;
+const SYMLINK: u32 = 10;
+const SEAL: u32 = 11;
+const WRITE: u32 = 12;
+const HIDE: u32 = 13;
 
-/// At most this many directories are kept visible under a private `/tmp`.
-pub(crate) const MAX_EXPOSED: usize = 16;
+/// At most this many trees are copied to be attached again (directories kept visible under
+/// a private `/tmp`, writable places, device nodes).
+pub(crate) const MAX_EXPOSED: usize = 48;
+
+/// `open_tree` flags (Linux 5.2).
+const OPEN_TREE_CLONE: usize = 1;
+/// `move_mount` flag: the source is the descriptor itself.
+const MOVE_MOUNT_F_EMPTY_PATH: usize = 4;
 
 /// What the init reads, prepared by the host.
 #[repr(C)]
@@ -101,6 +116,8 @@ pub(super) struct NsCtx {
     g_stack_size: u64,
     cap_last: i32,
     private_tmp: bool,
+    /// The mounts build a fresh `/dev`: its directory, terminals and shared memory get rules.
+    fresh_dev: bool,
     /// The host's own dumpable setting (restored after the id maps are written).
     host_dumpable: i32,
     /// The init shares the host's memory (`CLONE_VM`) and the host writes its id maps.
@@ -247,25 +264,35 @@ impl Prepared {
             .mounts
             .iter()
             .map(|m| {
-                let (kind, path, slot, writable) = match m {
-                    Mount::Proc(p) => (PROC, p, 0, false),
-                    Mount::Open(p, i) => (OPEN, p, *i, false),
-                    Mount::Tmpfs(p) => (TMPFS, p, 0, false),
-                    Mount::Mkdir(p) => (MKDIR, p, 0, false),
-                    Mount::Expose(p, i, w) => (EXPOSE, p, *i, *w),
-                    Mount::ReadOnly(p) => (READ_ONLY, p, 0, false),
-                    Mount::Pin(p) => (PIN, p, 0, false),
+                let none = None::<&CString>;
+                let (kind, path, data, slot, flag) = match m {
+                    Mount::Proc(p) => (PROC, p, none, 0, false),
+                    Mount::Clone(p, i) => (CLONE, p, none, *i, false),
+                    Mount::Tmpfs(p, o) => (TMPFS, p, Some(o), 0, false),
+                    Mount::Devpts(p, o) => (DEVPTS, p, Some(o), 0, false),
+                    Mount::Mkdir(p) => (MKDIR, p, none, 0, false),
+                    Mount::File(p) => (FILE, p, none, 0, false),
+                    Mount::Symlink(t, p) => (SYMLINK, p, Some(t), 0, false),
+                    Mount::Attach(p, i, w) => (ATTACH, p, none, *i, *w),
+                    Mount::Seal(p, r) => (SEAL, p, none, 0, *r),
+                    Mount::Write(p, v) => (WRITE, p, Some(v), 0, false),
+                    Mount::Hide(p) => (HIDE, p, none, 0, false),
+                    Mount::ReadOnly(p) => (READ_ONLY, p, none, 0, false),
+                    Mount::Pin(p) => (PIN, p, none, 0, false),
                 };
                 RawMount {
                     kind,
                     path: path.as_ptr(),
+                    data: data.map_or(std::ptr::null(), |d| d.as_ptr()),
                     slot,
-                    writable,
+                    flag,
                 }
             })
             .collect();
         if mounts.iter().any(|m| m.slot >= MAX_EXPOSED) {
-            return Err(invalid("too many directories to keep visible under /tmp"));
+            return Err(invalid(
+                "too many places to bind back (writable paths, directories under /tmp)",
+            ));
         }
         let stack = PROGRAM_STACK
             .with(|s| s.take())
@@ -303,6 +330,7 @@ impl Prepared {
             g_stack_size: (STACK_SIZE + GUARD) as u64,
             cap_last: cap_last(),
             private_tmp: ns.private_tmp,
+            fresh_dev: ns.fresh_dev,
             host_dumpable,
             shared_vm,
             pid_ns: ns.isolate,
@@ -714,32 +742,24 @@ unsafe fn network(c: &Ctx, n: &NsCtx) {
     }
 }
 
-/// The path of descriptor `fd` under the new `/proc`: `/proc/self/fd/N`.
-fn fd_path(fd: RawFd, buf: &mut [u8; 32]) -> *const c_char {
-    let prefix = b"/proc/self/fd/";
-    buf[..prefix.len()].copy_from_slice(prefix);
-    let len = digits(fd as u32, &mut buf[prefix.len()..]);
-    buf[prefix.len() + len] = 0;
-    buf.as_ptr().cast()
-}
-
 /// Makes the mount at `path` read-only (only that bit changes: flags the kernel locked on
-/// the mount below, nosuid, nodev..., stay).
-unsafe fn read_only(c: &Ctx, path: *const c_char) {
+/// the mount below, nosuid, nodev..., stay), with its submounts when `recursive`.
+unsafe fn read_only(c: &Ctx, path: *const c_char, recursive: bool) {
     let attr = MountAttr {
         attr_set: MOUNT_ATTR_RDONLY,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
     };
+    let flags = if recursive { libc::AT_RECURSIVE } else { 0 };
     // SAFETY: a raw call on a C string and a local.
     unsafe {
         must!(c, Stage::Mounts; libc::SYS_mount_setattr, libc::AT_FDCWD, path,
-            libc::AT_RECURSIVE, &attr as *const MountAttr, std::mem::size_of::<MountAttr>());
+            flags, &attr as *const MountAttr, std::mem::size_of::<MountAttr>());
     }
 }
 
-/// One step of the mount plan.
+/// One step of the mount plan (`view.rs` orders them).
 unsafe fn mount(c: &Ctx, m: &RawMount, slots: &mut [RawFd; MAX_EXPOSED]) {
     // SAFETY: raw calls on C strings prepared by the host.
     unsafe {
@@ -752,20 +772,23 @@ unsafe fn mount(c: &Ctx, m: &RawMount, slots: &mut [RawFd; MAX_EXPOSED]) {
             }
             TMPFS => {
                 must!(c, Stage::Mounts; libc::SYS_mount, c"tmpfs".as_ptr(), m.path,
-                    c"tmpfs".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV,
-                    c"mode=1777".as_ptr());
+                    c"tmpfs".as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, m.data);
+            }
+            DEVPTS => {
+                must!(c, Stage::Mounts; libc::SYS_mount, c"devpts".as_ptr(), m.path,
+                    c"devpts".as_ptr(), libc::MS_NOSUID | libc::MS_NOEXEC, m.data);
             }
             READ_ONLY | PIN => {
                 must!(c, Stage::Mounts; libc::SYS_mount, m.path, m.path, none,
                     libc::MS_BIND | libc::MS_REC, none);
                 if m.kind == READ_ONLY {
-                    read_only(c, m.path);
+                    read_only(c, m.path, true);
                 }
             }
-            OPEN => {
-                slots[m.slot] = must!(c, Stage::Mounts; libc::SYS_openat, libc::AT_FDCWD,
-                    m.path, libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY, 0)
-                    as RawFd;
+            CLONE => {
+                slots[m.slot] = must!(c, Stage::Mounts; libc::SYS_open_tree, libc::AT_FDCWD,
+                    m.path, OPEN_TREE_CLONE | libc::AT_RECURSIVE as usize
+                        | libc::O_CLOEXEC as usize) as RawFd;
             }
             MKDIR => {
                 let rc = ksys!(c; libc::SYS_mkdirat, libc::AT_FDCWD, m.path, 0o755);
@@ -773,14 +796,39 @@ unsafe fn mount(c: &Ctx, m: &RawMount, slots: &mut [RawFd; MAX_EXPOSED]) {
                     fail(c, Stage::Mounts, rc);
                 }
             }
-            EXPOSE => {
-                let mut buf = [0u8; 32];
-                let src = fd_path(slots[m.slot], &mut buf);
-                must!(c, Stage::Mounts; libc::SYS_mount, src, m.path, none,
-                    libc::MS_BIND | libc::MS_REC, none);
+            FILE => {
+                let fd = must!(c, Stage::Mounts; libc::SYS_openat, libc::AT_FDCWD, m.path,
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o644);
+                ksys!(c; libc::SYS_close, fd);
+            }
+            SYMLINK => {
+                must!(c, Stage::Mounts; libc::SYS_symlinkat, m.data, libc::AT_FDCWD, m.path);
+            }
+            ATTACH => {
+                must!(c, Stage::Mounts; libc::SYS_move_mount, slots[m.slot], c"".as_ptr(),
+                    libc::AT_FDCWD, m.path, MOVE_MOUNT_F_EMPTY_PATH);
                 ksys!(c; libc::SYS_close, slots[m.slot]);
-                if !m.writable {
-                    read_only(c, m.path);
+                if !m.flag {
+                    read_only(c, m.path, true);
+                }
+            }
+            SEAL => read_only(c, m.path, m.flag),
+            WRITE => {
+                let mut len = 0;
+                while *m.data.add(len) != 0 {
+                    len += 1;
+                }
+                let fd = must!(c, Stage::Mounts; libc::SYS_openat, libc::AT_FDCWD, m.path,
+                    libc::O_WRONLY | libc::O_CLOEXEC, 0);
+                must!(c, Stage::Mounts; libc::SYS_write, fd, m.data, len);
+                ksys!(c; libc::SYS_close, fd);
+            }
+            HIDE => {
+                let rc = ksys!(c; libc::SYS_mount, c"/dev/null".as_ptr(), m.path, none,
+                    libc::MS_BIND, none);
+                // Gone since the host listed it: nothing is left there to reach.
+                if rc < 0 && rc != -libc::ENOENT as isize {
+                    fail(c, Stage::Mounts, rc);
                 }
             }
             _ => fail(c, Stage::Mounts, -libc::EINVAL as isize),
@@ -813,8 +861,14 @@ unsafe fn ruleset(c: &Ctx, n: &NsCtx) -> RawFd {
             let rule = [access, port];
             must!(c, Stage::Paths; libc::SYS_landlock_add_rule, fd, 2, rule.as_ptr(), 0);
         }
-        let tmp = if n.private_tmp { 2 } else { 1 };
-        for (path, access) in [(c"/proc", r.read), (c"/tmp", r.all)].into_iter().take(tmp) {
+        let places = [
+            (c"/proc", r.read, true),
+            (c"/tmp", r.all, n.private_tmp),
+            (c"/dev", r.read, n.fresh_dev),
+            (c"/dev/pts", r.dev, n.fresh_dev),
+            (c"/dev/shm", r.all, n.fresh_dev),
+        ];
+        for (path, access, _) in places.into_iter().filter(|p| p.2) {
             let dir = ksys!(c; libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(),
                 libc::O_PATH | libc::O_CLOEXEC | libc::O_DIRECTORY, 0);
             if dir >= 0 {
