@@ -300,10 +300,13 @@ fn require_sandbox_refuses_when_unavailable() {
 fn without_require_sandbox_it_warns_and_runs_unsandboxed() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("ran");
-    // Without the Landlock layer too (which would keep minimal read-only on its own).
+    // Without the Landlock layer and the namespaces too (each would keep minimal read-only on
+    // its own: the view seals the host's tree).
     let o = sandbox_without_seccomp(&[
         "run",
         "--landlock",
+        "off",
+        "--isolation",
         "off",
         "--",
         "/usr/bin/touch",

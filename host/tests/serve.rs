@@ -1001,9 +1001,35 @@ fn a_sandboxed_command_cannot_submit_requests_to_the_server() {
     assert_eq!(v["id"], "esc", "{out}");
     assert_eq!(v["exit_code"], 0, "{out}");
 
-    let mut variants: Vec<Vec<&str>> = vec![
+    // With namespaces the socket is not even reachable (the view covers host sockets outside
+    // the workspace): nothing comes back.
+    for v in [
         vec![BIN, "run", "--profile", "shell-network", "--"],
         vec![BIN, "run", "--profile", "unrestricted", "--"],
+    ] {
+        let out = escape_attempt(&path, &v);
+        assert!(out.is_empty(), "{v:?}: {out}");
+    }
+    // Named by the caller, it is reachable, and the server itself refuses the job.
+    let mut variants: Vec<Vec<&str>> = vec![
+        vec![
+            BIN,
+            "run",
+            "--profile",
+            "shell-network",
+            "--allow-unix-socket",
+            path_s,
+            "--",
+        ],
+        vec![
+            BIN,
+            "run",
+            "--profile",
+            "unrestricted",
+            "--allow-unix-socket",
+            path_s,
+            "--",
+        ],
     ];
     // Without namespaces the request cgroup marks the job (root has one on this machine).
     if owner_of_this_process() == 0 {

@@ -109,15 +109,24 @@ fn within(path: &Path, dir: &Path) -> bool {
 }
 
 /// The writable places as the view binds them: canonical, outermost only, none under the
-/// trees the view replaces (`/proc`, `/dev`) or, with a private `/tmp`, under `/tmp` (those
-/// come back with the `/tmp` exposures).
+/// fresh `/proc` or, with a private `/tmp`, under `/tmp` (those come back with the `/tmp`
+/// exposures); one under `/dev` comes back in the fresh `/dev` (a file there as its
+/// directory).
 fn writable_places(inputs: &Inputs) -> Vec<PathBuf> {
     let mut places: Vec<PathBuf> = inputs
         .writable
         .iter()
         .filter_map(|w| std::fs::canonicalize(w).ok())
-        .filter(|w| !within(w, Path::new("/proc")) && !within(w, Path::new("/dev")))
+        .filter(|w| !within(w, Path::new("/proc")))
         .filter(|w| !(inputs.private_tmp && within(w, Path::new("/tmp"))))
+        // A file's directory: it is made again inside the fresh `/dev`, as a directory.
+        .map(|w| {
+            if within(&w, Path::new("/dev")) && !w.is_dir() {
+                w.parent().map_or(w.clone(), Path::to_path_buf)
+            } else {
+                w
+            }
+        })
         .collect();
     places.sort();
     places.dedup();
@@ -191,6 +200,9 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
         }
         m.push(Mount::Attach(c_path(d), slot, writable));
     }
+    let (in_dev, places): (Vec<_>, Vec<_>) = places
+        .into_iter()
+        .partition(|(_, p)| within(p, Path::new("/dev")));
     for (slot, p) in &places {
         m.push(Mount::Attach(c_path(p), *slot, true));
     }
@@ -213,6 +225,20 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
     ));
     m.push(Mount::Mkdir(c_str("/dev/shm")));
     m.push(Mount::Tmpfs(c_str("/dev/shm"), c_str(SHM_OPTIONS)));
+    // Writable places under the host's /dev (a workspace in /dev/shm) come back at the same
+    // place in the fresh one.
+    for (slot, p) in &in_dev {
+        for a in p
+            .ancestors()
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .filter(|a| within(a, Path::new("/dev")) && *a != Path::new("/dev"))
+        {
+            m.push(Mount::Mkdir(c_path(a)));
+        }
+        m.push(Mount::Attach(c_path(p), *slot, true));
+    }
     m.push(Mount::Seal(c_str("/dev"), false));
     let writable: Vec<PathBuf> = inputs
         .writable
@@ -330,7 +356,7 @@ mod tests {
         let writable = [
             inner.clone(),
             dir.path().to_path_buf(),
-            PathBuf::from("/dev/shm"),
+            PathBuf::from("/proc/self"),
             PathBuf::from("/tmp"),
         ];
         let inputs = Inputs {
