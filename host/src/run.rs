@@ -206,14 +206,30 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
                     .iter()
                     .map(|p| p.display().to_string())
                     .collect();
+                let hidden: Vec<String> = i
+                    .hidden_sockets
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
                 say(format_args!(
-                    "isolation {}: namespaces {}; fresh /proc, private /tmp; read-only: {}",
+                    "isolation {}: namespaces {}; {}fresh /proc and /dev, private /tmp; \
+                     read-only: {}; host sockets hidden: {}",
                     i.mode,
                     i.namespaces.join(", "),
+                    if i.read_only_root {
+                        "host tree read-only, "
+                    } else {
+                        ""
+                    },
                     if ro.is_empty() {
                         "nothing".to_string()
                     } else {
                         ro.join(", ")
+                    },
+                    if hidden.is_empty() {
+                        "none".to_string()
+                    } else {
+                        hidden.join(", ")
                     }
                 ))
             }

@@ -623,3 +623,59 @@ fn hostile_allowed_sockets_are_refused_naming_the_field() {
         assert!(out.contains("\"error\""), "{body}: {out}");
     }
 }
+
+#[test]
+fn inotify_instances_and_terminals_are_bounded_per_job() {
+    // Counts how many inotify instances and terminals the job can open (up to 100 each).
+    let code = r#"
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+n = 0
+while n < 100:
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        break
+    fds.append(fd); n += 1
+for fd in fds:
+    os.close(fd)
+ptys = []
+while len(ptys) < 100:
+    try:
+        ptys.append(os.openpty())
+    except OSError:
+        break
+print(n, len(ptys))
+"#;
+    for who in BOTH {
+        let ws = workspace();
+        let counts = |isolation: &str| {
+            let o = run(
+                who,
+                ws.path(),
+                &[
+                    "--isolation",
+                    isolation,
+                    "--profile",
+                    "shell",
+                    "--",
+                    "python3",
+                    "-c",
+                    code,
+                ],
+            );
+            assert!(o.status.success(), "{who:?} {isolation}: {}", text(&o));
+            let out = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            let v: Vec<u32> = out.split(' ').map(|n| n.parse().unwrap()).collect();
+            (v[0], v[1])
+        };
+        // Control: without the namespaces the user's own limits are all there is.
+        let (inotify, ptys) = counts("off");
+        assert!(
+            inotify > 32 && ptys > 64,
+            "{who:?} control: {inotify} {ptys}"
+        );
+        let (inotify, ptys) = counts("preferred");
+        assert_eq!((inotify, ptys), (32, 64), "{who:?}");
+    }
+}

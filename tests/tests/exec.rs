@@ -622,9 +622,10 @@ fn timeout_holds_for_a_program_that_left_its_cgroup() {
     r.profile = "shell".into();
     r.timeout_s = 1.0;
     r.env.insert("EXEC_TEST_MARK".into(), mark.clone());
-    // Landlock refuses the write to cgroup.procs (nothing outside the workspace is
-    // writable): this test is about the timeout, so it runs without that layer.
+    // Landlock and the constructed view (the host's tree read-only) each refuse the write to
+    // cgroup.procs: this test is about the timeout, so it runs without those layers.
     r.landlock = sandbox_host::landlock::Mode::Off;
+    r.isolation = sandbox_host::exec::isolation::Mode::Off;
     let opts = RunOptions {
         grace: Duration::from_millis(200),
         ..RunOptions::default()

@@ -1025,6 +1025,16 @@ fn run(
     if tally.killer.is_none() {
         tally.killer = preload.and_then(|r| r.violation.map(|(nr, _)| (nr, None)));
     }
+    if tally.paced_since.is_some() {
+        warnings.push(format!(
+            "sandbox: the program made {} refused calls; past {} they were answered at most {} \
+             a second (each costs the host work outside the job's limits): it was slowed, not \
+             stopped",
+            tally.total,
+            super::notify::FREE_CALLS,
+            super::notify::PACED_RATE
+        ));
+    }
     // Degraded only because the caller allowed it (`preferred`): said on every run, with the
     // way to refuse instead in the caller's terms.
     let required = |layer: &str| match v.audience {

@@ -1,0 +1,79 @@
+//! A program that loops on a refused call costs the host a receive and a reply per call,
+//! outside the job's limits: past the free calls the host paces its answers (the program
+//! waits in the call), and the result says so. No timing is asserted: the warning and the
+//! counts show the pacing engaged, and the control shows it does not below the bound.
+
+use serde_json::Value;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+mod common;
+
+use common::{command, output_with_input, BOTH, SANDBOX};
+
+/// A C program making `argv[1]` refused calls (`socket`, which `minimal` refuses) and
+/// printing how many failed.
+const FLOOD_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+int main(int argc, char **argv) {
+    long n = atol(argv[1]), failed = 0;
+    for (long i = 0; i < n; i++)
+        if (socket(AF_INET, SOCK_STREAM, 0) < 0)
+            failed++;
+    printf("%ld\n", failed);
+    return 0;
+}
+"#;
+
+fn flood_program(dir: &Path) -> String {
+    let src = dir.join("flood.c");
+    fs::write(&src, FLOOD_C).unwrap();
+    let out = dir.join("flood");
+    assert!(Command::new("gcc")
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success());
+    out.display().to_string()
+}
+
+#[test]
+fn a_flood_of_refused_calls_is_paced_and_said() {
+    let dir = tempfile::Builder::new()
+        .prefix("flood")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let prog = flood_program(dir.path());
+    fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    for who in BOTH {
+        for (calls, paced) in [(5_000u64, false), (12_000, true)] {
+            let req = serde_json::json!({
+                "argv": [prog, calls.to_string()],
+                "profile": "minimal",
+            });
+            let o = output_with_input(
+                command(who, SANDBOX).args(["exec", "--json"]),
+                req.to_string().as_bytes(),
+            );
+            let v: Value = serde_json::from_slice(&o.stdout)
+                .unwrap_or_else(|_| panic!("{who:?}: {}", String::from_utf8_lossy(&o.stdout)));
+            assert_eq!(v["exit_code"], 0, "{who:?} {calls}: {v}");
+            assert_eq!(v["stdout"], format!("{calls}\n"), "{who:?} {calls}: {v}");
+            let said = v["warnings"].as_array().into_iter().flatten().any(|w| {
+                w.as_str()
+                    .unwrap_or_default()
+                    .contains("slowed, not stopped")
+            });
+            assert_eq!(said, paced, "{who:?} {calls}: {v}");
+        }
+    }
+}
