@@ -308,3 +308,164 @@ fn widths_agree_with_the_running_kernels_tracepoints() {
     }
     assert!(compared > 500, "{compared}");
 }
+
+fn builtin(name: &str, arch: Arch) -> Box<Policy> {
+    sandbox_policy::profile::Profile::builtin(name)
+        .unwrap()
+        .policy(arch, None)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{name} has a filter"))
+}
+
+/// Every argument rule of every built-in profile decides the same whatever the upper half of an
+/// argument the kernel reads as 32 bits (or the upper 48 of a 16-bit one) holds: setting those
+/// bits neither passes a refusal nor refuses an allowed call. And a 64-bit argument's upper half
+/// is not ignored: 0x200000000 is not 0.
+#[test]
+fn builtin_rules_ignore_exactly_the_bits_the_kernel_ignores() {
+    let mut checked = 0;
+    for arch in ARCHES {
+        for name in sandbox_policy::profile::Profile::builtin_names() {
+            if name == "unrestricted" {
+                continue;
+            }
+            let p = builtin(name, arch);
+            let prog = ours(&compile(&p));
+            let mut ruled: Vec<u32> = p.rules().iter().map(|r| u32::from(r.nr)).collect();
+            ruled.dedup();
+            for nr in ruled {
+                for slot in 0..6u8 {
+                    let bits = arch.arg_bits(nr, slot);
+                    if bits == 64 {
+                        continue;
+                    }
+                    let ignored = !((1u64 << bits) - 1);
+                    let mut values: Vec<u64> = EDGES.to_vec();
+                    for c in p
+                        .rules_for(nr)
+                        .iter()
+                        .flat_map(|r| p.alternatives(r).flatten())
+                    {
+                        values.extend([c.value, c.value.wrapping_add(1), c.mask, !c.mask]);
+                    }
+                    for &v in &values {
+                        let mut args = [0u64; 6];
+                        args[usize::from(slot)] = v & !ignored;
+                        let d = |args: [u64; 6]| run(&prog, &Data::new(arch, nr, args)).unwrap();
+                        let want = d(args);
+                        assert_eq!(want, p.decide(nr, &args).ret());
+                        for high in [ignored, 0x2_0000_0000 & ignored, 0x8000_0000_0000_0000] {
+                            let mut hi = args;
+                            hi[usize::from(slot)] |= high;
+                            assert_eq!(
+                                d(hi),
+                                want,
+                                "{name} {arch:?} {:?} a{slot} ({bits} bits) = {:#x}",
+                                arch.syscall_name(nr),
+                                hi[usize::from(slot)]
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+            // sendto's destination (in @fd-io of every profile but no-exec): only a null one.
+            if let Some(nr) = arch.syscall_number("sendto") {
+                if !p.is_allowed(nr) && !p.rules_for(nr).is_empty() {
+                    let args = |a: u64| [3, 0, 1, 0, a, 110];
+                    assert_eq!(
+                        run(&prog, &Data::new(arch, nr, args(0))).unwrap(),
+                        0x7fff_0000
+                    );
+                    let high = run(&prog, &Data::new(arch, nr, args(0x2_0000_0000))).unwrap();
+                    assert_ne!(high, 0x7fff_0000, "{name} {arch:?}");
+                }
+            }
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+}
+
+/// What the profiles with a network do with each socket family: Unix, TCP and UDP over IPv4 and
+/// IPv6, and NETLINK_ROUTE (glibc's getaddrinfo, ip) run; the rest is refused, socketpair
+/// included. `unrestricted` has no filter: it is the control, and the kernel test in
+/// host/tests/sockets.rs shows AF_VSOCK being created there.
+#[test]
+fn network_profiles_allow_only_the_families_tools_use() {
+    const AF_UNIX: u64 = 1;
+    const AF_INET: u64 = 2;
+    const AF_INET6: u64 = 10;
+    const AF_NETLINK: u64 = 16;
+    let allowed: [[u64; 3]; 10] = [
+        [AF_UNIX, 1, 0],
+        [AF_UNIX, 2, 0],
+        [AF_UNIX, 5, 0],
+        [AF_INET, 1, 6],
+        [AF_INET, 2 | 0x80000, 17],
+        [AF_INET, 1 | 0x800 | 0x80000, 0],
+        [AF_INET6, 1, 0],
+        [AF_INET6, 2, 0],
+        [AF_NETLINK, 3 | 0x80000, 0],
+        [AF_NETLINK, 2, 0],
+    ];
+    // The first nine are families; the last three types and protocols.
+    let refused: [[u64; 3]; 12] = [
+        [0, 1, 0],          // AF_UNSPEC
+        [40, 1, 0],         // AF_VSOCK
+        [40, 2, 0],         // AF_VSOCK
+        [17, 3, 0],         // AF_PACKET
+        [17, 2, 0],         // AF_PACKET
+        [38, 5, 0],         // AF_ALG
+        [31, 1, 0],         // AF_BLUETOOTH
+        [44, 3, 0],         // AF_XDP
+        [15, 3, 2],         // AF_KEY
+        [AF_INET, 3, 1],    // raw ICMP
+        [AF_INET6, 3, 58],  // raw ICMPv6
+        [AF_NETLINK, 3, 9], // NETLINK_AUDIT
+    ];
+    let allow = 0x7fff_0000u32;
+    for arch in ARCHES {
+        let socket = arch.syscall_number("socket").unwrap();
+        let pair = arch.syscall_number("socketpair").unwrap();
+        for name in ["network", "shell-network", "no-exec"] {
+            // no-exec, a deny list, refuses families; the type and the netlink protocol are
+            // narrowed by @network's rule in the allow lists only.
+            let narrowed: &[[u64; 3]] = if name == "no-exec" {
+                &refused[..9]
+            } else {
+                &refused
+            };
+            let p = builtin(name, arch);
+            let prog = ours(&compile(&p));
+            let d = |nr, [f, t, proto]: [u64; 3]| {
+                let args = [f, t, proto, 0x7ffc_0000, 0, 0];
+                let got = run(&prog, &Data::new(arch, nr, args)).unwrap();
+                assert_eq!(got, p.decide(nr, &args).ret());
+                // The upper half of the int arguments changes nothing.
+                let hi = [
+                    f | 0xffff_ffff_0000_0000,
+                    t | 1 << 40,
+                    proto | 1 << 63,
+                    0x7ffc_0000,
+                    0,
+                    0,
+                ];
+                assert_eq!(run(&prog, &Data::new(arch, nr, hi)).unwrap(), got);
+                got
+            };
+            for s in allowed {
+                assert_eq!(d(socket, s), allow, "{name} {arch:?} socket{s:?}");
+            }
+            for &s in narrowed {
+                assert_ne!(d(socket, s), allow, "{name} {arch:?} socket{s:?}");
+            }
+            for s in refused {
+                assert_ne!(d(pair, s), allow, "{name} {arch:?} socketpair{s:?}");
+            }
+            assert_eq!(d(pair, [AF_UNIX, 1, 0]), allow, "{name} socketpair unix");
+            for f in [AF_INET, AF_INET6, AF_NETLINK] {
+                assert_ne!(d(pair, [f, 1, 0]), allow, "{name} socketpair {f}");
+            }
+        }
+    }
+}
