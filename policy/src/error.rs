@@ -53,7 +53,8 @@ pub enum ErrorKind {
     BadNumber,
     /// An argument reference other than `a0`..`a5` (optionally `.64`).
     BadArgument,
-    /// A value that does not fit in the 32 bits the condition compares.
+    /// A value wider than the bits of the argument the kernel reads (32 for `int`, 16 for
+    /// `umode_t`).
     ValueTooWide,
     /// A syntax error; the text says what was expected.
     Syntax(&'static str),
@@ -87,7 +88,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::UnknownConstant => f.write_str("unknown constant"),
             ErrorKind::BadNumber => f.write_str("malformed number"),
             ErrorKind::BadArgument => f.write_str("argument must be a0..a5, or a0.64..a5.64 for all 64 bits"),
-            ErrorKind::ValueTooWide => f.write_str("value does not fit in 32 bits (use aN.64 to compare all 64 bits)"),
+            ErrorKind::ValueTooWide => f.write_str("value is wider than the argument: the kernel reads only the low 32 bits of an int (16 of a umode_t); aN.64 compares the whole register"),
             ErrorKind::Syntax(what) => write!(f, "syntax error: {what}"),
             ErrorKind::Whitespace => f.write_str("whitespace is only allowed inside parentheses"),
             ErrorKind::NotAscii => f.write_str("only printable ASCII is allowed"),

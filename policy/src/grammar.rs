@@ -7,13 +7,20 @@
 //! alts   := conj ("||" conj)*          any alternative holding makes the entry match
 //! conj   := cond ("&&" cond)*          every condition must hold
 //! cond   := arg [ "&" value ] op value  (arg & mask) op value, unsigned
-//! arg    := "a0".."a5"                 low 32 bits; "a0.64".."a5.64" for all 64 bits
+//! arg    := "a0".."a5"                 as the kernel reads it (below); "a0.64".."a5.64": all 64 bits
 //! op     := "==" | "!=" | "<" | "<=" | ">" | ">="
 //! value  := term ("|" term)*           terms are ORed: O_CREAT|O_TRUNC
 //! term   := NUMBER | "-" NUMBER | CONST  decimal, 0x hex, 0o octal (no leading 0 on decimals);
 //!                                       CONST from consts.rs
 //! action := kill | trap | log | allow | errno | ERRNO-NAME
 //! ```
+//! `aN` compares the bits the kernel reads of that argument, from its declared type
+//! ([`Arch::arg_bits`]): all 64 bits of a pointer, `long` or size (a rule on the low half of an
+//! address is passed by an address above 4 GiB), the low 32 of an `int` or `unsigned int` (the
+//! kernel drops the upper half, so high bits neither pass nor wrongly fail a rule), the low 16
+//! of a `umode_t`. A value wider than that is refused. `aN.64` compares the whole register
+//! whatever the type, as libseccomp does (OCI profiles are imported that way).
+//!
 //! Whitespace is allowed inside parentheses only. Example:
 //! `openat:socket(a0 == AF_UNIX || a0 == AF_INET):creat=EROFS`.
 
@@ -208,7 +215,7 @@ fn parse_entry(
         Some(text) => {
             let mut store = [[NO_COND; MAX_CONDS_PER_ALT]; MAX_ALTS_PER_ENTRY];
             let mut lens = [0usize; MAX_ALTS_PER_ENTRY];
-            let n = parse_conditions(policy.arch(), text, &mut store, &mut lens)?;
+            let n = parse_conditions(policy.arch(), nr, text, &mut store, &mut lens)?;
             let mut alts: [&[Cond]; MAX_ALTS_PER_ENTRY] = [&[]; MAX_ALTS_PER_ENTRY];
             for i in 0..n {
                 alts[i] = &store[i][..lens[i]];
@@ -313,6 +320,7 @@ impl<'a> Lexer<'a> {
 /// Parses `alts` into `store`; returns the number of alternatives.
 fn parse_conditions(
     arch: Arch,
+    nr: u32,
     text: &str,
     store: &mut [[Cond; MAX_CONDS_PER_ALT]; MAX_ALTS_PER_ENTRY],
     lens: &mut [usize; MAX_ALTS_PER_ENTRY],
@@ -331,7 +339,7 @@ fn parse_conditions(
             if n == MAX_CONDS_PER_ALT {
                 return Err(ErrorKind::TooManyRules);
             }
-            store[alt][n] = parse_cond(arch, &mut lx)?;
+            store[alt][n] = parse_cond(arch, nr, &mut lx)?;
             n += 1;
             if lx.peek()? == Some(Tok::And) {
                 lx.next()?;
@@ -353,8 +361,8 @@ fn parse_conditions(
     }
 }
 
-fn parse_cond(arch: Arch, lx: &mut Lexer<'_>) -> Result<Cond, ErrorKind> {
-    let (arg, width) = match lx.next()? {
+fn parse_cond(arch: Arch, nr: u32, lx: &mut Lexer<'_>) -> Result<Cond, ErrorKind> {
+    let (arg, whole) = match lx.next()? {
         Some(Tok::Word(w)) => parse_arg(w)?,
         _ => {
             return Err(ErrorKind::Syntax(
@@ -362,6 +370,8 @@ fn parse_cond(arch: Arch, lx: &mut Lexer<'_>) -> Result<Cond, ErrorKind> {
             ))
         }
     };
+    let bits = if whole { 64 } else { arch.arg_bits(nr, arg) };
+    let width = if bits == 64 { Width::W64 } else { Width::W32 };
     let mut mask = u64::MAX;
     if lx.peek()? == Some(Tok::Amp) {
         lx.next()?;
@@ -372,6 +382,14 @@ fn parse_cond(arch: Arch, lx: &mut Lexer<'_>) -> Result<Cond, ErrorKind> {
         _ => return Err(ErrorKind::Syntax("expected a comparison: == != < <= > >=")),
     };
     let value = parse_value(arch, lx, width)?;
+    if bits == 16 {
+        // A 16-bit argument (`umode_t`) compares as a 32-bit one whose upper 16 bits are
+        // masked off: the kernel truncates the register to 16 bits.
+        if value > 0xffff {
+            return Err(ErrorKind::ValueTooWide);
+        }
+        mask &= 0xffff;
+    }
     Ok(Cond {
         arg,
         width,
@@ -381,14 +399,15 @@ fn parse_cond(arch: Arch, lx: &mut Lexer<'_>) -> Result<Cond, ErrorKind> {
     })
 }
 
-fn parse_arg(word: &str) -> Result<(u8, Width), ErrorKind> {
-    let (base, width) = match word.strip_suffix(".64") {
-        Some(b) => (b, Width::W64),
-        None => (word, Width::W32),
+/// The argument index, and whether `.64` asked for the whole register.
+fn parse_arg(word: &str) -> Result<(u8, bool), ErrorKind> {
+    let (base, whole) = match word.strip_suffix(".64") {
+        Some(b) => (b, true),
+        None => (word, false),
     };
     let b = base.as_bytes();
     if b.len() == 2 && (b[0] == b'a') && (b'0'..=b'5').contains(&b[1]) {
-        Ok((b[1] - b'0', width))
+        Ok((b[1] - b'0', whole))
     } else {
         Err(ErrorKind::BadArgument)
     }

@@ -21,7 +21,8 @@ pub enum Width {
     /// The low 32 bits: what the kernel reads for `int` arguments (flags, families, requests),
     /// so setting high bits cannot slip past a rule.
     W32,
-    /// All 64 bits (`aN.64`), for sizes, addresses and `long` arguments.
+    /// All 64 bits: what the kernel reads for pointers, sizes and `long` arguments (a bare `aN`
+    /// of such an argument), and `aN.64` for any argument.
     W64,
 }
 

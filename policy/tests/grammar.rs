@@ -427,12 +427,12 @@ fn every_operator_parses() {
     ] {
         let p = parse(
             Source::Allow,
-            &format!("read(a1 {sym} 7):write(a5.64{sym}0x100000000)"),
+            &format!("read(a0 {sym} 7):write(a5.64{sym}0x100000000)"),
         )
         .unwrap();
         assert_eq!(
             only_rule(&p, "read"),
-            (Action::Allow, vec![vec![c(1, Width::W32, u64::MAX, op, 7)]])
+            (Action::Allow, vec![vec![c(0, Width::W32, u64::MAX, op, 7)]])
         );
         assert_eq!(
             only_rule(&p, "write"),
@@ -624,4 +624,67 @@ fn allow_is_not_a_default_action() {
         let e = grammar::from_env(X86, Some("read"), None, Some(bad), &mut p).unwrap_err();
         assert_eq!(e.source, Source::DefaultAction, "{bad}");
     }
+}
+
+/// `aN` compares what the kernel reads of the argument: all of a pointer or size, the low 32
+/// bits of an `int`, the low 16 of a `umode_t`. `sendto(a4 == 0)` once compared only the low
+/// half of the destination address, so an address at 0x200000000 passed it.
+#[test]
+fn bare_arguments_take_the_width_the_kernel_reads() {
+    let p = parse(
+        Source::Allow,
+        "sendto(a4 == 0):socket(a0 == AF_UNIX):openat(a3 & 0o7000 == 0):mkdir(a1 == 0o755):\
+         mmap(a2 < 8):read(a2.64 > 1):getpid(a0 == 1)",
+    )
+    .unwrap();
+    let eq = CmpOp::Eq;
+    assert_eq!(
+        only_rule(&p, "sendto").1,
+        vec![vec![c(4, Width::W64, u64::MAX, eq, 0)]]
+    );
+    assert_eq!(
+        only_rule(&p, "socket").1,
+        vec![vec![c(0, Width::W32, u64::MAX, eq, 1)]]
+    );
+    assert_eq!(
+        only_rule(&p, "openat").1,
+        vec![vec![c(3, Width::W32, 0o7000, eq, 0)]]
+    );
+    assert_eq!(
+        only_rule(&p, "mkdir").1,
+        vec![vec![c(1, Width::W32, 0xffff, eq, 0o755)]]
+    );
+    assert_eq!(
+        only_rule(&p, "mmap").1,
+        vec![vec![c(2, Width::W64, u64::MAX, CmpOp::Lt, 8)]]
+    );
+    assert_eq!(
+        only_rule(&p, "read").1,
+        vec![vec![c(2, Width::W64, u64::MAX, CmpOp::Gt, 1)]]
+    );
+    // An argument the call does not have: the whole register, nothing dropped.
+    assert_eq!(
+        only_rule(&p, "getpid").1,
+        vec![vec![c(0, Width::W64, u64::MAX, eq, 1)]]
+    );
+    // A 64-bit argument takes 64-bit values; negative ones are 64-bit two's complement.
+    let p = parse(Source::Allow, "sendto(a4 == 0x200000000):lseek(a1 == -1)").unwrap();
+    assert_eq!(only_rule(&p, "sendto").1[0][0].value, 0x2_0000_0000);
+    assert_eq!(only_rule(&p, "lseek").1[0][0].value, u64::MAX);
+}
+
+#[test]
+fn values_wider_than_a_narrow_argument_are_refused() {
+    for text in [
+        "socket(a0 == 0x100000000)",
+        "mkdir(a1 == 0x10000)",
+        "mkdir(a1 & 0x10000 == 0x10000)",
+        "openat(a3 == -1)",
+        "chmod(a1 == 0o1000000)",
+    ] {
+        let e = err(text, ErrorKind::ValueTooWide, 1, text);
+        assert!(e.to_string().contains("32 bits"), "{e}");
+    }
+    // The whole register is still there when asked for.
+    assert!(parse(Source::Allow, "mkdir(a1.64 == 0x10000)").is_ok());
 }

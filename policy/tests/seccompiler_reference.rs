@@ -197,7 +197,8 @@ fn argument_conditions_agree_with_seccompiler() {
         )],
         vec![
             both("a1.64 <= 4096", 1, Len::Qword, Op::Le, 4096),
-            both("a2 >= 5", 2, Len::Dword, Op::Ge, 5),
+            // mmap's prot is an `unsigned long`: a bare argument compares all 64 bits.
+            both("a2 >= 5", 2, Len::Qword, Op::Ge, 5),
         ],
         vec![both(
             "a3.64 < 0xffffffff00000000",
@@ -218,7 +219,7 @@ fn argument_conditions_agree_with_seccompiler() {
         )],
         vec![
             both("a0 < 0x80000000", 0, Len::Dword, Op::Lt, 0x8000_0000),
-            both("a3 <= 7", 3, Len::Dword, Op::Le, 7),
+            both("a2 <= 7", 2, Len::Dword, Op::Le, 7),
         ],
     ];
     let ioctl = vec![

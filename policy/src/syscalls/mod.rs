@@ -4,6 +4,7 @@
 //! their headers); a test cross-checks the native table against the `libc` crate's `SYS_*`.
 
 mod aarch64;
+mod args;
 mod x86_64;
 
 use crate::arch::Arch;
@@ -49,6 +50,24 @@ impl Arch {
     /// The name of a syscall by number on this architecture.
     pub fn syscall_name(self, nr: u32) -> Option<&'static str> {
         name(self, nr)
+    }
+
+    /// How many bits of argument `arg` of syscall `nr` the kernel reads: 16, 32 or 64. The
+    /// kernel converts each register to the parameter's declared type, so an `int` flag ignores
+    /// the upper half of its register while a pointer or size uses all of it; a rule must
+    /// compare exactly what the kernel reads. 64 for an argument the call does not have or a
+    /// number the table does not type (the whole register: nothing is dropped).
+    pub fn arg_bits(self, nr: u32, arg: u8) -> u8 {
+        let table = match self {
+            Arch::X86_64 => args::X86_64,
+            Arch::Aarch64 => args::AARCH64,
+        };
+        let packed = table.get(nr as usize).copied().unwrap_or(0);
+        match (packed >> (2 * u32::from(arg.min(7)))) & 3 {
+            1 => 16,
+            2 => 32,
+            _ => 64,
+        }
     }
 }
 
