@@ -183,9 +183,23 @@ pub struct RunArgs {
     pub paths: PathArgs,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub env: EnvArgs,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub argv: Vec<String>,
+}
+
+/// What of the environment reaches the program besides the safe list (docs/exec.md).
+#[derive(clap::Args, Clone, Default, Debug)]
+pub struct EnvArgs {
+    /// Set NAME=VALUE in the program's environment (repeatable); variables that load code
+    /// (LD_PRELOAD, BASH_ENV, GIT_CONFIG_*...) are refused.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// Pass this variable of the caller's environment on (repeatable); refused as --env is.
+    #[arg(long = "keep-env", value_name = "NAME")]
+    pub keep: Vec<String>,
 }
 
 /// Parses this process's command line. `sandbox run ...`, what an agent starts for every

@@ -257,8 +257,7 @@ impl Request {
             Some(c) => Some(validate_cwd(c)?),
         };
         for (k, v) in &self.env {
-            env::check_key(k).map_err(|r| Refusal::new(format!("env.{k}"), r))?;
-            env::check_value(v).map_err(|r| Refusal::new(format!("env.{k}"), r))?;
+            env::check(k, v).map_err(|r| Refusal::new(format!("env.{}", k.escape_debug()), r))?;
         }
 
         if !self.timeout_s.is_finite() || !(MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(&self.timeout_s)
@@ -309,7 +308,7 @@ impl Request {
             .as_ref()
             .map_or_else(|| self.profile.clone(), |p| p.name().to_string());
         // Last: a request that is wrong in any other way is refused as such (125) first.
-        let env = env::scrubbed(&self.env);
+        let env = env::scrubbed(env::Base::Fixed, &self.env);
         let search = env
             .iter()
             .find(|(k, _)| k == "PATH")
