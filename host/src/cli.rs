@@ -63,6 +63,10 @@ pub struct PathArgs {
     /// profiles that allow file changes; nothing for minimal and network).
     #[arg(long)]
     pub workspace: Option<String>,
+    /// Let --workspace be `/`, the home directory, a parent of either or a directory holding
+    /// credentials (refused otherwise); the run then says so on stderr.
+    #[arg(long)]
+    pub allow_broad_workspace: bool,
     /// Another path the program may write (repeatable).
     #[arg(long = "allow-write", value_name = "PATH")]
     pub allow_write: Vec<String>,
@@ -96,6 +100,7 @@ impl PathArgs {
             self.connect_ports.as_deref(),
         )
         .and_then(|r| r.with_isolation(self.isolation.unwrap_or_default(), &self.read_only))
+        .and_then(|r| r.with_broad_workspace(self.allow_broad_workspace))
         .map_err(|r| self.flag_message(&r))
     }
 
@@ -114,6 +119,7 @@ impl PathArgs {
 pub fn layer_flag(field: &str) -> Option<&'static str> {
     Some(match field.split('[').next().unwrap_or_default() {
         "workspace" => "--workspace",
+        "allow_broad_workspace" => "--allow-broad-workspace",
         "writable_paths" => "--allow-write",
         "deny_read" => "--deny-read",
         "connect_ports" => "--connect-ports",

@@ -318,6 +318,9 @@ fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
                     }
                 }
             }
+            if let Some(w) = &layer.warning {
+                eprintln!("{w}");
+            }
             vars.push(("SANDBOX_LANDLOCK", layer.value));
             vars.push(("TMPDIR", layer.tmpdir.display().to_string()));
         }

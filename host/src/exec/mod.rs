@@ -49,6 +49,7 @@ mod schema;
 mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
+mod workspace;
 
 pub use crate::landlock::Status as LandlockStatus;
 pub use builder::{Redaction, RequestBuilder, Requirement};

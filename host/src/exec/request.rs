@@ -65,6 +65,9 @@ pub struct Request {
     /// The directory the program may write beneath (absolute, existing). Default: the working
     /// directory for profiles that allow file changes, nothing for read-only ones.
     pub workspace: Option<String>,
+    /// Lets `workspace` be `/`, the home directory, a parent of either or a directory holding
+    /// a credential path, which are refused otherwise; the result's `warnings` then says so.
+    pub allow_broad_workspace: bool,
     /// More directories or files the program may write (absolute, existing).
     pub writable_paths: Vec<String>,
     /// Paths the program must not read, added to the default list of credentials under
@@ -147,6 +150,9 @@ pub struct PathRules {
     pub isolation: IsolationMode,
     /// Paths to mount read-only over themselves.
     pub read_only: Vec<PathBuf>,
+    /// The named workspace may be `/`, the home directory, a parent of either or a directory
+    /// holding credentials (module `workspace`); the result then says so.
+    pub allow_broad_workspace: bool,
 }
 
 /// Status of a program that exists but cannot be executed (as `env` and shells give).
@@ -231,6 +237,7 @@ impl Request {
             limits: Limits::default(),
             landlock: LandlockMode::default(),
             workspace: None,
+            allow_broad_workspace: false,
             writable_paths: Vec::new(),
             deny_read: Vec::new(),
             connect_ports: None,
@@ -444,7 +451,8 @@ impl Request {
             &self.deny_read,
             self.connect_ports.as_deref(),
         )?
-        .with_isolation(self.isolation, &self.read_only_paths)
+        .with_isolation(self.isolation, &self.read_only_paths)?
+        .with_broad_workspace(self.allow_broad_workspace)
     }
 }
 
@@ -509,6 +517,7 @@ impl PathRules {
             connect_ports: connect_ports.map(<[u16]>::to_vec),
             isolation: IsolationMode::default(),
             read_only: Vec::new(),
+            allow_broad_workspace: false,
         })
     }
 
@@ -538,6 +547,19 @@ impl PathRules {
             self.read_only.push(PathBuf::from(p));
         }
         self.isolation = mode;
+        Ok(self)
+    }
+
+    /// Lets the named workspace be a broad one (`allow_broad_workspace`); refused without a
+    /// named workspace, since the default one never may be broad.
+    pub fn with_broad_workspace(mut self, allow: bool) -> Result<PathRules, Refusal> {
+        if allow && self.workspace.is_none() {
+            return Err(Refusal::new(
+                "allow_broad_workspace",
+                "applies to a named workspace only (the default one, the working directory, may never be broad)",
+            ));
+        }
+        self.allow_broad_workspace = allow;
         Ok(self)
     }
 
