@@ -465,6 +465,19 @@ mod tests {
                 "--",
                 "curl",
             ],
+            &[
+                "sandbox",
+                "run",
+                "--env",
+                "A=b=c",
+                "--keep-env",
+                "TOKEN",
+                "--workspace",
+                "/srv/p",
+                "--allow-broad-workspace",
+                "--",
+                "env",
+            ],
         ] {
             let whole = format!("{:?}", Cli::try_parse_from(os(v)).expect("valid"));
             let short = short_form(&os(v)).map(|c| format!("{c:?}"));
