@@ -131,6 +131,51 @@ fn a_value_with_a_newline_reaches_the_program_whole() {
     }
 }
 
+#[test]
+fn a_huge_value_reaches_the_program_and_a_non_utf8_one_is_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    for who in BOTH {
+        // 100 KiB, below the kernel's 128 KiB limit on one argument.
+        let big = "x".repeat(100 * 1024);
+        let mut c = command(who, SANDBOX);
+        c.args(["run", "--allow-root", "--env"])
+            .arg(format!("BIG={big}"))
+            .args(["--", "/bin/sh", "-c", "echo ${#BIG}"])
+            .current_dir(std::env::temp_dir());
+        let o = c.output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", text(&o.stderr));
+        assert_eq!(text(&o.stdout).trim(), "102400", "{who:?}");
+
+        // Control: the caller's non-UTF-8 variable is set (env shows it outside).
+        let raw = std::ffi::OsStr::from_bytes(b"a\xffb");
+        let mut c = command(who, "/usr/bin/env");
+        c.env("RAW", raw);
+        let o = c.output().unwrap();
+        assert!(
+            o.stdout.windows(6).any(|w| w == b"RAW=a\xff"),
+            "{who:?}: control"
+        );
+        let mut c = command(who, SANDBOX);
+        c.args([
+            "run",
+            "--allow-root",
+            "--keep-env",
+            "RAW",
+            "--",
+            "/bin/true",
+        ])
+        .env("RAW", raw)
+        .current_dir(std::env::temp_dir());
+        let o = c.output().unwrap();
+        let e = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(125), "{who:?}: {e}");
+        assert_eq!(
+            e,
+            "sandbox: --keep-env `RAW`: the caller's value is not UTF-8\n"
+        );
+    }
+}
+
 /// The refused requests: the flag and its value, and what the one stderr line must say.
 const REFUSED: &[(&str, &str, &str)] = &[
     ("--keep-env", "LD_PRELOAD", "load or run extra code"),

@@ -236,6 +236,45 @@ fn named_broad_workspaces_are_refused_unless_allowed() {
 }
 
 #[test]
+fn sandbox_env_refuses_a_broad_workspace_and_says_when_allowed() {
+    for who in BOTH {
+        let h = Home::new();
+        let home = h.path("");
+        let o = agent(who, &home, &home, "env --profile shell");
+        refused(
+            &o,
+            "--workspace",
+            "the working directory",
+            &format!("{who:?} env"),
+        );
+        assert_eq!(text(&o.stdout), "", "{who:?}: printed variables");
+        // Control: from a project directory it prints the variables, quietly.
+        let o = agent(who, &home, &h.path("project"), "env --profile shell");
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {}", text(&o.stderr));
+        assert!(text(&o.stdout).contains("SANDBOX_LANDLOCK"), "{who:?}");
+        assert_eq!(text(&o.stderr), "", "{who:?}");
+        // Named and allowed: printed, with the one warning line.
+        let o = agent(
+            who,
+            &home,
+            &home,
+            &format!(
+                "env --profile shell --workspace '{}' --allow-broad-workspace",
+                home.display()
+            ),
+        );
+        let e = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {e}");
+        assert!(text(&o.stdout).contains("SANDBOX_LANDLOCK"), "{who:?}");
+        assert_eq!(e.lines().count(), 1, "{who:?}: {e}");
+        assert!(
+            e.contains("allowed by --allow-broad-workspace"),
+            "{who:?}: {e}"
+        );
+    }
+}
+
+#[test]
 fn a_read_only_profile_keeps_working_from_the_home_directory() {
     for who in BOTH {
         let h = Home::new();

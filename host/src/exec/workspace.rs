@@ -15,6 +15,7 @@
 use super::request::{Audience, PathRules, Refusal};
 use crate::landlock::Mode;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Why `dir` is too broad to be a workspace, or `None` when it is not. `homes` are the
 /// caller's home directories (its `HOME`, its passwd entry's), resolved already.
@@ -56,12 +57,18 @@ fn resolved(path: &Path) -> PathBuf {
 /// The caller's home directories: `HOME` when absolute, and the passwd entry's of the
 /// effective uid (they differ under `sudo -E` or a `HOME` set for one command).
 pub(crate) fn homes() -> Vec<PathBuf> {
+    // The passwd entry is looked up once per process (a serve host would otherwise read the
+    // passwd database for every job); HOME is read each time, as the credential list is.
+    static PASSWD_HOME: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let passwd = PASSWD_HOME
+        .get_or_init(|| crate::sys::home_dir(crate::sys::euid()).map(|h| resolved(&h)))
+        .clone();
     let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute())
-        .into_iter()
-        .chain(crate::sys::home_dir(crate::sys::euid()))
         .map(|h| resolved(&h))
+        .into_iter()
+        .chain(passwd)
         .collect();
     homes.dedup();
     homes
