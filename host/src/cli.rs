@@ -63,6 +63,10 @@ pub struct PathArgs {
     /// profiles that allow file changes; nothing for minimal and network).
     #[arg(long)]
     pub workspace: Option<String>,
+    /// Let --workspace be `/`, the home directory, a parent of either or a directory holding
+    /// credentials (refused otherwise); the run then says so on stderr.
+    #[arg(long)]
+    pub allow_broad_workspace: bool,
     /// Another path the program may write (repeatable).
     #[arg(long = "allow-write", value_name = "PATH")]
     pub allow_write: Vec<String>,
@@ -101,6 +105,7 @@ impl PathArgs {
         )
         .and_then(|r| r.with_isolation(self.isolation.unwrap_or_default(), &self.read_only))
         .and_then(|r| r.with_unix_sockets(&self.allow_unix_socket))
+        .and_then(|r| r.with_broad_workspace(self.allow_broad_workspace))
         .map_err(|r| self.flag_message(&r))
     }
 
@@ -119,6 +124,7 @@ impl PathArgs {
 pub fn layer_flag(field: &str) -> Option<&'static str> {
     Some(match field.split('[').next().unwrap_or_default() {
         "workspace" => "--workspace",
+        "allow_broad_workspace" => "--allow-broad-workspace",
         "writable_paths" => "--allow-write",
         "deny_read" => "--deny-read",
         "connect_ports" => "--connect-ports",
@@ -189,9 +195,23 @@ pub struct RunArgs {
     pub paths: PathArgs,
     #[command(flatten)]
     pub net: NetArgs,
+    #[command(flatten)]
+    pub env: EnvArgs,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub argv: Vec<String>,
+}
+
+/// What of the environment reaches the program besides the safe list (docs/exec.md).
+#[derive(clap::Args, Clone, Default, Debug)]
+pub struct EnvArgs {
+    /// Set NAME=VALUE in the program's environment (repeatable); variables that load code
+    /// (LD_PRELOAD, BASH_ENV, GIT_CONFIG_*...) are refused.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    /// Pass this variable of the caller's environment on (repeatable); refused as --env is.
+    #[arg(long = "keep-env", value_name = "NAME")]
+    pub keep: Vec<String>,
 }
 
 /// Parses this process's command line. `sandbox run ...`, what an agent starts for every
@@ -450,6 +470,19 @@ mod tests {
                 "--allow-root",
                 "--",
                 "curl",
+            ],
+            &[
+                "sandbox",
+                "run",
+                "--env",
+                "A=b=c",
+                "--keep-env",
+                "TOKEN",
+                "--workspace",
+                "/srv/p",
+                "--allow-broad-workspace",
+                "--",
+                "env",
             ],
         ] {
             let whole = format!("{:?}", Cli::try_parse_from(os(v)).expect("valid"));

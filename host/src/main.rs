@@ -1,7 +1,9 @@
 //! The `sandbox` command: run programs under the sandbox, print the variables for other
 //! languages, extract the library, and explain what works here and why.
 
-use sandbox_host::cli::{Cmd, NetArgs, PathArgs, PolicyArgs, ProcessKind, ProfilesCmd, RunArgs};
+use sandbox_host::cli::{
+    Cmd, EnvArgs, NetArgs, PathArgs, PolicyArgs, ProcessKind, ProfilesCmd, RunArgs,
+};
 use sandbox_host::config::ExecConfig;
 use sandbox_host::exec::OnViolation;
 use sandbox_host::run::{self, RunSettings, EXIT_SANDBOX};
@@ -147,8 +149,9 @@ fn main() {
             verbose,
             paths,
             net,
+            env,
             argv,
-        }) => cmd_run(&policy, &paths, &net, timeout, verbose, &argv),
+        }) => cmd_run(&policy, &paths, &net, &env, timeout, verbose, &argv),
         Cmd::Env {
             policy,
             paths,
@@ -198,6 +201,7 @@ fn cmd_run(
     policy: &PolicyArgs,
     paths: &PathArgs,
     net: &NetArgs,
+    env: &EnvArgs,
     timeout: Option<u64>,
     verbose: bool,
     argv: &[String],
@@ -205,6 +209,10 @@ fn cmd_run(
     if platform::running_as_root() && !policy.allow_root {
         eprintln!("sandbox: {}", platform::ROOT_WARNING);
     }
+    let env = match run::environment(&env.keep, &env.set) {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
     let (mut opts, config) = match options(policy) {
         Ok(o) => o,
         Err(e) => return fail(e),
@@ -252,6 +260,7 @@ fn cmd_run(
         on_violation,
         deny_errno,
         network,
+        env,
     };
     run::run(&sandbox, &argv[0], &argv[1..], &settings)
 }
@@ -308,6 +317,9 @@ fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
                         )
                     }
                 }
+            }
+            if let Some(w) = &layer.warning {
+                eprintln!("{w}");
             }
             vars.push(("SANDBOX_LANDLOCK", layer.value));
             vars.push(("TMPDIR", layer.tmpdir.display().to_string()));

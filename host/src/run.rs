@@ -4,8 +4,10 @@
 //! A thin front end over the exec engine (`exec::run_validated`), the spawn path that `exec
 //! --json` and `serve` use too: the same child setup, the same filter, the same tree kill.
 //! What differs is only what a terminal user expects: the program is looked up in `PATH`, the
-//! environment is passed through (minus the sandbox's own variables), the streams are the
-//! host's own, and there is no timeout unless one is asked for.
+//! safe list of the environment keeps the caller's values, the streams are the host's own, and
+//! there is no timeout unless one is asked for. The environment is scrubbed as an exec
+//! request's is (`exec::env`): tokens, agent sockets and bus addresses of the caller stay out
+//! unless `--keep-env` names them.
 
 use crate::config::ExecConfig;
 use crate::exec::limits::Rlimits;
@@ -42,6 +44,8 @@ pub struct RunSettings {
     pub deny_errno: Option<u16>,
     /// The network mode and the proxy's rules (flags name options in refusals).
     pub network: crate::network::Network,
+    /// The program's whole environment ([`environment`]).
+    pub env: Vec<(String, String)>,
 }
 
 /// Prints one `sandbox: ...` line on stderr.
@@ -49,12 +53,46 @@ fn say(msg: impl std::fmt::Display) {
     eprintln!("sandbox: {msg}");
 }
 
-/// The host's environment without the variables the sandbox owns.
-pub(crate) fn passed_environment() -> Vec<(String, String)> {
-    std::env::vars_os()
+/// The program's environment: the safe list with the caller's values (`PATH`, `HOME`, `LANG`,
+/// `LC_ALL`, `TERM`, `SHELL`, `USER`), the caller's variables `keep` names (`--keep-env`; one
+/// the caller has not set is left out), then `set` (`--env NAME=VALUE`) on top. Each variable
+/// passes the checks an exec request's `env` does; a refusal names the flag and the variable.
+pub fn environment(keep: &[String], set: &[String]) -> Result<Vec<(String, String)>, String> {
+    use crate::exec::env;
+    use std::collections::BTreeMap;
+    let caller: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| !crate::SANDBOX_VARS.contains(&k.as_str()))
-        .collect()
+        .collect();
+    let shown = |s: &str| {
+        format!(
+            "`{}`",
+            s.chars().take(64).collect::<String>().escape_debug()
+        )
+    };
+    let mut extra = BTreeMap::new();
+    for name in keep {
+        let refused = |why: String| format!("--keep-env {}: {why}", shown(name));
+        env::check_key(name).map_err(refused)?;
+        let Some(value) = std::env::var_os(name) else {
+            continue;
+        };
+        let value = value
+            .into_string()
+            .map_err(|_| refused("the caller's value is not UTF-8".into()))?;
+        env::check(name, &value).map_err(refused)?;
+        extra.insert(name.clone(), value);
+    }
+    for pair in set {
+        let Some((name, value)) = pair.split_once('=') else {
+            return Err(format!(
+                "--env {}: expected NAME=VALUE (FOO=bar)",
+                shown(pair)
+            ));
+        };
+        env::check(name, value).map_err(|why| format!("--env {}: {why}", shown(name)))?;
+        extra.insert(name.to_string(), value.to_string());
+    }
+    Ok(env::scrubbed(env::Base::Caller(&caller), &extra))
 }
 
 /// The limits of a terminal run: no core dumps (a program the filter stops dies of SIGSYS),
@@ -97,7 +135,7 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
             .chain(args.iter().cloned())
             .collect(),
         cwd: None,
-        env: passed_environment(),
+        env: settings.env.clone(),
         timeout: settings.timeout,
         streams: Streams::Inherit,
         max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES as usize,

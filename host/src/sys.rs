@@ -173,6 +173,17 @@ pub(crate) fn default_sigpipe() {
 
 /// The user name of `uid` from the passwd database, `None` without an entry.
 pub(crate) fn user_name(uid: u32) -> Option<String> {
+    passwd_field(uid, |pw| pw.pw_name)
+}
+
+/// The home directory of `uid` from the passwd database, `None` without an entry.
+pub(crate) fn home_dir(uid: u32) -> Option<std::path::PathBuf> {
+    passwd_field(uid, |pw| pw.pw_dir).map(std::path::PathBuf::from)
+}
+
+/// One string field of `uid`'s passwd entry, chosen by `field`; `None` without an entry or
+/// when the field is not UTF-8.
+fn passwd_field(uid: u32, field: fn(&libc::passwd) -> *mut libc::c_char) -> Option<String> {
     let mut buf = vec![0u8; 4096];
     // SAFETY: a zeroed passwd is a valid out-parameter.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
@@ -180,12 +191,13 @@ pub(crate) fn user_name(uid: u32) -> Option<String> {
     // SAFETY: getpwuid_r writes into pw and buf (of the given length) and sets out.
     let rc =
         unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut out) };
-    if rc != 0 || out.is_null() || pw.pw_name.is_null() {
+    let ptr = field(&pw);
+    if rc != 0 || out.is_null() || ptr.is_null() {
         return None;
     }
-    // SAFETY: pw_name points into buf, NUL-terminated, valid while buf lives.
-    let name = unsafe { CStr::from_ptr(pw.pw_name) };
-    name.to_str().ok().map(str::to_string)
+    // SAFETY: the field points into buf, NUL-terminated, valid while buf lives.
+    let value = unsafe { CStr::from_ptr(ptr) };
+    value.to_str().ok().map(str::to_string)
 }
 
 /// Shuts a socket down both ways: a thread blocked in `accept` or `read` on it returns.

@@ -2091,6 +2091,11 @@ fn every_attack_as_an_unprivileged_uid() {
         .tempdir()
         .unwrap();
     std::os::unix::fs::chown(home.path(), Some(65534), Some(65534)).unwrap();
+    // The runs start in a directory of the home, not the home itself: a home as the default
+    // workspace is refused as too broad.
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    std::os::unix::fs::chown(&work, Some(65534), Some(65534)).unwrap();
     let out = Command::new("setpriv")
         .args([
             "--reuid",
@@ -2107,7 +2112,7 @@ fn every_attack_as_an_unprivileged_uid() {
         .env("HOME", home.path())
         .env("LANG", "C.UTF-8")
         .envs(std::env::var_os("SANDBOX_TEST_BINARY").map(|b| ("SANDBOX_TEST_BINARY", b)))
-        .current_dir(home.path())
+        .current_dir(&work)
         .stdin(Stdio::null())
         .output()
         .expect("cannot run setpriv (util-linux)");

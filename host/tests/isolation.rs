@@ -801,12 +801,14 @@ fn concurrent_requests_in_one_repository_share_the_placeholders() {
     git(dir.path(), &["init", "-q"]);
     let commondir = dir.path().join(".git/commondir");
     assert!(!commondir.exists());
+    // A home of its own: the workspace as the home would be refused as too broad.
+    let home = tempfile::tempdir().unwrap();
     let mut server = Command::new(SANDBOX)
         .args(["serve", "--max-concurrent", "8"])
         .current_dir(dir.path())
         .env_clear()
         .env("PATH", PATH)
-        .env("HOME", dir.path())
+        .env("HOME", home.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()

@@ -16,13 +16,21 @@ use common::{As, SANDBOX};
 fn sandbox_in(dir: &Path, args: &[&str], nobody: bool) -> Output {
     let who = if nobody { As::Nobody } else { As::Root };
     let mut c = common::sandbox(who);
+    // A home of nobody's own beside `dir`: the working directory as the home would be refused
+    // as too broad a workspace.
+    let home = dir.with_extension("home");
     if nobody {
-        c.env("HOME", dir);
+        let _ = std::fs::create_dir(&home);
+        let _ = std::os::unix::fs::chown(&home, Some(common::NOBODY), Some(common::NOBODY));
+        c.env("HOME", &home);
     }
-    c.args(args)
+    let out = c
+        .args(args)
         .current_dir(dir)
         .output()
-        .expect("sandbox runs")
+        .expect("sandbox runs");
+    let _ = std::fs::remove_dir_all(&home);
+    out
 }
 
 fn sandbox(dir: &Path, args: &[&str]) -> Output {

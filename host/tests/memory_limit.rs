@@ -26,10 +26,11 @@ enum Runner {
     Library,
 }
 
-/// The command agents start, in their bare environment (see `common::command`) from /tmp.
+/// The command agents start, in their bare environment (see `common::command`) from /tmp,
+/// with a home elsewhere (a home as the working directory is refused as a workspace).
 fn bare(c: &mut Command) -> &mut Command {
     c.env("PATH", "/usr/bin:/bin")
-        .env("HOME", "/tmp")
+        .env("HOME", "/nonexistent")
         .current_dir("/tmp")
 }
 

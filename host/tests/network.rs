@@ -54,7 +54,7 @@ const WHO: [As; 2] = BOTH;
 
 fn sandbox(who: As, args: &[&str]) -> Output {
     common::sandbox(who)
-        .env("HOME", "/tmp")
+        .env("HOME", "/nonexistent")
         .current_dir("/tmp")
         .arg(args[0])
         .arg("--allow-root")
@@ -370,7 +370,7 @@ fn exec_json_as(who: As, request: &str) -> Value {
             .args(["exec", "--json"])
             .current_dir("/tmp")
             .env("PATH", "/usr/bin:/bin")
-            .env("HOME", "/tmp")
+            .env("HOME", "/nonexistent")
             .stderr(Stdio::null()),
         request.as_bytes(),
     );

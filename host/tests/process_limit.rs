@@ -18,7 +18,7 @@ fn exec_as_nobody(request: &Value, dir: &std::path::Path) -> Value {
             .args(["exec", "--json"])
             .current_dir(dir)
             .env("PATH", "/usr/bin:/bin")
-            .env("HOME", dir),
+            .env("HOME", "/nonexistent"),
         request.to_string().as_bytes(),
     );
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
@@ -94,7 +94,7 @@ fn exec_as_root(request: &Value, runner: &str) -> Value {
     c.current_dir("/tmp")
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .env("HOME", "/tmp")
+        .env("HOME", "/nonexistent")
         .env("LANG", "C.UTF-8");
     let out = common::output_with_input(&mut c, format!("{request}\n").as_bytes());
     let line = String::from_utf8_lossy(&out.stdout);
@@ -164,7 +164,7 @@ fn as_root_sandbox_run_gets_the_default_process_limit() {
         ])
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
-        .env("HOME", "/tmp")
+        .env("HOME", "/nonexistent")
         .stdin(Stdio::null())
         .output()
         .unwrap();

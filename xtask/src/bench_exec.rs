@@ -178,7 +178,7 @@ pub(crate) fn one_plain() -> Result<()> {
 /// The scrubbed environment an exec request's child gets.
 pub(crate) fn safe_env() -> &'static [(String, String)] {
     static ENV: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-    ENV.get_or_init(|| exec::env::scrubbed(&Default::default()))
+    ENV.get_or_init(|| exec::env::scrubbed(exec::env::Base::Fixed, &Default::default()))
 }
 
 fn one_exec(layers: LayerMode) -> Result<()> {

@@ -202,6 +202,13 @@ impl RequestBuilder {
         self
     }
 
+    /// Lets the workspace be `/`, the home directory, a parent of either or a directory
+    /// holding credentials, which are refused otherwise; the result's `warnings` says so.
+    pub fn allow_broad_workspace(mut self, allow: bool) -> Self {
+        self.request.allow_broad_workspace = allow;
+        self
+    }
+
     /// Adds a directory or file the program may write (absolute, existing).
     pub fn writable_path(mut self, path: impl Into<String>) -> Self {
         self.request.writable_paths.push(path.into());

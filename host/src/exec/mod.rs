@@ -50,6 +50,7 @@ mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
 mod view;
+mod workspace;
 
 pub use crate::landlock::Status as LandlockStatus;
 pub use builder::{Redaction, RequestBuilder, Requirement};

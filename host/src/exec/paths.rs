@@ -167,6 +167,16 @@ pub(super) fn writable_set(rules: &PathRules, allows: &Allows, cwd: &Path) -> Ve
     writable
 }
 
+/// The workspace a job run in `cwd` gets when the request names none: the working directory
+/// for a profile whose filter lets a program create files, none for the others.
+pub(crate) fn default_workspace<'a>(
+    rules: &PathRules,
+    sandbox: &Sandbox,
+    cwd: &'a Path,
+) -> Option<&'a Path> {
+    (rules.workspace.is_none() && allows(sandbox).writes).then_some(cwd)
+}
+
 /// A Landlock error as the refusal of the field it names (`landlock` when none).
 pub(crate) fn refusal(e: landlock::LandlockError) -> Refusal {
     Refusal::new(e.field().map_or("landlock", Field::as_str), e.to_string())
@@ -225,6 +235,8 @@ pub(crate) fn layer(
 pub struct PreloadLayer {
     /// `SANDBOX_LANDLOCK`'s value (format in docs/paths.md).
     pub value: String,
+    /// The warning of a broad workspace the caller allowed (`--allow-broad-workspace`).
+    pub warning: Option<String>,
     /// A private directory the commands may write, for `TMPDIR`: one per user, kept across
     /// commands (nobody is there to remove it after each one).
     pub tmpdir: PathBuf,
@@ -241,12 +253,21 @@ pub fn preload_layer(
     if rules.mode == Mode::Off {
         return Ok(None);
     }
+    let warning = super::workspace::check(
+        rules,
+        default_workspace(rules, sandbox, cwd),
+        super::request::Audience::Cli,
+    )?;
     let tmpdir = env_temp_dir()
         .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
     let spec = spec(rules, sandbox, cwd, Some(&tmpdir))?;
     let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
     let value = landlock::preload_value(&spec, rules.mode, max_abi).map_err(refusal)?;
-    Ok(Some(PreloadLayer { value, tmpdir }))
+    Ok(Some(PreloadLayer {
+        value,
+        tmpdir,
+        warning,
+    }))
 }
 
 /// `$TMPDIR_or_/tmp/sandbox-env-<uid>`, mode 0700, ours: created when missing, refused when

@@ -65,6 +65,9 @@ pub struct Request {
     /// The directory the program may write beneath (absolute, existing). Default: the working
     /// directory for profiles that allow file changes, nothing for read-only ones.
     pub workspace: Option<String>,
+    /// Lets `workspace` be `/`, the home directory, a parent of either or a directory holding
+    /// a credential path, which are refused otherwise; the result's `warnings` then says so.
+    pub allow_broad_workspace: bool,
     /// More directories or files the program may write (absolute, existing).
     pub writable_paths: Vec<String>,
     /// Paths the program must not read, added to the default list of credentials under
@@ -152,6 +155,9 @@ pub struct PathRules {
     pub read_only: Vec<PathBuf>,
     /// Host unix sockets left reachable in the job's view.
     pub allowed_sockets: Vec<PathBuf>,
+    /// The named workspace may be `/`, the home directory, a parent of either or a directory
+    /// holding credentials (module `workspace`); the result then says so.
+    pub allow_broad_workspace: bool,
 }
 
 /// Status of a program that exists but cannot be executed (as `env` and shells give).
@@ -236,6 +242,7 @@ impl Request {
             limits: Limits::default(),
             landlock: LandlockMode::default(),
             workspace: None,
+            allow_broad_workspace: false,
             writable_paths: Vec::new(),
             deny_read: Vec::new(),
             connect_ports: None,
@@ -263,8 +270,7 @@ impl Request {
             Some(c) => Some(validate_cwd(c)?),
         };
         for (k, v) in &self.env {
-            env::check_key(k).map_err(|r| Refusal::new(format!("env.{k}"), r))?;
-            env::check_value(v).map_err(|r| Refusal::new(format!("env.{k}"), r))?;
+            env::check(k, v).map_err(|r| Refusal::new(format!("env.{}", k.escape_debug()), r))?;
         }
 
         if !self.timeout_s.is_finite() || !(MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(&self.timeout_s)
@@ -315,7 +321,7 @@ impl Request {
             .as_ref()
             .map_or_else(|| self.profile.clone(), |p| p.name().to_string());
         // Last: a request that is wrong in any other way is refused as such (125) first.
-        let env = env::scrubbed(&self.env);
+        let env = env::scrubbed(env::Base::Fixed, &self.env);
         let search = env
             .iter()
             .find(|(k, _)| k == "PATH")
@@ -452,7 +458,8 @@ impl Request {
             self.connect_ports.as_deref(),
         )?
         .with_isolation(self.isolation, &self.read_only_paths)?
-        .with_unix_sockets(&self.allow_unix_sockets)
+        .with_unix_sockets(&self.allow_unix_sockets)?
+        .with_broad_workspace(self.allow_broad_workspace)
     }
 }
 
@@ -518,6 +525,7 @@ impl PathRules {
             isolation: IsolationMode::default(),
             read_only: Vec::new(),
             allowed_sockets: Vec::new(),
+            allow_broad_workspace: false,
         })
     }
 
@@ -564,6 +572,19 @@ impl PathRules {
             self.allowed_sockets
                 .push(std::fs::canonicalize(&path).unwrap_or(path));
         }
+        Ok(self)
+    }
+
+    /// Lets the named workspace be a broad one (`allow_broad_workspace`); refused without a
+    /// named workspace, since the default one never may be broad.
+    pub fn with_broad_workspace(mut self, allow: bool) -> Result<PathRules, Refusal> {
+        if allow && self.workspace.is_none() {
+            return Err(Refusal::new(
+                "allow_broad_workspace",
+                "applies to a named workspace only (the default one, the working directory, may never be broad)",
+            ));
+        }
+        self.allow_broad_workspace = allow;
         Ok(self)
     }
 

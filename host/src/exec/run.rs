@@ -651,6 +651,12 @@ fn run(
     let namespaced_tmp = private_tmp
         && v.paths.isolation != super::isolation::Mode::Off
         && super::isolation::presumed_unavailable().is_none();
+    // Before anything is made for the job: a workspace too broad to write is refused here.
+    let broad = super::workspace::check(
+        &v.paths,
+        super::paths::default_workspace(&v.paths, sandbox, &here),
+        v.audience,
+    )?;
     let layer = super::paths::layer(&v.paths, sandbox, &here, !namespaced_tmp)?;
     // Files changed from here on are the run's (the file-size check in `limits_hit`); a
     // second's slack for file systems with coarse timestamps.
@@ -1005,6 +1011,7 @@ fn run(
         .as_ref()
         .map_or_else(super::net::Report::host, super::net::Running::finish);
     let mut warnings = plan.warnings;
+    warnings.extend(broad);
     warnings.extend(net_warning);
     let mut filter = plan.planned;
     // The preload's handshake confirms the exact filter it stacks; without it only the

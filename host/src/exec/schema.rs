@@ -28,6 +28,7 @@ pub const FIELDS: &[&str] = &[
     "limits",
     "landlock",
     "workspace",
+    "allow_broad_workspace",
     "writable_paths",
     "deny_read",
     "connect_ports",
@@ -176,6 +177,9 @@ impl Request {
         }
         req.workspace =
             optional::<String>(&obj, "workspace", "must be a string (an absolute path)")?;
+        if let Some(b) = optional::<bool>(&obj, "allow_broad_workspace", "must be true or false")? {
+            req.allow_broad_workspace = b;
+        }
         let paths = "must be a list of strings (absolute paths)";
         req.writable_paths =
             optional::<Vec<String>>(&obj, "writable_paths", paths)?.unwrap_or_default();
@@ -424,6 +428,7 @@ mod tests {
         };
         r.landlock = crate::landlock::Mode::Required;
         r.workspace = Some("/tmp".into());
+        r.allow_broad_workspace = true;
         r.writable_paths = vec!["/tmp/w".into()];
         r.deny_read = vec!["/tmp/d".into()];
         r.connect_ports = Some(vec![443]);

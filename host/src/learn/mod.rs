@@ -103,7 +103,7 @@ pub fn learn(
             .chain(args.iter().cloned())
             .collect(),
         cwd: None,
-        env: crate::run::passed_environment(),
+        env: passed_environment(),
         timeout: settings.timeout,
         streams: Streams::Inherit,
         max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES as usize,
@@ -163,4 +163,13 @@ pub fn shell_line(argv: &[String]) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The host's environment without the variables the sandbox owns: a learned command runs as
+/// it would without the sandbox, only observed, so it sees what it would see then.
+fn passed_environment() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| !crate::SANDBOX_VARS.contains(&k.as_str()))
+        .collect()
 }
