@@ -355,6 +355,13 @@ pub enum ProfilesCmd {
     },
     /// List the syscall groups.
     Groups,
+    /// Print the credential list: the paths no confined command may read, for this user.
+    Credentials {
+        /// Print JSON instead: every entry as written, with its kind, reason, whether it is
+        /// for root only, and the paths it resolves to here.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// [`parse_action`] plus `report`, the default of `run`: the profile's errno (else EPERM),

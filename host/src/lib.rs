@@ -55,6 +55,8 @@ pub mod cli;
 #[doc(hidden)]
 pub mod config;
 #[doc(hidden)]
+pub mod credentials;
+#[doc(hidden)]
 pub mod embedded;
 #[doc(hidden)]
 pub mod extract;

@@ -413,6 +413,7 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
             }
             0
         }
+        Some(ProfilesCmd::Credentials { json }) => cmd_credentials(json),
         Some(ProfilesCmd::Show { name }) => {
             let p = match Profile::named_or_file(&name) {
                 Ok(p) => p,
@@ -430,6 +431,36 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
             0
         }
     }
+}
+
+/// `sandbox profiles credentials`: the resolved paths one per line, or every entry as JSON.
+fn cmd_credentials(json: bool) -> i32 {
+    use sandbox_host::credentials::{self, Context};
+    let ctx = Context::current();
+    if !json {
+        for p in credentials::deny_read(&ctx) {
+            println!("{}", p.display());
+        }
+        return 0;
+    }
+    let entries: Vec<serde_json::Value> = credentials::list()
+        .iter()
+        .map(|e| {
+            let resolved: Vec<String> = credentials::resolve(e, &ctx)
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            serde_json::json!({
+                "kind": e.kind,
+                "path": e.path,
+                "reason": e.reason,
+                "root_only": e.root_only,
+                "resolved": resolved,
+            })
+        })
+        .collect();
+    println!("{}", serde_json::Value::Array(entries));
+    0
 }
 
 fn cmd_inspect(program: &str) -> i32 {

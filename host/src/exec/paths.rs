@@ -138,12 +138,7 @@ fn spec(
     };
     let mut writable = writable_set(rules, &allows, cwd);
     writable.extend(temp.map(Path::to_path_buf));
-    let mut deny_read = match std::env::var_os("HOME") {
-        Some(home) if Path::new(&home).is_absolute() => {
-            landlock::default_deny_read(Path::new(&home))
-        }
-        _ => Vec::new(),
-    };
+    let mut deny_read = crate::credentials::deny_read(&crate::credentials::Context::current());
     deny_read.extend(rules.deny_read.iter().cloned());
     Ok(Spec {
         deny_read,

@@ -1185,12 +1185,9 @@ fn run(
 /// rule for a private /tmp would reach into directories bound back there: not when it must
 /// keep something under /tmp unreadable.
 fn private_tmp(v: &Validated) -> bool {
-    let home_deny = std::env::var_os("HOME")
-        .filter(|h| std::path::Path::new(h).is_absolute())
-        .map(|h| crate::landlock::default_deny_read(std::path::Path::new(&h)))
-        .unwrap_or_default();
+    let credentials = crate::credentials::deny_read(&crate::credentials::Context::current());
     v.paths.mode == crate::landlock::Mode::Off
-        || !home_deny
+        || !credentials
             .iter()
             .chain(&v.paths.deny_read)
             .any(|d| d.starts_with("/tmp"))
