@@ -24,6 +24,7 @@ mod cgroup_names;
 #[cfg(target_arch = "x86_64")]
 mod clone;
 pub(crate) mod contain;
+mod denied;
 #[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;

@@ -1059,6 +1059,22 @@ fn run(
             required("landlock")
         ));
     }
+    // Credential reads the layer refused, named from what the program reported.
+    if let Some(status) = layer
+        .as_ref()
+        .map(|l| l.prepared.status())
+        .filter(|s| s.enforced.iter().any(|e| e == "fs-read-deny"))
+    {
+        let off = match v.audience {
+            super::request::Audience::Json => "landlock \"off\"",
+            super::request::Audience::Cli => "--landlock off",
+        };
+        warnings.extend(super::denied::refusals(
+            &stderr,
+            &status.deny_read_absent,
+            off,
+        ));
+    }
     let isolation = match isolation {
         Ok(l) => Some(l.status.clone()),
         Err(why) if why.is_empty() => None,
