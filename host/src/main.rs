@@ -437,8 +437,19 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
 fn cmd_credentials(json: bool) -> i32 {
     use sandbox_host::credentials::{self, Context};
     let ctx = Context::current();
+    let paths = credentials::deny_read(&ctx);
+    // One path per line cannot hold a newline; the runners refuse such a path too.
+    if let Some(bad) = paths
+        .iter()
+        .find(|p| p.as_os_str().as_encoded_bytes().contains(&b'\n'))
+    {
+        return fail(format_args!(
+            "profiles credentials: {bad:?} holds a newline (from HOME or XDG_RUNTIME_DIR), \
+             which no command may run with; set them to paths without one"
+        ));
+    }
     if !json {
-        for p in credentials::deny_read(&ctx) {
+        for p in paths {
             println!("{}", p.display());
         }
         return 0;

@@ -253,3 +253,37 @@ fn profiles_credentials_without_home_lists_no_home_entries() {
     assert!(out.status.success(), "{out:?}");
     assert!(!text(&out.stdout).contains("relative"), "{out:?}");
 }
+
+#[test]
+fn profiles_credentials_refuses_bad_input() {
+    // A newline in HOME would split a path over two lines: refused, as the runners refuse it.
+    let out = sandbox(As::Nobody)
+        .env("HOME", "/home/a\nb")
+        .args(["profiles", "credentials"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(out.stdout.is_empty(), "{out:?}");
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("sandbox: profiles credentials: \"/home/a\\nb/") && err.contains("HOME"),
+        "{err}"
+    );
+    // Control: the runner refuses to run with that HOME as well.
+    let out = sandbox(As::Nobody)
+        .env("HOME", "/home/a\nb")
+        .args(["run", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    // Unknown arguments and values are usage errors.
+    for args in [
+        &["profiles", "credentials", "--json=1"][..],
+        &["profiles", "credentials", "extra"],
+        &["profiles", "credentials", "--raw"],
+    ] {
+        let out = sandbox(As::Nobody).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert!(out.stdout.is_empty() && !out.stderr.is_empty(), "{args:?}");
+    }
+}
