@@ -412,6 +412,31 @@ mod tests {
             parse("kind = 1"),
             Err(CredentialsError::Syntax(_))
         ));
+        let nameless =
+            "[[kind]]\nname = \"\"\ndoc = \"d\"\nentries = [{ path = \"~/a\", reason = \"r\" }]\n";
+        assert!(matches!(
+            parse(nameless),
+            Err(CredentialsError::Entry {
+                why: "is empty",
+                ..
+            })
+        ));
+        let two_line_doc = "[[kind]]\nname = \"k\"\ndoc = \"d\\ne\"\nentries = [{ path = \"~/a\", reason = \"r\" }]\n";
+        assert!(matches!(
+            parse(two_line_doc),
+            Err(CredentialsError::Entry {
+                why: "contains a NUL byte or a line break",
+                ..
+            })
+        ));
+        let kind_twice = format!("{}{}", one("~/a"), one("~/b"));
+        assert!(matches!(
+            parse(&kind_twice),
+            Err(CredentialsError::Entry {
+                why: "is a kind named twice",
+                ..
+            })
+        ));
         assert!(parse(&one("~/.config/a b/c")).is_ok());
     }
 

@@ -287,3 +287,36 @@ fn profiles_credentials_refuses_bad_input() {
         assert!(out.stdout.is_empty() && !out.stderr.is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn runtime_dir_entries_are_denied_where_xdg_runtime_dir_points() {
+    for who in BOTH {
+        let (guard, home) = home(who);
+        let run = guard.path().join("run");
+        let auth = run.join("containers/auth.json");
+        fs::create_dir_all(auth.parent().unwrap()).unwrap();
+        fs::write(&auth, "SECRET-PODMAN\n").unwrap();
+        if who == As::Nobody {
+            chown_tree(&run);
+        }
+        let cat = |runtime: Option<&Path>| {
+            let mut c = sandbox(who);
+            c.env("HOME", &home).current_dir(guard.path());
+            if let Some(r) = runtime {
+                c.env("XDG_RUNTIME_DIR", r);
+            }
+            c.args(["run", "--allow-root", "--", "cat"])
+                .arg(&auth)
+                .output()
+                .unwrap()
+        };
+        let out = cat(Some(&run));
+        assert!(
+            !out.status.success() && !text(&out.stdout).contains("SECRET"),
+            "{who:?}: {out:?}"
+        );
+        // Control: without XDG_RUNTIME_DIR the entry does not apply and the file is read.
+        let out = cat(None);
+        assert_eq!(text(&out.stdout), "SECRET-PODMAN\n", "{who:?}: {out:?}");
+    }
+}
