@@ -2,15 +2,15 @@
 //! in `profiles/credentials.toml` (embedded at build time) and resolved here for the caller.
 //!
 //! Every user of the list goes through [`deny_read`]: the Landlock layer of each runner and of
-//! the preload route (`sandbox env`), the choice of a private `/tmp`, and `sandbox profiles
-//! credentials`. [`covering`] says which entry denies a path, for refusal messages.
+//! the preload route (`sandbox env`), the choice of a private `/tmp`, the broad-workspace check
+//! (through `landlock::default_deny_read`) and `sandbox profiles credentials`. [`covering`] says which entry denies a path, for refusal messages.
 //!
 //! The file's grammar is in its header comment. Entries are checked by [`parse`]: a path that
 //! is relative without `~/`, has an empty, `.` or `..` component, holds NUL or a newline, or has
 //! `*` outside its last component is an error, so a bad entry cannot silently widen or empty
 //! the list (a unit test parses the embedded file).
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -26,7 +26,7 @@ const HOME_PREFIX: &str = "~/";
 const RUNTIME_PREFIX: &str = "$XDG_RUNTIME_DIR/";
 
 /// One entry of the list: a path as written, the kind of store it belongs to and why.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     /// The kind (`agent`, `cloud`, ...), from the `[[kind]]` table it is in.
     pub kind: String,
