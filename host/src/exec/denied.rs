@@ -23,11 +23,20 @@ pub(super) fn refusals(stderr: &str, absent: &[std::path::PathBuf], off: &str) -
     if !stderr.contains(DENIED) {
         return Vec::new();
     }
-    let ctx = Context::current();
+    refusals_for(&Context::current(), stderr, absent, off)
+}
+
+/// [`refusals`] for the credential list resolved with `ctx`.
+fn refusals_for(
+    ctx: &Context,
+    stderr: &str,
+    absent: &[std::path::PathBuf],
+    off: &str,
+) -> Vec<String> {
     let denied: Vec<(&'static Entry, std::path::PathBuf)> = credentials::list()
         .iter()
         .flat_map(|e| {
-            credentials::resolve(e, &ctx)
+            credentials::resolve(e, ctx)
                 .into_iter()
                 .map(move |p| (e, p))
         })
@@ -78,8 +87,51 @@ fn mention<'l>(line: &'l str, path: &Path) -> Option<&'l str> {
 
 #[cfg(test)]
 mod tests {
-    use super::mention;
-    use std::path::Path;
+    use super::{mention, refusals_for};
+    use crate::credentials::Context;
+    use std::path::{Path, PathBuf};
+
+    fn ctx() -> Context {
+        Context {
+            home: Some("/h".into()),
+            runtime_dir: None,
+            root: false,
+        }
+    }
+
+    #[test]
+    fn one_line_per_entry_for_denied_credential_paths_only() {
+        let err = "cat: /h/.aws/credentials: Permission denied\n\
+                   cat: /h/.aws/config: Permission denied\n\
+                   cat: /h/notes: Permission denied\n\
+                   cat: /h/.kube/config: No such file or directory\n";
+        let lines = refusals_for(&ctx(), err, &[], "--landlock off");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("sandbox: refused: reading /h/.aws/credentials: /h/.aws is on the credential list (cloud: "),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].ends_with("only --landlock off lifts the list, with the whole Landlock layer")
+        );
+        // An absent deny path protected nothing: nothing was refused there.
+        let absent = [PathBuf::from("/h/.aws")];
+        assert!(refusals_for(&ctx(), err, &absent, "x").is_empty());
+        // At most four lines, whatever the program printed.
+        let many: String = [
+            ".aws/a",
+            ".kube/a",
+            ".docker/a",
+            ".ssh/a",
+            ".gnupg/a",
+            ".netrc",
+        ]
+        .iter()
+        .map(|p| format!("cat: /h/{p}: Permission denied\n"))
+        .collect();
+        assert_eq!(refusals_for(&ctx(), &many, &[], "x").len(), 4);
+    }
 
     #[test]
     fn a_path_is_found_whole_and_with_what_lies_beneath() {
