@@ -146,9 +146,10 @@ pub struct NetArgs {
     /// A domain the proxy lets through; `*.example.com` covers its subdomains (repeatable).
     #[arg(long = "allow-domain", value_name = "NAME")]
     pub allow_domain: Vec<String>,
-    /// Pin NAME to ADDR for the proxy, like curl's option; an internal address is then
-    /// allowed for that name (repeatable).
-    #[arg(long, value_name = "NAME:ADDR")]
+    /// Pin NAME on PORT to ADDR for the proxy, like curl's option (IPv6 in brackets:
+    /// `[::1]`); an internal address is then allowed for that name on that port only. NAME:ADDR
+    /// (every port) is accepted for public addresses only (repeatable).
+    #[arg(long, value_name = "NAME:PORT:ADDR")]
     pub resolve: Vec<String>,
     /// Make the host's 127.0.0.1:PORT reachable as 127.0.0.1:PORT inside (repeatable).
     #[arg(long = "allow-host-port", value_name = "PORT")]
@@ -159,7 +160,7 @@ impl NetArgs {
     /// The validated network request, with errors naming the flag.
     pub fn network(&self) -> Result<crate::network::Network, String> {
         let pins = crate::proxy::Pins::parse_list(&self.resolve).map_err(|(_, e)| {
-            format!("--resolve: {e}; expected NAME:ADDR (api.example.com:127.0.0.1)")
+            format!("--resolve: {e}; expected NAME:PORT:ADDR (api.example.com:8080:127.0.0.1)")
         })?;
         crate::network::Network::new(
             self.network,

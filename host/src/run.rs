@@ -293,12 +293,20 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
     // hide the proxy's answer).
     for d in r.network.destinations.iter().filter(|d| !d.allowed) {
         let change = match d.reason.as_deref() {
+            // An address is not pinned; a name is, for the one port asked.
             Some(r) if r.starts_with("resolves to ") => {
                 let addr = r["resolves to ".len()..]
                     .split(' ')
                     .next()
                     .unwrap_or_default();
-                format!("if intended, pin it with --resolve {}:{addr}", d.host)
+                match addr.parse() {
+                    Ok(ip) if d.host.parse::<std::net::IpAddr>().is_err() => format!(
+                        "if intended, pin it for this port with --resolve {}",
+                        crate::proxy::pins::flag_value(&d.host, d.port, ip)
+                    ),
+                    _ => "a port of the host's loopback is reachable with --allow-host-port PORT"
+                        .to_string(),
+                }
             }
             _ => format!("to allow it, add --allow-domain {}", d.host),
         };
