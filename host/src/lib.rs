@@ -57,6 +57,8 @@ pub mod config;
 #[doc(hidden)]
 pub mod embedded;
 #[doc(hidden)]
+pub mod escape;
+#[doc(hidden)]
 pub mod extract;
 #[doc(hidden)]
 pub mod interchange;
