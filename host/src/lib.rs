@@ -85,6 +85,7 @@ pub mod report;
 pub mod run;
 #[doc(hidden)]
 pub mod sandbox;
+mod state_dir;
 #[doc(hidden)]
 pub use sandbox::{Options, Sandbox};
 #[doc(hidden)]
