@@ -148,6 +148,13 @@ mod tests {
     }
 
     #[test]
+    fn json_output_is_escaped_by_serde() {
+        let s = serde_json::to_string("a\nsandbox: x\r\x1b[2K\x07").unwrap();
+        assert!(!s.chars().any(|c| c.is_ascii_control()), "{s}");
+        assert_eq!(s, r#""a\nsandbox: x\r\u001b[2K\u0007""#);
+    }
+
+    #[test]
     fn escaping_twice_changes_nothing() {
         let once = bytes(b"/tmp/a\nsandbox: forged\x1b[2K\xfe").into_owned();
         assert_eq!(text(&once), once);

@@ -52,11 +52,7 @@ struct Env {
 
 impl Env {
     fn from_process() -> Env {
-        let var = |k: &str| {
-            std::env::var_os(k)
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
-        };
+        let var = |k: &str| absolute(std::env::var_os(k));
         Env {
             runtime: var("XDG_RUNTIME_DIR"),
             cache: var("XDG_CACHE_HOME"),
@@ -64,6 +60,12 @@ impl Env {
             tmp: std::env::temp_dir(),
         }
     }
+}
+
+/// A variable's value as a path when it is absolute: an empty or relative one (which would
+/// name a directory below wherever the host happens to run) counts as unset.
+fn absolute(v: Option<std::ffi::OsString>) -> Option<PathBuf> {
+    v.map(PathBuf::from).filter(|p| p.is_absolute())
 }
 
 /// A directory that failed the checks, and why.
@@ -90,36 +92,9 @@ fn owned_parent(p: &Path, uid: u32, exclusive: bool) -> bool {
 }
 
 fn find(uid: u32, env: &Env) -> Result<PathBuf, String> {
-    if uid == 0 {
-        let dir = PathBuf::from("/run/sandbox");
-        return private(&dir).map(|()| dir).map_err(String::from);
-    }
     let run_user = PathBuf::from(format!("/run/user/{uid}"));
-    let runtime = env
-        .runtime
-        .iter()
-        .chain(std::iter::once(&run_user))
-        .find(|p| owned_parent(p, uid, true));
-    if let Some(r) = runtime {
-        let dir = r.join("sandbox");
+    if let Some(dir) = chosen(uid, env, &run_user) {
         return private(&dir).map(|()| dir).map_err(String::from);
-    }
-    let cache = env
-        .cache
-        .clone()
-        .or_else(|| env.home.as_ref().map(|h| h.join(".cache")));
-    if let Some(cache) = cache {
-        let usable = owned_parent(&cache, uid, false)
-            || (cache.symlink_metadata().is_err()
-                && cache.parent().is_some_and(|h| owned_parent(h, uid, false))
-                && std::fs::DirBuilder::new()
-                    .mode(0o700)
-                    .create(&cache)
-                    .is_ok());
-        if usable {
-            let dir = cache.join("sandbox");
-            return private(&dir).map(|()| dir).map_err(String::from);
-        }
     }
     // TMPDIR first, then /tmp itself: a TMPDIR the user cannot write (or one that differs
     // between hosts) must not cost the protections that need state.
@@ -136,6 +111,35 @@ fn find(uid: u32, env: &Env) -> Result<PathBuf, String> {
          XDG_RUNTIME_DIR to a directory of yours with mode 0700",
         why.join("; ")
     ))
+}
+
+/// The state directory of the first candidate that applies before the last resort (`None`:
+/// none does). Creates the cache directory when it is missing under a `HOME` of the user's.
+fn chosen(uid: u32, env: &Env, run_user: &Path) -> Option<PathBuf> {
+    if uid == 0 {
+        return Some(PathBuf::from("/run/sandbox"));
+    }
+    let runtime = env
+        .runtime
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(std::iter::once(run_user))
+        .find(|p| owned_parent(p, uid, true));
+    if let Some(r) = runtime {
+        return Some(r.join("sandbox"));
+    }
+    let cache = env
+        .cache
+        .clone()
+        .or_else(|| env.home.as_ref().map(|h| h.join(".cache")))?;
+    let usable = owned_parent(&cache, uid, false)
+        || (cache.symlink_metadata().is_err()
+            && cache.parent().is_some_and(|h| owned_parent(h, uid, false))
+            && std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&cache)
+                .is_ok());
+    usable.then(|| cache.join("sandbox"))
 }
 
 /// The last resort: a directory of the caller's in the shared temporary directory `tmp`,
@@ -248,23 +252,99 @@ mod tests {
     }
 
     #[test]
-    fn the_runtime_directory_comes_first_then_the_cache() {
-        let uid = crate::sys::euid();
-        if uid == 0 {
-            // Root has /run/sandbox whatever the variables say.
-            let env = Env::default();
-            assert_eq!(find(0, &env).unwrap(), Path::new("/run/sandbox"));
+    fn the_runtime_directory_comes_first_then_the_cache_and_hostile_values_are_skipped() {
+        let env = Env::default();
+        assert_eq!(
+            chosen(0, &env, Path::new("/nonexistent")).unwrap(),
+            Path::new("/run/sandbox")
+        );
+        // The other candidates belong to another user than this test's: chowned, as root.
+        if crate::sys::euid() != 0 {
+            return;
+        }
+        let uid = 65534;
+        let t = tempfile::tempdir().unwrap();
+        let mk = |name: &str, mode: u32, owner: u32| {
+            let p = t.path().join(name);
+            std::fs::create_dir(&p).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            std::os::unix::fs::chown(&p, Some(owner), None).unwrap();
+            p
+        };
+        let run = mk("run", 0o700, uid);
+        let open_run = mk("open-run", 0o755, uid);
+        let roots_run = mk("roots-run", 0o700, 0);
+        let home = mk("home", 0o755, uid);
+        let none = Path::new("/nonexistent/run");
+        let with = |runtime: Option<&Path>, home: Option<&Path>| Env {
+            runtime: runtime.map(Path::to_path_buf),
+            home: home.map(Path::to_path_buf),
+            ..Env::default()
+        };
+        let pick = |e: &Env| chosen(uid, e, none);
+        assert_eq!(
+            pick(&with(Some(&run), Some(&home))),
+            Some(run.join("sandbox"))
+        );
+        // Without a runtime directory: the cache under HOME, made 0700 when missing (by this
+        // test's root: handed to the user as its own creation would be).
+        assert_eq!(
+            pick(&with(None, Some(&home))),
+            Some(home.join(".cache/sandbox"))
+        );
+        let cache = std::fs::symlink_metadata(home.join(".cache")).unwrap();
+        assert_eq!(cache.mode() & 0o777, 0o700);
+        std::os::unix::fs::chown(home.join(".cache"), Some(uid), None).unwrap();
+        // A runtime directory others may enter, another user's, a file, a symlink to a good
+        // one, a missing one: skipped for the cache.
+        let file = t.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&run, &link).unwrap();
+        for bad in [
+            &open_run,
+            &roots_run,
+            &file,
+            &link,
+            &t.path().join("missing"),
+        ] {
+            assert_eq!(
+                pick(&with(Some(bad), Some(&home))),
+                Some(home.join(".cache/sandbox")),
+                "{bad:?}"
+            );
+        }
+        // A HOME that is not the user's, or is missing (`/nonexistent`): the last resort.
+        assert_eq!(pick(&with(None, Some(&roots_run))), None);
+        assert_eq!(pick(&with(None, Some(Path::new("/nonexistent")))), None);
+        assert_eq!(pick(&with(None, None)), None);
+        // Relative and empty values count as unset; a newline is only a character of a name.
+        let var = |v: &str| absolute(Some(v.into()));
+        assert_eq!(var(""), None);
+        assert_eq!(var("run/user/1"), None);
+        assert_eq!(var("./run"), None);
+        assert_eq!(var("/run/user/1\n"), Some(PathBuf::from("/run/user/1\n")));
+        assert_eq!(absolute(None), None);
+    }
+
+    #[test]
+    fn the_last_resort_skips_names_another_user_took() {
+        if crate::sys::euid() != 0 {
             return;
         }
         let t = tempfile::tempdir().unwrap();
-        let run = t.path().join("run");
-        std::fs::DirBuilder::new().mode(0o700).create(&run).unwrap();
-        let env = Env {
-            runtime: Some(run.clone()),
-            home: Some(t.path().to_path_buf()),
-            tmp: t.path().to_path_buf(),
-            ..Env::default()
-        };
-        assert_eq!(find(uid, &env).unwrap(), run.join("sandbox"));
+        let taken = t.path().join("sandbox-0");
+        std::fs::create_dir(&taken).unwrap();
+        std::os::unix::fs::chown(&taken, Some(65534), Some(65534)).unwrap();
+        let got = in_tmp(0, t.path()).unwrap();
+        let name = got.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with("sandbox-0."), "{got:?}");
+        assert_eq!(in_tmp(0, t.path()).unwrap(), got, "found again");
+        // Control: when the name is free it is the one used.
+        let free = tempfile::tempdir().unwrap();
+        assert_eq!(
+            in_tmp(0, free.path()).unwrap(),
+            free.path().join("sandbox-0")
+        );
     }
 }

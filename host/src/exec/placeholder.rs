@@ -135,6 +135,7 @@ pub(crate) fn cover(path: &Path, dir: bool) -> std::io::Result<Covered> {
             let id = id_of(&file)?;
             // Removed (and perhaps made again) between the open and the hold: start over.
             if !still_names(&target, id) {
+                let _ = crate::sys::flock(file.as_fd(), libc::LOCK_UN);
                 continue;
             }
             return Ok(Covered {
@@ -265,6 +266,9 @@ fn remove(file: &File, path: &Path, id: Id, made: bool) -> bool {
     // After the lock: the path must still name the held inode, checked in the parent it will
     // be removed from.
     if crate::sys::identity_at(parent.as_fd(), &name).ok() != Some(id) {
+        // The recorded inode (alive while held) is no longer at its path: a record of it
+        // could never match again.
+        forget(id);
         return false;
     }
     let m = match file.metadata() {
@@ -293,11 +297,20 @@ fn remove(file: &File, path: &Path, id: Id, made: bool) -> bool {
     }
 }
 
+/// [`remove`], then the lock dropped explicitly: the open file description may live on in a
+/// process that inherited it (the init of a job that started meanwhile), and a lock left on it
+/// would stall other jobs' holds until that process ends.
+fn remove_and_unlock(file: &File, path: &Path, id: Id, made: bool) -> bool {
+    let removed = remove(file, path, id, made);
+    let _ = crate::sys::flock(file.as_fd(), libc::LOCK_UN);
+    removed
+}
+
 impl Hold {
     /// The job is done: removes the placeholder when this job is the last holder and may, then
     /// its parent when that is one of this user's placeholders too.
     pub(crate) fn release(self) {
-        if !remove(&self.file, &self.path, self.id, self.made) {
+        if !remove_and_unlock(&self.file, &self.path, self.id, self.made) {
             return;
         }
         drop(self.file);
@@ -309,7 +322,7 @@ impl Hold {
             let Ok(id) = id_of(&file) else {
                 return;
             };
-            if !remove(&file, &parent, id, false) {
+            if !remove_and_unlock(&file, &parent, id, false) {
                 return;
             }
             path = parent;
@@ -326,5 +339,58 @@ fn placeholder_text(path: &Path) -> &'static [u8] {
         b".\n"
     } else {
         b""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_holder_removes_it_and_a_swapped_file_is_left() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("missing");
+        let a = cover(&p, false).unwrap();
+        let b = cover(&p, false).unwrap();
+        assert!(!a.hold.as_ref().unwrap().made || !b.hold.as_ref().unwrap().made);
+        let m = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!(m.mode() & 0o777, 0o444);
+        // The first to end leaves it to the other holder.
+        a.hold.unwrap().release();
+        assert!(p.exists(), "removed under another holder");
+        b.hold.unwrap().release();
+        assert!(!p.exists(), "the last holder left it");
+        // A placeholder swapped for another file (a new inode) after it was made: the maker's
+        // job removes nothing.
+        let c = cover(&p, false).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, "").unwrap();
+        let id = c.hold.as_ref().unwrap().id;
+        c.hold.unwrap().release();
+        assert!(p.exists(), "removed a file it did not make");
+        assert!(!records().unwrap().join(record_name(id)).exists());
+        // Control: the same file covered and recorded as this user's is removed.
+        std::fs::remove_file(&p).unwrap();
+        let d = cover(&p, false).unwrap();
+        d.hold.unwrap().release();
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn a_directory_made_for_a_deeper_path_goes_with_it() {
+        let t = tempfile::tempdir().unwrap();
+        let deep = t.path().join("deploy/secrets.env");
+        let a = cover(&deep, false).unwrap();
+        assert_eq!(a.target, t.path().canonicalize().unwrap().join("deploy"));
+        // A second job finds the directory and makes the file inside it.
+        let b = cover(&deep, false).unwrap();
+        assert!(b.target.ends_with("deploy/secrets.env"));
+        a.hold.unwrap().release();
+        assert!(deep.exists(), "not empty: left");
+        b.hold.unwrap().release();
+        assert!(
+            !t.path().join("deploy").exists(),
+            "the recorded parent was left"
+        );
     }
 }
