@@ -11,23 +11,30 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Raises SIGSYS itself, after writing what the preload's trap handler would write to the
-/// report descriptor when it has one: a forged `violation` line, then the signal.
+/// Raises SIGSYS itself, after writing what the preload's trap handler writes to the report
+/// descriptor (3, where the host puts it) when the profile's exact filter is the preload's: a
+/// forged `violation` line, then the signal with its default action back (the preload's
+/// handler ignores a SIGSYS that does not come from seccomp).
 const RAISE_C: &str = r#"
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 int main(void) {
-    const char *fd = getenv("SECCOMP_REPORT_FD");
-    if (fd) {
-        const char *line = "violation 101 ptrace\n";
-        write(atoi(fd), line, strlen(line));
-    }
+    const char *line = "violation 101 ptrace\n";
+    write(3, line, strlen(line));
+    signal(SIGSYS, SIG_DFL);
     kill(getpid(), SIGSYS);
     return 0;
 }
 "#;
+
+/// An allow list without the loader's calls (`mprotect`, `arch_prctl` ... are in it, but the
+/// point is what is missing: `ptrace`, `socket`): the outer filter must exempt the loader's
+/// calls, so the preload stacks the exact list and traps in its own handler, which reports on
+/// descriptor 3 from inside the program's process.
+const LIST: &str = "read:write:exit_group:mmap:munmap:brk:fstat:newfstatat:futex:getrandom:\
+close:lseek:kill:getpid:openat:mprotect:pread64:arch_prctl:set_tid_address:set_robust_list:\
+rseq:prlimit64:access:rt_sigaction";
 
 /// Makes one call profile `shell` refuses (ptrace), then exits 0.
 const REFUSED_C: &str = r#"
@@ -109,7 +116,16 @@ fn a_sigsys_the_program_raised_itself_is_not_the_filters_stop() {
                 "{who:?} {mode}: {e}"
             );
         }
-        // Control: a call the filter refuses, under `kill`, is the filter's stop, named.
+        // Where the preload stacks the exact filter, its report is the program's to write:
+        // passed on as unconfirmed, the filter not named. (Root only: for uid 65534 a custom
+        // list's run is refused before it starts on this machine, the child's handover of
+        // the seccomp listener not permitted, a limit of that route and not of reports.)
+        if who == As::Root {
+            preload_route(dir.path(), &raise, &refused);
+        }
+        // Control: a call the outer filter refuses (a built-in profile, whose outer filter is
+        // exact and reports through the kernel's notification), under `kill`, is the filter's
+        // stop, named.
         let o = run(
             who,
             dir.path(),
@@ -148,6 +164,35 @@ fn a_sigsys_the_program_raised_itself_is_not_the_filters_stop() {
             }
         }
     }
+}
+
+/// The preload's own trap route (an allow list without the loader's calls), as root.
+fn preload_route(dir: &Path, raise: &Path, refused: &Path) {
+    let o = run(
+        As::Root,
+        dir,
+        &["--allow", LIST, "--on-violation", "kill", "-v"],
+        raise,
+    );
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(128 + 31), "{e}");
+    assert!(e.contains("sandboxed: exact"), "{e}");
+    assert!(!e.contains("stopped by the filter"), "{e}");
+    assert!(e.contains("reported a refused call ptrace (101)"), "{e}");
+    assert!(e.contains("the kernel did not confirm it"), "{e}");
+    // On that route a call the preload's filter really refused looks the same to the host
+    // (its trap outranks the outer filter's notification in the kernel): the same
+    // unconfirmed report, which is why neither may name the filter.
+    let o = run(
+        As::Root,
+        dir,
+        &["--allow", LIST, "--on-violation", "kill"],
+        refused,
+    );
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(128 + 31), "{e}");
+    assert!(!e.contains("stopped by the filter"), "{e}");
+    assert!(e.contains("reported a refused call ptrace (101)"), "{e}");
 }
 
 #[test]
