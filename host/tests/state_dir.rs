@@ -294,3 +294,50 @@ fn planted_records_and_symlinks_make_no_root_job_remove_a_root_file() {
     assert!(!record.exists());
     assert!(dir.exists());
 }
+
+#[test]
+fn another_users_exclusive_lock_on_a_placeholder_refuses_the_job_naming_it() {
+    for (holder, who) in [(As::Nobody, As::Root), (As::Root, As::Nobody)] {
+        let ws = tempfile::tempdir_in("/var/tmp").unwrap();
+        fs::set_permissions(ws.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        // An empty directory the job protects: what a placeholder is, so the job holds it.
+        let empty = ws.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        fs::set_permissions(&empty, fs::Permissions::from_mode(0o755)).unwrap();
+        let ro = empty.to_str().unwrap();
+        let job = || {
+            command(who, SANDBOX)
+                .args([
+                    "run",
+                    "--allow-root",
+                    "--landlock",
+                    "off",
+                    "--profile",
+                    "shell",
+                ])
+                .args(["--read-only", ro, "--", "/bin/true"])
+                .current_dir(ws.path())
+                .output()
+                .unwrap()
+        };
+        let mut lock = command(holder, "flock")
+            .args(["-x", "-o", ro, "sleep", "5"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let o = job();
+        let (_, err) = text(&o);
+        lock.kill().unwrap();
+        lock.wait().unwrap();
+        assert_eq!(o.status.code(), Some(125), "{holder:?} {who:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!("--isolation: cannot protect `{ro}`: another process has held it locked exclusively")),
+            "{err}"
+        );
+        // Control: once the lock is gone the same job runs.
+        let o = job();
+        assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+        assert!(empty.exists());
+    }
+}

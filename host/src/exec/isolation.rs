@@ -385,6 +385,9 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
             {
                 continue
             }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Err(Refusal::new("isolation", e.to_string()))
+            }
             Err(e) => return Err(fail("read_only_paths".into(), e, &p)),
         };
         if !read_only.contains(&target) {

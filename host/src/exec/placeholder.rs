@@ -89,17 +89,45 @@ fn hold_shared(file: &File, path: &Path) -> std::io::Result<()> {
             Ok(()) => return Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
                 if start.elapsed() > HOLD_WAIT {
-                    return Err(std::io::Error::other(format!(
-                        "another process holds `{}` locked exclusively (a shared flock is what \
-                         keeps it from being removed while this job covers it)",
-                        crate::escape::path(path)
-                    )));
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::WouldBlock,
+                        format!(
+                            "cannot protect `{}`: another process has held it locked \
+                             exclusively for {} s (a job's shared flock on it is what keeps it \
+                             from being removed while the job covers it); run the job once that \
+                             process has released it",
+                            crate::escape::path(path),
+                            HOLD_WAIT.as_secs()
+                        ),
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(10));
             }
             Err(e) => return Err(e),
         }
     }
+}
+
+/// Whether `file` (at `path`) is what a removal would take: an empty directory, or a file
+/// holding exactly a placeholder's text. Anything else is no placeholder, now; one that becomes
+/// one later (emptied while a job covers it) was emptied by a user who could write it anyway.
+fn removable(file: &File, path: &Path) -> bool {
+    let Ok(m) = file.metadata() else {
+        return true;
+    };
+    if m.is_dir() {
+        return std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
+    }
+    let text = placeholder_text(path);
+    if m.len() != text.len() as u64 {
+        return false;
+    }
+    let mut buf = Vec::new();
+    let mut f: &File = file;
+    let same = f.read_to_end(&mut buf).is_ok() && buf == text;
+    // Back to the start: a removal reads it again through the same descriptor.
+    let _ = std::io::Seek::rewind(&mut f);
+    same
 }
 
 /// Whether `path` still names the inode `id` (not through a symlink).
@@ -131,6 +159,12 @@ pub(crate) fn cover(path: &Path, dir: bool) -> std::io::Result<Covered> {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(e),
             };
+            // What no job could remove (a directory with entries, a file with other content:
+            // the removal leaves those) needs no hold, and another process's exclusive lock
+            // on it (`.git/config`) then stalls nothing.
+            if !removable(&file, &target) {
+                return Ok(Covered { target, hold: None });
+            }
             hold_shared(&file, &target)?;
             let id = id_of(&file)?;
             // Removed (and perhaps made again) between the open and the hold: start over.
@@ -281,7 +315,8 @@ fn remove(file: &File, path: &Path, id: Id, made: bool) -> bool {
         // Only as it was made: a file someone has since filled is theirs.
         let mut text = Vec::new();
         let mut f: &File = file;
-        if f.read_to_end(&mut text).is_err() || text != placeholder_text(path) {
+        let read = std::io::Seek::rewind(&mut f).and_then(|()| f.read_to_end(&mut text));
+        if read.is_err() || text != placeholder_text(path) {
             forget(id);
             return false;
         }
@@ -374,6 +409,27 @@ mod tests {
         let d = cover(&p, false).unwrap();
         d.hold.unwrap().release();
         assert!(!p.exists());
+    }
+
+    #[test]
+    fn what_no_job_could_remove_is_covered_without_a_hold() {
+        let t = tempfile::tempdir().unwrap();
+        let config = t.path().join("config");
+        std::fs::write(&config, "[core]\n").unwrap();
+        let hooks = t.path().join("hooks");
+        std::fs::create_dir(&hooks).unwrap();
+        std::fs::write(hooks.join("pre-commit.sample"), "").unwrap();
+        for p in [&config, &hooks] {
+            let c = cover(p, false).unwrap();
+            assert!(c.hold.is_none(), "{p:?}");
+        }
+        // Control: an empty directory and an empty file, which removals take, are held.
+        let empty = t.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let c = cover(&empty, true).unwrap();
+        assert!(c.hold.is_some());
+        c.hold.unwrap().release();
+        assert!(empty.exists(), "removed without a record");
     }
 
     #[test]
