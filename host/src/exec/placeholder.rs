@@ -249,9 +249,41 @@ fn record_name((dev, ino): Id) -> String {
     format!("{dev}-{ino}")
 }
 
-/// Records that this user made the placeholder `path`, inode `id`.
+/// Most records one pruning looks at: the directory holds a few entries (one per placeholder
+/// in use, plus those of hosts that were killed), so this bounds only a pathological one.
+const MAX_PRUNED: usize = 256;
+
+/// Removes the records whose path no longer names their inode (the placeholder was removed
+/// by hand, or its repository deleted, after its host was killed): they could only ever
+/// match an unrelated entry that reused the inode number at the same path.
+fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten().take(MAX_PRUNED) {
+        let name = e.file_name();
+        let Some((dev, ino)) = name.to_str().and_then(|n| n.split_once('-')) else {
+            continue;
+        };
+        let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+            continue;
+        };
+        let Ok(path) = std::fs::read(e.path()) else {
+            continue;
+        };
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(&path));
+        if !still_names(&path, (dev, ino)) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Records that this user made the placeholder `path`, inode `id` (pruning stale records
+/// first: a record is written once per placeholder made, so they cannot pile up).
 fn record(id: Id, path: &Path) -> Result<(), String> {
-    let file = records()?.join(record_name(id));
+    let dir = records()?;
+    prune(&dir);
+    let file = dir.join(record_name(id));
     std::fs::write(&file, path.as_os_str().as_bytes()).map_err(|e| {
         format!(
             "cannot record the placeholder in {}: {e}",
@@ -430,6 +462,31 @@ mod tests {
         assert!(c.hold.is_some());
         c.hold.unwrap().release();
         assert!(empty.exists(), "removed without a record");
+    }
+
+    #[test]
+    fn stale_records_are_pruned_when_one_is_written() {
+        let t = tempfile::tempdir().unwrap();
+        let gone = t.path().join("gone");
+        // A record of a placeholder whose host was killed and which was removed by hand.
+        let a = cover(&gone, false).unwrap();
+        let id = a.hold.as_ref().unwrap().id;
+        let stale = records().unwrap().join(record_name(id));
+        assert!(stale.exists());
+        std::mem::forget(a);
+        std::fs::remove_file(&gone).unwrap();
+        // Control: a record whose placeholder is still there stays.
+        let kept = t.path().join("kept");
+        let b = cover(&kept, false).unwrap();
+        let kept_record = records()
+            .unwrap()
+            .join(record_name(b.hold.as_ref().unwrap().id));
+        assert!(!stale.exists(), "a stale record was left");
+        let c = cover(&t.path().join("third"), false).unwrap();
+        assert!(kept_record.exists(), "a live record was pruned");
+        b.hold.unwrap().release();
+        c.hold.unwrap().release();
+        assert!(!kept_record.exists());
     }
 
     #[test]
