@@ -68,12 +68,20 @@ pub(crate) struct Covered {
     pub hold: Option<Hold>,
 }
 
-/// Opens `path` for a hold, without following a symlink in its last component.
+/// Opens `path` for a hold, without following a symlink in its last component, and without
+/// waiting or taking a terminal (a FIFO swapped in would otherwise block the open).
 fn open(path: &Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
+}
+
+/// Whether `m` is a kind of file a placeholder is (a regular file or a directory): anything
+/// else at a protected path (a FIFO, a device another user's symlink points at) is never
+/// opened by the host, nor held.
+fn placeholder_kind(m: &std::fs::Metadata) -> bool {
+    m.is_file() || m.is_dir()
 }
 
 fn id_of(file: &File) -> std::io::Result<Id> {
@@ -113,8 +121,12 @@ fn hold_shared(file: &File, path: &Path) -> std::io::Result<()> {
 /// one later (emptied while a job covers it) was emptied by a user who could write it anyway.
 fn removable(file: &File, path: &Path) -> bool {
     let Ok(m) = file.metadata() else {
-        return true;
+        return false;
     };
+    // Swapped for another kind of file between the check and the open.
+    if !placeholder_kind(&m) {
+        return false;
+    }
     if m.is_dir() {
         return std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
     }
@@ -149,6 +161,11 @@ pub(crate) fn cover(path: &Path, dir: bool) -> std::io::Result<Covered> {
             .map(Path::to_path_buf);
         let Some(missing) = first_missing else {
             let target = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
+            match std::fs::symlink_metadata(&target) {
+                Ok(m) if placeholder_kind(&m) => {}
+                Ok(_) => return Ok(Covered { target, hold: None }),
+                Err(_) => continue,
+            }
             let file = match open(&target) {
                 Ok(f) => f,
                 // Unreadable to the caller: not a placeholder (those are readable by every
@@ -462,6 +479,25 @@ mod tests {
         assert!(c.hold.is_some());
         c.hold.unwrap().release();
         assert!(empty.exists(), "removed without a record");
+    }
+
+    #[test]
+    fn a_fifo_or_a_device_at_the_path_is_neither_opened_nor_held() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("commondir");
+        let st = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // Opened for reading it would block until a writer came: covering returns at once.
+        let covered = cover(&fifo, false).unwrap();
+        assert!(covered.hold.is_none());
+        let link = t.path().join("hooks");
+        std::os::unix::fs::symlink("/dev/null", &link).unwrap();
+        let covered = cover(&link, true).unwrap();
+        assert_eq!(covered.target, Path::new("/dev/null"));
+        assert!(covered.hold.is_none());
     }
 
     #[test]
