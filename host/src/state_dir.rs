@@ -6,7 +6,7 @@
 //!
 //! Where, first that applies:
 //!
-//! - root: `/run/sandbox`;
+//! - root: `/run/sandbox` (when `/run` is root's and only root may write it);
 //! - `$XDG_RUNTIME_DIR/sandbox`, when `XDG_RUNTIME_DIR` is absolute and a directory of the
 //!   caller's with mode 0700 (as pam_systemd makes it);
 //! - `/run/user/<uid>/sandbox`, when that runtime directory is the caller's with mode 0700;
@@ -116,7 +116,9 @@ fn find(uid: u32, env: &Env) -> Result<PathBuf, String> {
 /// The state directory of the first candidate that applies before the last resort (`None`:
 /// none does). Creates the cache directory when it is missing under a `HOME` of the user's.
 fn chosen(uid: u32, env: &Env, run_user: &Path) -> Option<PathBuf> {
-    if uid == 0 {
+    // Root's runtime directory is /run itself (a machine or container without one, or where
+    // others may write it, goes on to the candidates below).
+    if uid == 0 && owned_parent(Path::new("/run"), 0, false) {
         return Some(PathBuf::from("/run/sandbox"));
     }
     let runtime = env
