@@ -59,6 +59,8 @@ pub mod credentials;
 #[doc(hidden)]
 pub mod embedded;
 #[doc(hidden)]
+pub mod escape;
+#[doc(hidden)]
 pub mod extract;
 #[doc(hidden)]
 pub mod interchange;
@@ -85,6 +87,7 @@ pub mod report;
 pub mod run;
 #[doc(hidden)]
 pub mod sandbox;
+mod state_dir;
 #[doc(hidden)]
 pub use sandbox::{Options, Sandbox};
 #[doc(hidden)]

@@ -113,7 +113,7 @@ fn flag_reason(e: &ProfileError) -> String {
 }
 
 fn fail(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("sandbox: {msg}");
+    sandbox_host::escape::eprint_line(format_args!("sandbox: {msg}"));
     EXIT_SANDBOX
 }
 
@@ -123,7 +123,9 @@ fn main() {
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("SANDBOX_LOG") {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
-            .with_writer(std::io::stderr)
+            // Escaped like every stderr line: fields carry paths and names of the job.
+            .with_writer(|| sandbox_host::escape::Stderr)
+            .with_ansi(false)
             .init();
     }
     let cli = sandbox_host::cli::parse();
@@ -207,7 +209,7 @@ fn cmd_run(
     argv: &[String],
 ) -> i32 {
     if platform::running_as_root() && !policy.allow_root {
-        eprintln!("sandbox: {}", platform::ROOT_WARNING);
+        sandbox_host::escape::eprint_line(format_args!("sandbox: {}", platform::ROOT_WARNING));
     }
     let env = match run::environment(&env.keep, &env.set) {
         Ok(e) => e,
@@ -478,7 +480,7 @@ fn cmd_inspect(program: &str) -> i32 {
     let path = match admission::resolve(program, std::env::var("PATH").ok().as_deref()) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("sandbox: {e}");
+            sandbox_host::escape::eprint_line(format_args!("sandbox: {e}"));
             return e.exit_status();
         }
     };
@@ -530,7 +532,7 @@ fn cmd_export(
         Ok(notes) => {
             // What the JSON cannot say is said on every export, like any other degradation.
             for n in notes {
-                eprintln!("sandbox: export: {n}");
+                sandbox_host::escape::eprint_line(format_args!("sandbox: export: {n}"));
             }
             0
         }
@@ -586,7 +588,7 @@ fn cmd_learn(
     let learned = match learn::learn(&argv[0], &argv[1..], &settings) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("sandbox: {e}");
+            sandbox_host::escape::eprint_line(format_args!("sandbox: {e}"));
             return e.status;
         }
     };
@@ -605,15 +607,21 @@ fn cmd_learn(
             _ => "ended".to_string(),
         }
     };
-    eprintln!(
+    sandbox_host::escape::eprint_line(format_args!(
         "sandbox learn: {} {ended} after {:.2} s; what it and its descendants called:",
-        learned.program.display(),
+        sandbox_host::escape::path(&learned.program),
         r.duration_s
-    );
-    eprint!("{}", learn::summary(&learned.recording, base.name()));
+    ));
+    // The summary names paths and programs of the job: each of its lines escaped.
+    for l in learn::summary(&learned.recording, base.name()).lines() {
+        sandbox_host::escape::eprint_line(l);
+    }
     let written = match (&target, stdout) {
         (Some(t), _) => t.write(&text).map(|()| {
-            eprintln!("sandbox learn: profile written to {}", t.path().display());
+            sandbox_host::escape::eprint_line(format_args!(
+                "sandbox learn: profile written to {}",
+                sandbox_host::escape::path(t.path())
+            ));
         }),
         (None, Some(mut f)) => f.write_all(text.as_bytes()),
         (None, None) => unreachable!("standard output is kept when there is no --out"),

@@ -48,9 +48,10 @@ pub struct RunSettings {
     pub env: Vec<(String, String)>,
 }
 
-/// Prints one `sandbox: ...` line on stderr.
+/// Prints one `sandbox: ...` line on stderr, escaped: paths, hosts and programs in it come
+/// from the job or the caller (see [`crate::escape`]).
 fn say(msg: impl std::fmt::Display) {
-    eprintln!("sandbox: {msg}");
+    crate::escape::eprint_line(format_args!("sandbox: {msg}"));
 }
 
 /// The program's environment: the safe list with the caller's values (`PATH`, `HOME`, `LANG`,
@@ -160,7 +161,7 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
     let result = match run_validated(&job, sandbox, &opts) {
         Ok(r) => r,
         Err(ExecError::Spawn { source, .. }) => {
-            say(format_args!("{}: {source}", resolved.display()));
+            say(format_args!("{}: {source}", crate::escape::path(&resolved)));
             return match source.raw_os_error() {
                 Some(libc::ENOENT) => EXIT_NOT_FOUND,
                 _ => EXIT_CANNOT_EXECUTE,
@@ -188,7 +189,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         .iter()
         .filter(|w| !(r.timed_out && w.starts_with("sandbox: limit hit: time:")))
     {
-        eprintln!("{w}");
+        crate::escape::eprint_line(w);
     }
     if settings.verbose {
         let how = match r.sandboxed.filter {
@@ -222,7 +223,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
                     let absent: Vec<String> = l
                         .deny_read_absent
                         .iter()
-                        .map(|p| p.display().to_string())
+                        .map(|p| crate::escape::path(p).into_owned())
                         .collect();
                     format!(
                         "; denied paths absent (nothing to protect): {}",
@@ -242,7 +243,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
                 let ro: Vec<String> = i
                     .read_only
                     .iter()
-                    .map(|p| p.display().to_string())
+                    .map(|p| crate::escape::path(p).into_owned())
                     .collect();
                 let hidden: Vec<String> = i
                     .hidden_sockets
@@ -321,7 +322,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         say(format_args!(
             "{} timed out after {:?}; it and every process it started were killed; raise \
              --timeout if that is expected",
-            program.display(),
+            crate::escape::path(program),
             settings.timeout.unwrap_or_default()
         ));
         return EXIT_TIMEOUT;
@@ -350,11 +351,19 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             r.violations_omitted
         ));
     }
+    if let (None, Some(libc::SIGSYS)) = (&r.violation, r.signal) {
+        // No refused call the kernel reported: the program may have raised SIGSYS itself.
+        say(format_args!(
+            "{} was killed by signal {} (SIGSYS)",
+            crate::escape::path(program),
+            libc::SIGSYS
+        ));
+    }
     if let Some(v) = &r.violation {
         let who = v
             .program
             .clone()
-            .unwrap_or_else(|| program.display().to_string());
+            .unwrap_or_else(|| crate::escape::path(program).into_owned());
         match v.number {
             Some(nr) => say(format_args!(
                 "{who} was stopped by the filter: syscall {} ({nr}): {}",

@@ -41,6 +41,7 @@ mod namespaces;
 mod net;
 mod notify;
 mod paths;
+mod placeholder;
 #[doc(hidden)]
 pub mod record;
 #[doc(hidden)]

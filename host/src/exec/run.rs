@@ -983,7 +983,7 @@ fn run(
     }
     drop(input);
     drop(pidfd);
-    let mut tally = notified
+    let tally = notified
         .or(notifier.take().map(|n| n.tally))
         .filter(|t| !t.seen.is_empty())
         .unwrap_or_else(|| registration.slot().tally());
@@ -1029,9 +1029,6 @@ fn run(
             ));
         }
     }
-    if tally.killer.is_none() {
-        tally.killer = preload.and_then(|r| r.violation.map(|(nr, _)| (nr, None)));
-    }
     if tally.paced_since.is_some() {
         warnings.push(format!(
             "sandbox: the program made {} refused calls; past {} they were answered at most {} \
@@ -1042,6 +1039,11 @@ fn run(
             super::notify::PACED_RATE
         ));
     }
+    // The preload's `violation` line is written from inside the program's own process, which
+    // can write that line too, and raise SIGSYS (or queue one with the seccomp `si_code`)
+    // itself: a claim, never the kernel's word. Only the supervisor's record of a refused
+    // call (the kernel's notification) names the filter; the claim is passed on as such.
+    let claimed = preload.and_then(|r| r.violation).map(|(nr, _)| nr);
     // Degraded only because the caller allowed it (`preferred`): said on every run, with the
     // way to refuse instead in the caller's terms.
     let required = |layer: &str| match v.audience {
@@ -1156,20 +1158,19 @@ fn run(
                 .cloned()
                 .unwrap_or_else(|| entry(nr, program, 1, &[0; 6])),
         ),
-        (Some(libc::SIGSYS), None) if filter != Sandboxed::None => Some(Violation {
-            syscall: "unknown".into(),
-            number: None,
-            count: 1,
-            program: None,
-            profile: v.profile.clone(),
-            hint: format!(
-                "a kill rule of profile {} stopped the program without naming the call",
-                v.profile
-            ),
-            change: None,
-        }),
+        // SIGSYS without a refused call the supervisor saw: the program may have raised it
+        // itself (or a kill rule of the profile ended it, which the kernel does not tell the
+        // host): reported as the signal it is, the filter not named.
         _ => None,
     };
+    if let (Some(libc::SIGSYS), None, Some(nr)) = (signal, &violation, claimed) {
+        warnings.push(format!(
+            "sandbox: the preload in the program's own process reported a refused call {} \
+             ({nr}) before it died of SIGSYS; the kernel did not confirm it (a program can \
+             write that report and raise SIGSYS itself)",
+            NATIVE.syscall_name(nr).unwrap_or("unknown")
+        ));
+    }
     Ok(ExecResult {
         program: v.program.to_string_lossy().into_owned(),
         exit_code,
