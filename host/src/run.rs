@@ -159,8 +159,10 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             Sandboxed::None => "none",
         };
         say(format_args!(
-            "profile {}, sandboxed: {how}",
-            r.sandboxed.profile
+            "profile {}, sandboxed: {how}, tier: {} ({})",
+            r.sandboxed.profile,
+            r.tier,
+            r.tier.layers()
         ));
         match &r.landlock {
             Some(l) => say(format_args!(
