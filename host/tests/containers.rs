@@ -14,15 +14,20 @@
 //! --json` works, and Landlock still refuses a credential read and a write outside the
 //! workspace; the controls do the same read and write without the sandbox, which succeed.
 //!
+//! Where only `clone3` is refused (a filter answering ENOSYS, as older container profiles do,
+//! that leaves namespaces alone), runs take the `clone` path and keep the isolated tier and
+//! their cgroup; that test needs no runc.
+//!
 //! The root file system is a minimal one: the host's `/usr` and `/etc` and the directory of the
 //! binary under test bound read-only, a home and a workspace bound writable. Needs runc (.ci/run
 //! installs it); skipped, saying so, without it.
 
+mod common;
+
+use common::SANDBOX;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
 
 /// Docker's default capabilities (moby `oci/caps/defaults.go`).
 const DOCKER_CAPS: &[&str] = &[
@@ -432,4 +437,94 @@ fn in_a_docker_shaped_container_runs_are_contained_and_say_why() {
 #[test]
 fn in_a_kubernetes_pod_with_a_masked_proc_runs_are_contained_and_say_why() {
     contained_tier_holds(Shape::Kubernetes, "a fresh /proc is refused");
+}
+
+/// A program that installs a filter answering `clone3` with ENOSYS (and allowing everything
+/// else), then execs its arguments.
+const NO_CLONE3_C: &str = r#"
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 38),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog p = {sizeof f / sizeof f[0], f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p)) {
+        perror("seccomp");
+        return 125;
+    }
+    execvp(argv[1], argv + 1);
+    perror("exec");
+    return 127;
+}
+"#;
+
+#[test]
+fn where_only_clone3_is_refused_runs_keep_the_isolated_tier_and_their_cgroup() {
+    use common::{command, sandbox, As, BOTH};
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let src = dir.path().join("no-clone3.c");
+    let bin = dir.path().join("no-clone3");
+    std::fs::write(&src, NO_CLONE3_C).unwrap();
+    let o = Command::new("gcc")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The filter does refuse clone3: ENOSYS under it, the kernel's EINVAL without (control).
+    let clone3 = "import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+                  l.syscall(435, None, 0); print(ctypes.get_errno())";
+    let o = command(As::Nobody, &bin)
+        .args(["python3", "-c", clone3])
+        .output()
+        .unwrap();
+    assert_eq!(text(&o.stdout), "38\n", "{o:?}");
+    let o = command(As::Nobody, "python3")
+        .args(["-c", clone3])
+        .output()
+        .unwrap();
+    assert_eq!(text(&o.stdout), "22\n", "control: {o:?}");
+    let script = "echo pid $$; cat /proc/self/cgroup";
+    for who in BOTH {
+        let run = |under: bool| {
+            let mut c = if under {
+                let mut c = command(who, &bin);
+                c.arg(SANDBOX);
+                c
+            } else {
+                sandbox(who)
+            };
+            let o = c
+                .args(["run", "-v", "--allow-root", "--profile", "shell", "--"])
+                .args(["bash", "-c", script])
+                .current_dir(work.path())
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{who:?} under={under}: {o:?}");
+            (text(&o.stdout), text(&o.stderr))
+        };
+        let (plain_out, _) = run(false);
+        let (out, err) = run(true);
+        assert!(err.contains("tier: isolated"), "{who:?}: {err}");
+        // PID 1 is the namespaces' init, cloned by `clone`; the program is its child.
+        assert!(out.starts_with("pid 2\n"), "{who:?}: {out}");
+        // The child joined the request's cgroups itself: where the clone3 run is in one of
+        // the sandbox's, so is this one.
+        let own = |t: &str| t.lines().filter(|l| l.contains("sandbox-")).count();
+        assert_eq!(own(&out), own(&plain_out), "{who:?}: {out} vs {plain_out}");
+    }
 }
