@@ -896,3 +896,21 @@ fn check_reports_the_tier_a_run_gets_and_fails_where_a_run_fails() {
     assert!(report["tier"].is_null(), "{report}");
     assert!(report["error"].is_string(), "{report}");
 }
+
+#[test]
+fn check_refuses_a_value_or_an_argument_for_json() {
+    for args in [
+        &["check", "--json=yes"][..],
+        &["check", "--json", "extra"],
+        &["check", "--json", ""],
+        &["check", "--json\nx"],
+    ] {
+        let o = common::sandbox(common::As::Nobody)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing ran: {o:?}");
+        assert!(text(&o.stderr).contains("error:"), "{args:?}: {o:?}");
+    }
+}
