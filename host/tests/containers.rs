@@ -54,6 +54,9 @@ const SECRET: &str = "PRIVATE-KEY-MATERIAL";
 enum Shape {
     Docker,
     Kubernetes,
+    /// As `Kubernetes`, with runc's read-only `/proc` paths but none masked: nothing tells the
+    /// host in advance that a fresh `/proc` will be refused, so the first spawn finds it.
+    ReadOnlyProc,
 }
 
 /// The moby profile's JSON.
@@ -157,6 +160,12 @@ impl Bundle {
             .output()
             .unwrap();
         assert!(o.status.success(), "runc spec: {o:?}");
+        // Every container starts from runc's default config, kept aside.
+        std::fs::rename(
+            dir.path().join("config.json"),
+            dir.path().join("default.json"),
+        )
+        .unwrap();
         Bundle { dir }
     }
 
@@ -167,8 +176,9 @@ impl Bundle {
         let path = self.dir.path().join("config.json");
         // Each user has a home of its own (what root's runs leave there is root's).
         let home = if uid == 0 { "root-home" } else { "home" };
+        let default = self.dir.path().join("default.json");
         let mut c: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(default).unwrap()).unwrap();
         let caps = serde_json::json!(DOCKER_CAPS);
         c["process"]["terminal"] = false.into();
         c["process"]["args"] = serde_json::json!(args);
@@ -211,7 +221,7 @@ impl Bundle {
         c["mounts"] = mounts.into();
         match shape {
             Shape::Docker => c["linux"]["seccomp"] = docker_seccomp(DOCKER_CAPS),
-            Shape::Kubernetes => {
+            Shape::Kubernetes | Shape::ReadOnlyProc => {
                 c["linux"].as_object_mut().unwrap().remove("seccomp");
             }
         }
@@ -221,6 +231,9 @@ impl Bundle {
                 .is_some_and(|m| m.iter().any(|p| p == "/proc/kcore")),
             "runc's default config masks /proc"
         );
+        if shape == Shape::ReadOnlyProc {
+            c["linux"]["maskedPaths"] = serde_json::json!([]);
+        }
         std::fs::write(&path, c.to_string()).unwrap();
         let id = format!(
             "sandbox-containers-{}-{}",
@@ -437,6 +450,56 @@ fn in_a_docker_shaped_container_runs_are_contained_and_say_why() {
 #[test]
 fn in_a_kubernetes_pod_with_a_masked_proc_runs_are_contained_and_say_why() {
     contained_tier_holds(Shape::Kubernetes, "a fresh /proc is refused");
+}
+
+#[test]
+fn where_nothing_predicts_the_refused_proc_the_first_spawn_finds_it() {
+    let Some(b) = runnable() else { return };
+    let why = "a fresh /proc is refused";
+    for uid in [0, 1000] {
+        let o = b.run(
+            Shape::ReadOnlyProc,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "-v",
+                "--profile",
+                "minimal",
+                "--",
+                "/bin/true",
+            ],
+            None,
+        );
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "uid {uid}: {o:?}");
+        assert!(err.contains("tier: contained"), "uid {uid}: {err}");
+        assert!(err.contains(why), "uid {uid}: {err}");
+        let o = b.run(
+            Shape::ReadOnlyProc,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--isolation",
+                "required",
+                "--",
+                "/bin/true",
+            ],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(125), "uid {uid}: {o:?}");
+        assert!(text(&o.stderr).contains(why), "uid {uid}: {o:?}");
+        let o = b.run(
+            Shape::ReadOnlyProc,
+            uid,
+            &["/t/sandbox", "check", "--json"],
+            None,
+        );
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(o.status.code(), Some(0), "uid {uid}: {report}");
+        assert_eq!(report["tier"], "contained", "uid {uid}: {report}");
+    }
 }
 
 /// A program that installs a filter answering `clone3` with ENOSYS (and allowing everything
