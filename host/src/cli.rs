@@ -259,8 +259,14 @@ pub enum Cmd {
         #[arg(long)]
         to: Option<PathBuf>,
     },
-    /// Say what works on this machine and why.
-    Check,
+    /// Say what works on this machine and why, and what a default run gets here (it starts
+    /// one): its tier and every layer's state. Fails when a default run would fail.
+    Check {
+        /// Print one JSON object: `ok`, `tier`, `checks` (status, name, detail), `run` (the
+        /// trial run's result) and `error`.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the built-in profiles, or show one resolved.
     Profiles {
         #[command(subcommand)]

@@ -51,6 +51,8 @@ pub use sandbox_policy::profile::{Profile, ProfileError};
 #[doc(hidden)]
 pub mod admission;
 #[doc(hidden)]
+pub mod check;
+#[doc(hidden)]
 pub mod cli;
 #[doc(hidden)]
 pub mod config;

@@ -129,31 +129,7 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
             return EXIT_SANDBOX;
         }
     }
-    let options = sandbox.options();
-    let job = Validated {
-        program: resolved.clone(),
-        argv: std::iter::once(program.to_string())
-            .chain(args.iter().cloned())
-            .collect(),
-        cwd: None,
-        env: settings.env.clone(),
-        timeout: settings.timeout,
-        streams: Streams::Inherit,
-        max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES as usize,
-        profile: options.profile.name().to_string(),
-        static_binary: options.static_binary,
-        require_sandbox: options.require_sandbox,
-        stdin: None,
-        rlimits: limits(settings.timeout),
-        paths: settings.paths.clone(),
-        secrets: Vec::new(),
-        redact_secrets: false,
-        on_violation: settings.on_violation,
-        deny_errno: settings.deny_errno,
-        audience: Audience::Cli,
-        custom: None,
-        network: settings.network.clone(),
-    };
+    let job = job(sandbox, &resolved, program, args, settings);
     // The spawner path, as for exec requests: its thread holds the filter's listener, so
     // violations are named without taking the listener from the child (which a non-dumpable
     // host cannot do without privileges).
@@ -180,6 +156,62 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
     report(&result, &resolved, settings)
 }
 
+/// The job `run` gives the engine for `program` (found at `resolved`) and its arguments.
+fn job(
+    sandbox: &Sandbox,
+    resolved: &std::path::Path,
+    program: &str,
+    args: &[String],
+    settings: &RunSettings,
+) -> Validated {
+    let options = sandbox.options();
+    Validated {
+        program: resolved.to_path_buf(),
+        argv: std::iter::once(program.to_string())
+            .chain(args.iter().cloned())
+            .collect(),
+        cwd: None,
+        env: settings.env.clone(),
+        timeout: settings.timeout,
+        streams: Streams::Inherit,
+        max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES as usize,
+        profile: options.profile.name().to_string(),
+        static_binary: options.static_binary,
+        require_sandbox: options.require_sandbox,
+        stdin: None,
+        rlimits: limits(settings.timeout),
+        paths: settings.paths.clone(),
+        secrets: Vec::new(),
+        redact_secrets: false,
+        on_violation: settings.on_violation,
+        deny_errno: settings.deny_errno,
+        audience: Audience::Cli,
+        custom: None,
+        network: settings.network.clone(),
+    }
+}
+
+/// What `sandbox check` runs: `program` (looked up in `PATH`) exactly as `run` would run it
+/// under `sandbox` and `settings`, the same job on the same spawn path, with the result
+/// returned instead of reported. `Err`: why it did not run, in `run`'s words.
+pub fn trial(
+    sandbox: &Sandbox,
+    program: &str,
+    settings: &RunSettings,
+) -> Result<ExecResult, String> {
+    let resolved = crate::admission::resolve(program, std::env::var("PATH").ok().as_deref())
+        .map_err(|e| e.to_string())?;
+    let job = job(sandbox, &resolved, program, &[], settings);
+    run_validated(&job, sandbox, &RunOptions::default()).map_err(|e| match e {
+        ExecError::Refused(r) if crate::cli::layer_flag(&r.field).is_some() => format!(
+            "{}: {}",
+            crate::cli::layer_flag(&r.field).unwrap_or_default(),
+            r.reason
+        ),
+        e => e.to_string(),
+    })
+}
+
 /// Says on stderr what the user must know, and turns the result into an exit status.
 fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> i32 {
     // A timeout gets one line, below, that says what happened and what to change, in place of
@@ -198,8 +230,10 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             Sandboxed::None => "none",
         };
         say(format_args!(
-            "profile {}, sandboxed: {how}",
-            r.sandboxed.profile
+            "profile {}, sandboxed: {how}, tier: {} ({})",
+            r.sandboxed.profile,
+            r.tier,
+            r.tier.layers()
         ));
         match &r.landlock {
             Some(l) => say(format_args!(

@@ -180,7 +180,7 @@ fn unix_sockets_outside_the_workspace_are_hidden_unless_named() {
                 ],
             );
             assert!(o.status.success(), "{who:?} control: {}", text(&o));
-            let before = log_of(sock);
+            let before = log_after(sock, "");
             assert!(
                 !before.is_empty(),
                 "{who:?}: the control reached the socket"
@@ -223,7 +223,7 @@ fn unix_sockets_outside_the_workspace_are_hidden_unless_named() {
             );
             assert!(o.status.success(), "{who:?} allowed: {}", text(&o));
             assert_ne!(
-                log_of(sock),
+                log_after(sock, &before),
                 before,
                 "{who:?}: the allowed socket was reached"
             );

@@ -58,25 +58,81 @@ fn forced() -> Option<String> {
 }
 
 /// Why namespaces cannot be used here, if they cannot (probed once per process; the
-/// override variable is read every time).
+/// override variable is read every time). The probe does what the namespaces' init does
+/// before the program starts: a child cloned into new user, PID, mount, IPC and UTS
+/// namespaces (by `clone3`, or `clone` where that is refused) maps its ids and mounts a fresh
+/// `/proc` (see `sys::namespace_probe`).
 pub fn unavailable() -> Option<String> {
-    forced().or_else(|| {
-        PROBE
-            .get_or_init(|| {
-                let flags = libc::CLONE_NEWUSER
-                    | libc::CLONE_NEWPID
-                    | libc::CLONE_NEWNS
-                    | libc::CLONE_NEWIPC
-                    | libc::CLONE_NEWUTS;
-                crate::sys::unshare_probe(flags).err().map(|e| {
-                    let mut why = format!("cannot create user, PID and mount namespaces: {e}");
-                    if let Some(r) = reasons().first() {
-                        why.push_str(&format!(" ({r})"));
-                    }
-                    why
-                })
-            })
-            .clone()
+    forced().or_else(probed)
+}
+
+/// The probe's answer (run once per process), whatever the override variable says.
+fn probed() -> Option<String> {
+    PROBE
+        .get_or_init(|| {
+            let flags = libc::CLONE_NEWUSER
+                | libc::CLONE_NEWPID
+                | libc::CLONE_NEWNS
+                | libc::CLONE_NEWIPC
+                | libc::CLONE_NEWUTS;
+            crate::sys::namespace_probe(flags)
+                .err()
+                .map(|(stage, e)| explain(stage, &e))
+        })
+        .clone()
+}
+
+/// The sentence for a probe that failed at `stage` with `e`: what is missing, why, and the
+/// setting that would change it.
+fn explain(stage: crate::sys::ProbeStage, e: &std::io::Error) -> String {
+    use crate::sys::ProbeStage;
+    match stage {
+        ProbeStage::Proc => format!("a fresh /proc is refused ({e}): {}", proc_masked()),
+        ProbeStage::IdMap => format!(
+            "cannot map user and group ids in a new user namespace: {e}{}",
+            because(&reasons())
+        ),
+        ProbeStage::Create | ProbeStage::Private => format!(
+            "cannot create user, PID and mount namespaces: {e}{}",
+            because(&reasons())
+        ),
+    }
+}
+
+/// ` (first reason)`, or nothing.
+fn because(reasons: &[String]) -> String {
+    reasons
+        .first()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default()
+}
+
+/// Why the kernel refuses a fresh `/proc` here: it does so in a user namespace when the
+/// `/proc` it can see has file systems mounted over parts of it (it would reveal what they
+/// hide), which container runtimes do (runc's `maskedPaths` and `readonlyPaths`).
+fn proc_masked() -> String {
+    let text = crate::mountinfo::read().unwrap_or_default();
+    let over: Vec<String> = crate::mountinfo::parse(&text)
+        .filter(|m| m.point.starts_with("/proc") && m.point != Path::new("/proc"))
+        .map(|m| m.point.display().to_string())
+        .collect();
+    if over.is_empty() {
+        return "the kernel refuses a new proc mount to this user namespace".to_string();
+    }
+    format!(
+        "the container masks /proc (runc maskedPaths/readonlyPaths: {} paths mounted over it, \
+         such as {}); Kubernetes: securityContext.procMount: Unmasked with hostUsers: false; \
+         Docker: --security-opt systempaths=unconfined",
+        over.len(),
+        over[0]
+    )
+}
+
+/// Whether a seccomp filter confines this process (`Seccomp: 2` in its status).
+fn seccomp_filtered() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
     })
 }
 
@@ -85,7 +141,31 @@ pub fn unavailable() -> Option<String> {
 /// the probes (`recheck`) and the job is planned again. A probe of its own would cost every
 /// run a fork of the host and a second set of namespaces.
 pub(crate) fn presumed_unavailable() -> Option<String> {
-    forced().or_else(|| PROBE.get().cloned().flatten())
+    forced().or_else(|| match PROBE.get() {
+        Some(answer) => answer.clone(),
+        // A container's masked /proc predicts that the init's fresh /proc will be refused:
+        // the probe runs now instead of after a spawn that would fail at the mount (which
+        // cost a one-shot run about 1.5 ms more, docs/benchmarks.md). The probe decides.
+        None if proc_masked_hint() => probed(),
+        None => None,
+    })
+}
+
+/// Whether the first of runc's masked `/proc` files that exists here is a character device:
+/// runc's `maskedPaths` (Docker's and Kubernetes' defaults) bind `/dev/null` over those that
+/// exist, and procfs's own are regular files. A `statx` or two, so every run can afford it;
+/// none existing (a kernel built without them), it says nothing.
+fn proc_masked_hint() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    [
+        "/proc/kcore",
+        "/proc/keys",
+        "/proc/timer_list",
+        "/proc/sched_debug",
+    ]
+    .iter()
+    .find_map(|p| std::fs::symlink_metadata(p).ok())
+    .is_some_and(|m| m.file_type().is_char_device())
 }
 
 /// After a spawn's `clone3` with namespace flags failed: runs the probes (isolation and
@@ -119,7 +199,22 @@ fn reasons() -> Vec<String> {
                 .to_string(),
         );
     }
-    if Path::new("/.dockerenv").exists() || Path::new("/run/.containerenv").exists() {
+    let container = Path::new("/.dockerenv").exists() || Path::new("/run/.containerenv").exists();
+    if seccomp_filtered() {
+        // Docker's default profile refuses clone3 (ENOSYS), unshare, setns and clone with
+        // namespace flags to a container without CAP_SYS_ADMIN; Kubernetes' RuntimeDefault is
+        // the same profile.
+        out.push(format!(
+            "namespaces refused by the {} seccomp profile; Docker: --security-opt \
+             seccomp=unconfined or a profile allowing clone, clone3 and unshare with namespace \
+             flags; Kubernetes: securityContext.seccompProfile type Unconfined or Localhost",
+            if container {
+                "container's"
+            } else {
+                "process's"
+            }
+        ));
+    } else if container {
         out.push(
             "running inside a container, whose seccomp profile or capabilities may refuse \
              namespaces"
@@ -145,6 +240,11 @@ pub fn preflight() -> Vec<String> {
             Err(e) => format!("{name} namespace: no ({e})"),
         })
         .collect();
+    // What a run needs of them together (the probe runs share, cached).
+    lines.push(match probed() {
+        Some(why) => format!("namespaces for a run: no ({why})"),
+        None => "namespaces for a run (clone, id maps, fresh /proc): yes".to_string(),
+    });
     if lines.iter().any(|l| !l.ends_with(": yes")) {
         for r in reasons() {
             lines.push(format!("because: {r}"));

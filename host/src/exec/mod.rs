@@ -22,7 +22,7 @@ mod builder;
 mod cgroup1;
 mod cgroup_names;
 #[cfg(target_arch = "x86_64")]
-mod clone;
+pub(crate) mod clone;
 pub(crate) mod contain;
 mod denied;
 #[doc(hidden)]
@@ -51,6 +51,7 @@ mod schema;
 mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
+mod tier;
 mod view;
 mod workspace;
 
@@ -64,6 +65,7 @@ pub use request::{Limits, OnViolation, Refusal, Request};
 pub use run::{
     exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, StartFrom, Violation,
 };
+pub use tier::Tier;
 
 // Used by the other front ends (`sandbox run`, `learn`) and the tests: not part of the API.
 #[doc(hidden)]

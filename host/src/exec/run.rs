@@ -132,6 +132,10 @@ pub struct ExecResult {
     pub violations_omitted: u64,
     /// Whether a filter applied, and which profile.
     pub sandboxed: SandboxInfo,
+    /// The layers that held, in one word: `isolated` (namespaces, Landlock, seccomp),
+    /// `contained` (Landlock and seccomp), `filtered` (seccomp alone), `unconfined` (no
+    /// filter).
+    pub tier: super::tier::Tier,
     /// Warnings about the run (for example: ran unconfined).
     pub warnings: Vec<String>,
     /// What the Landlock layer enforced (`null` when it was off).
@@ -1077,14 +1081,19 @@ fn run(
             off,
         ));
     }
+    let landlock_held = layer
+        .as_ref()
+        .is_some_and(|l| !l.prepared.status().enforced.is_empty());
+    let tier = super::tier::Tier::of(filter, landlock_held, isolation.is_ok());
     let isolation = match isolation {
         Ok(l) => Some(l.status.clone()),
         Err(why) if why.is_empty() => None,
         Err(why) => {
             warnings.push(format!(
-                "sandbox: warning: namespaces unavailable ({why}); ran without isolation (own \
-                 PID space and /proc, private /tmp, read-only .git/hooks); {} to refuse \
-                 instead",
+                "sandbox: warning: namespaces unavailable ({why}); ran in the {tier} tier ({}), \
+                 without isolation (own PID space and /proc, private /tmp, read-only \
+                 .git/hooks); {} to refuse instead",
+                tier.layers(),
                 required("isolation")
             ));
             Some(super::isolation::Status {
@@ -1189,6 +1198,7 @@ fn run(
             filter,
             profile: v.profile.clone(),
         },
+        tier,
         warnings,
         landlock: layer.map(|l| l.prepared.status().clone()),
         limits_hit,
