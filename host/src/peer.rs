@@ -110,7 +110,7 @@ fn reason(pid: i32) -> Option<Finding> {
 
 /// What `/proc/.../status` says of a thread's confinement: marks the kernel keeps and no
 /// process can take back (a seccomp filter cannot be removed, `no_new_privs` cannot be unset).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Confinement {
     /// `Seccomp_filters`: how many seccomp filters the thread runs under.
     filters: u32,
@@ -200,6 +200,8 @@ fn more_confined(pid: i32, peer: Confinement, own: Confinement) -> Option<String
     None
 }
 
+/// The peer `pid` against this server by the marks of confinement: found inside when it is
+/// more confined, unreadable when either side's marks cannot be read (refused too).
 fn confinement_check(pid: i32) -> Option<Finding> {
     let own = match own_confinement() {
         Ok(c) => c,

@@ -121,6 +121,9 @@ impl Setup {
             .env("REQ", self.escape())
             .env("SANDBOX", SANDBOX)
             .env("DIR", &self.root)
+            // `sandbox env` extracts the preload below it (removed with the directory), not
+            // into a new directory in /tmp per call, as it would for uid 65534 without a home.
+            .env("XDG_RUNTIME_DIR", &self.root)
             .current_dir(&self.root)
             .output()
             .unwrap();
