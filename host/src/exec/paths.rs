@@ -235,6 +235,24 @@ pub struct PreloadLayer {
     /// A private directory the commands may write, for `TMPDIR`: one per user, kept across
     /// commands (nobody is there to remove it after each one).
     pub tmpdir: PathBuf,
+    /// Every place the commands may write (workspace, `--allow-write` paths, `tmpdir`): the
+    /// library they load must lie outside all of them.
+    pub writable: Vec<PathBuf>,
+}
+
+impl PreloadLayer {
+    /// The request field that made `place` writable, for a refusal worded with its flag:
+    /// `workspace` for the workspace (given or the working directory), `writable_paths` for
+    /// an `--allow-write` path, `landlock` for the private TMPDIR.
+    pub fn field_of(&self, rules: &PathRules, place: &Path) -> &'static str {
+        if rules.writable.iter().any(|w| w == place) {
+            "writable_paths"
+        } else if place == self.tmpdir {
+            "landlock"
+        } else {
+            "workspace"
+        }
+    }
 }
 
 /// Resolves `rules` for commands started with the preload route from `cwd`; `None` when the
@@ -262,6 +280,7 @@ pub fn preload_layer(
         value,
         tmpdir,
         warning,
+        writable: spec.writable,
     }))
 }
 
