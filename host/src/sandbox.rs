@@ -268,6 +268,16 @@ impl Sandbox {
         }
     }
 
+    /// The preload a job of this sandbox loads: the library already provided, when the
+    /// profile needs the preload's exact filter (its outer filter is not exact by itself).
+    /// `None` for every built-in profile, whose jobs do not load it.
+    pub(crate) fn loaded_preload(&self) -> Option<&Path> {
+        if self.outer_exact || self.outer.is_none() {
+            return None;
+        }
+        self.preload.get()?.as_deref().ok()
+    }
+
     /// The preload's variables for this sandbox's profile (for `sandbox env`); fails when the
     /// library cannot be provided.
     pub fn env(&self) -> Result<Vec<(&'static str, String)>, SandboxError> {

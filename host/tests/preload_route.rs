@@ -542,3 +542,84 @@ fn the_note_is_printed_once_per_user_and_not_with_quiet() {
     );
     assert!(help.contains("--quiet"), "{help}");
 }
+
+/// `sandbox run` with a custom profile whose outer filter is not exact loads the library in
+/// each job: a job whose workspace holds it is refused, naming `--workspace`. Controls: the
+/// same run with the library outside the workspace runs; a `shell` job in that workspace
+/// changes the library there (the place is writable to a job).
+#[test]
+fn a_run_that_would_load_a_library_in_its_workspace_is_refused() {
+    // Without the loader's calls: the outer filter exempts them and the preload stacks the
+    // exact filter.
+    let allow = "read:write:close:exit_group:exit:fstat:newfstatat:brk:mmap:munmap:\
+                 rt_sigaction:rt_sigprocmask:mprotect";
+    for who in BOTH {
+        let w = world();
+        let cache = w.ws.join(".cache");
+        let ws = w.ws.to_str().unwrap();
+        let args = [
+            "run",
+            "--allow-root",
+            "--allow",
+            allow,
+            "--workspace",
+            ws,
+            "--",
+            "/bin/echo",
+            "hi",
+        ];
+        let o = sandbox(who, &w.ws, &[("XDG_CACHE_HOME", &cache)], &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(125), "{who:?}: {}", text(&o));
+        assert!(o.stdout.is_empty(), "{who:?}: {}", text(&o));
+        assert!(
+            err.lines().any(|l| l.starts_with(&format!(
+                "sandbox: --workspace: {ws} holds the preload library {ws}/.cache/sandbox/"
+            ))),
+            "{who:?}: {err}"
+        );
+        // The same without namespaces.
+        let mut off = args.to_vec();
+        off.splice(1..1, ["--isolation", "off"]);
+        let o = sandbox(who, &w.ws, &[("XDG_CACHE_HOME", &cache)], &off);
+        assert_eq!(o.status.code(), Some(125), "{who:?}: {}", text(&o));
+        // Control: the library outside the workspace. Without namespaces: this test's
+        // directories are under /tmp, which a namespaced job sees as its own empty tmpfs.
+        let elsewhere = w.own_dir(&w.dir.path().join("cache"), who, 0o700);
+        let o = sandbox(who, &w.ws, &[("XDG_CACHE_HOME", &elsewhere)], &off);
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "hi\n",
+            "{who:?}: {}",
+            text(&o)
+        );
+        // Control: a job may change what lies in its workspace, the library there included.
+        let o = sandbox(who, &w.ws, &[("XDG_CACHE_HOME", &cache)], &["extract"]);
+        let lib = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        assert!(lib.starts_with(ws), "{who:?}: {}", text(&o));
+        let o = sandbox(
+            who,
+            &w.ws,
+            &[],
+            &[
+                "run",
+                "--allow-root",
+                "--profile",
+                "shell",
+                "--workspace",
+                ws,
+                "--",
+                "python3",
+                "-c",
+                REPLACE,
+                &lib,
+            ],
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            "changed",
+            "{who:?}: {}",
+            text(&o)
+        );
+    }
+}

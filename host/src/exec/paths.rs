@@ -186,6 +186,8 @@ pub(crate) fn layer(
     cwd: &Path,
     own_tmp: bool,
 ) -> Result<Option<Layer>, Refusal> {
+    // With Landlock or without, the constructed view binds the same places writable.
+    preload_outside(rules, sandbox, &writable_set(rules, &allows(sandbox), cwd))?;
     if rules.mode == Mode::Off {
         return Ok(None);
     }
@@ -222,6 +224,38 @@ pub(crate) fn layer(
         })),
         None => Ok(None),
     }
+}
+
+/// Refuses a job whose writable places hold the preload library its program loads (a custom
+/// profile whose outer filter is not exact): the job could replace the library that later
+/// jobs of the same sandbox load. The library is extracted before the job's places are known
+/// (once per sandbox), so it is not moved here; the refusal names the field to narrow.
+fn preload_outside(
+    rules: &PathRules,
+    sandbox: &Sandbox,
+    writable: &[PathBuf],
+) -> Result<(), Refusal> {
+    let Some(lib) = sandbox.loaded_preload() else {
+        return Ok(());
+    };
+    let Some(place) = crate::extract::writable_container(lib, writable) else {
+        return Ok(());
+    };
+    let field = if rules.writable.iter().any(|w| w == place) {
+        "writable_paths"
+    } else {
+        "workspace"
+    };
+    Err(Refusal::new(
+        field,
+        format!(
+            "{} holds the preload library {} that this profile's jobs load: a job could replace \
+             it; give a place that does not hold it, or set XDG_RUNTIME_DIR to a private \
+             directory outside it",
+            crate::escape::path(place),
+            crate::escape::path(lib)
+        ),
+    ))
 }
 
 /// The layer for the preload route (`sandbox env`): what `libsandbox.so` reads from
