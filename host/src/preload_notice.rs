@@ -6,7 +6,8 @@
 //! command: agents evaluate `sandbox env` before each one. So the line is printed the first
 //! time for each user and remembered by a file in the per-user state directory; `--quiet`
 //! leaves it out. Without a state directory the line is printed every time (said rather than
-//! lost).
+//! lost). The memory is the state directory's: a user whose state directory changes (its
+//! `~/.cache` appears, a session sets `XDG_RUNTIME_DIR`) is told once more there.
 
 use std::io::ErrorKind;
 use std::os::unix::fs::OpenOptionsExt;
