@@ -213,9 +213,6 @@ fn cmd_run(
     verbose: bool,
     argv: &[String],
 ) -> i32 {
-    if platform::running_as_root() && !policy.allow_root {
-        sandbox_host::escape::eprint_line(format_args!("sandbox: {}", platform::ROOT_WARNING));
-    }
     let env = match run::environment(&env.keep, &env.set) {
         Ok(e) => e,
         Err(e) => return fail(e),
@@ -266,6 +263,7 @@ fn run_setup(
         deny_errno,
         network,
         env,
+        root_warning: platform::running_as_root() && !policy.allow_root,
     };
     Ok((sandbox, settings))
 }

@@ -46,6 +46,10 @@ pub struct RunSettings {
     pub network: crate::network::Network,
     /// The program's whole environment ([`environment`]).
     pub env: Vec<(String, String)>,
+    /// Running as root without `--allow-root`: said once the run is below the isolated tier
+    /// (in it, root's reach is the job's view: the host's tree read-only, credentials
+    /// unreadable).
+    pub root_warning: bool,
 }
 
 /// Prints one `sandbox: ...` line on stderr, escaped: paths, hosts and programs in it come
@@ -183,6 +187,8 @@ fn job(
         paths: settings.paths.clone(),
         secrets: Vec::new(),
         redact_secrets: false,
+        // Said by the command line itself (`run` warns; `learn` observes, unconfined).
+        allow_root: true,
         on_violation: settings.on_violation,
         deny_errno: settings.deny_errno,
         audience: Audience::Cli,
@@ -222,6 +228,14 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         .filter(|w| !(r.timed_out && w.starts_with("sandbox: limit hit: time:")))
     {
         crate::escape::eprint_line(w);
+    }
+    if settings.root_warning && r.tier != crate::exec::Tier::Isolated {
+        crate::escape::eprint_line(format_args!(
+            "sandbox: {} (tier {}: {})",
+            crate::platform::ROOT_WARNING,
+            r.tier,
+            r.tier.layers()
+        ));
     }
     if settings.verbose {
         let how = match r.sandboxed.filter {

@@ -11,6 +11,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+const BIN: &str = env!("CARGO_BIN_EXE_sandbox");
+
 /// A static `cat FILE`, which can also try `--socket PORT`, `--write PATH` and `--exec`.
 const STATIC_CAT_C: &str = r#"#define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -491,25 +493,125 @@ fn is_root() -> bool {
 }
 
 #[test]
-fn run_as_root_warns_on_every_run_unless_allowed() {
+fn run_as_root_warns_below_the_isolated_tier_unless_allowed() {
     assert!(is_root(), "this test needs root (the tests run as root)");
+    // In the isolated tier root's reach is the job's view (the host's tree read-only,
+    // credentials unreadable): nothing to warn about.
+    let o = sandbox_bare(&["run", "--", "/bin/true"]);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(text(&o.stderr), "");
+    // Below it, every run says so.
     for _ in 0..2 {
-        let o = sandbox_bare(&["run", "--", "/bin/true"]);
+        let o = sandbox_bare(&["run", "--isolation", "off", "--", "/bin/true"]);
         assert!(o.status.success(), "{o:?}");
         let e = text(&o.stderr);
         assert_eq!(e.lines().count(), 1, "{e}");
         assert!(
             e.starts_with("sandbox: warning: running as root: ")
-                && e.trim_end().ends_with("pass --allow-root to silence"),
+                && e.contains("pass --allow-root to silence")
+                && e.trim_end()
+                    .ends_with("(tier contained: Landlock and seccomp, no namespaces)"),
             "{e}"
         );
     }
-    let o = sandbox_bare(&["run", "--allow-root", "--", "/bin/true"]);
+    let o = sandbox_bare(&[
+        "run",
+        "--allow-root",
+        "--isolation",
+        "off",
+        "--",
+        "/bin/true",
+    ]);
     assert!(o.status.success(), "{o:?}");
     assert_eq!(text(&o.stderr), "");
     // The warning does not change what runs or the status.
-    let o = sandbox_bare(&["run", "--profile", "shell", "--", "/bin/sh", "-c", "exit 3"]);
+    let o = sandbox_bare(&[
+        "run",
+        "--isolation",
+        "off",
+        "--profile",
+        "shell",
+        "--",
+        "/bin/sh",
+        "-c",
+        "exit 3",
+    ]);
     assert_eq!(o.status.code(), Some(3), "{o:?}");
+}
+
+#[test]
+fn exec_and_serve_refuse_root_below_the_isolated_tier_unless_the_request_allows_it() {
+    assert!(is_root(), "this test needs root (the tests run as root)");
+    let exec = |body: &str| {
+        let mut c = Command::new(BIN);
+        c.args(["exec", "--json"])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", "/root")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(body.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        text(&o.stdout)
+    };
+    // The isolated tier: runs.
+    let out = exec(r#"{"argv":["/bin/echo","ran"]}"#);
+    assert!(out.contains(r#""stdout":"ran\n""#), "{out}");
+    // Without namespaces, or without Landlock: refused, naming the field.
+    for body in [
+        r#"{"argv":["/bin/echo","ran"],"isolation":"off"}"#,
+        r#"{"argv":["/bin/echo","ran"],"landlock":"off"}"#,
+    ] {
+        let out = exec(body);
+        assert!(
+            out.contains(r#""field":"allow_root""#) && !out.contains("ran\n"),
+            "{body}: {out}"
+        );
+    }
+    // Allowed by the request: runs (the control that the refusal is the only difference).
+    let out = exec(r#"{"argv":["/bin/echo","ran"],"isolation":"off","allow_root":true}"#);
+    assert!(out.contains(r#""stdout":"ran\n""#), "{out}");
+    // A hostile value is refused and runs nothing.
+    let out = exec(r#"{"argv":["/bin/echo","ran"],"allow_root":"yes"}"#);
+    assert!(out.contains(r#""field":"allow_root""#), "{out}");
+    // Through serve, the same request field.
+    let mut c = Command::new(BIN);
+    c.arg("serve")
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", "/root")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin
+            .write_all(
+                b"{\"id\":\"a\",\"argv\":[\"/bin/true\"],\"isolation\":\"off\"}\n\
+                  {\"id\":\"b\",\"argv\":[\"/bin/true\"],\"isolation\":\"off\",\"allow_root\":true}\n",
+            )
+            .unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    let out = text(&o.stdout);
+    let a = out
+        .lines()
+        .find(|l| l.contains(r#""id":"a""#))
+        .unwrap_or_default();
+    let b = out
+        .lines()
+        .find(|l| l.contains(r#""id":"b""#))
+        .unwrap_or_default();
+    assert!(a.contains(r#""field":"allow_root""#), "{out}");
+    assert!(b.contains(r#""exit_code":0"#), "{out}");
 }
 
 #[test]

@@ -757,7 +757,8 @@ impl<'a> Job<'a> {
         let sandboxed = stderr
             .lines()
             .find_map(|l| l.split_once("sandboxed: "))
-            .map(|(_, how)| how.trim().to_string());
+            // `sandboxed: HOW, tier: ...`
+            .map(|(_, how)| how.split(',').next().unwrap_or(how).trim().to_string());
         // `sandbox run` exits 128+N when signal N ended the program.
         let (code, signal) = match (out.status.code(), out.status.signal()) {
             (Some(c), _) if (129..=128 + 64).contains(&c) => (None, Some(c - 128)),

@@ -242,6 +242,13 @@ impl RequestBuilder {
         self
     }
 
+    /// Lets the request run as root below the isolated tier (`allow_root`): without
+    /// namespaces or Landlock root passes permission checks they would have covered.
+    pub fn allow_root(mut self, allow: bool) -> Self {
+        self.request.allow_root = allow;
+        self
+    }
+
     /// Adds a path mounted read-only over itself (absolute).
     pub fn read_only_path(mut self, path: impl Into<String>) -> Self {
         self.request.read_only_paths.push(path.into());

@@ -81,6 +81,11 @@ pub struct Request {
     pub secret_env: Vec<String>,
     /// Replace every secret and token found in the output with `[REDACTED:<name>]`.
     pub redact_secrets: bool,
+    /// Run even as root below the isolated tier. With namespaces, Landlock and the filter
+    /// (the isolated tier) root's reach is the job's view: the host's tree read-only,
+    /// credentials unreadable. Below it root passes permission checks Landlock cannot cover
+    /// (the mode and owner of every file), so such a request is refused unless this says so.
+    pub allow_root: bool,
     /// What a call the profile refuses does: `report` (default: it fails with EPERM, or the
     /// errno the profile names, the program goes on, and the result lists it) or `kill`.
     pub on_violation: OnViolation,
@@ -209,6 +214,8 @@ pub struct Validated {
     pub secrets: Vec<(String, String)>,
     /// Replace what the leak scan finds in the returned output.
     pub redact_secrets: bool,
+    /// Root may run below the isolated tier (the request's `allow_root`).
+    pub allow_root: bool,
     /// Report (deny with an errno) or kill.
     pub on_violation: OnViolation,
     /// The errno refused calls fail with in report mode, overriding the profile's.
@@ -248,6 +255,7 @@ impl Request {
             connect_ports: None,
             secret_env: Vec::new(),
             redact_secrets: false,
+            allow_root: false,
             on_violation: OnViolation::Report,
             allow: Vec::new(),
             deny: Vec::new(),
@@ -349,6 +357,7 @@ impl Request {
             paths,
             secrets,
             redact_secrets: self.redact_secrets,
+            allow_root: self.allow_root,
             on_violation: self.on_violation,
             deny_errno: None,
             audience: Audience::Json,

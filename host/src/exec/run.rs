@@ -678,6 +678,7 @@ fn run(
     }
     let isolation = isolation_layer(v, sandbox, &here, layer.as_ref(), private_tmp)?;
     let isolated = isolation.as_ref().ok();
+    refuse_root_below_isolated(v, isolated.is_some(), layer.as_ref())?;
     // After the mounts the program changes to its directory by name: an inherited working
     // directory would still be the one beneath them.
     let here_c = match isolated {
@@ -1206,6 +1207,36 @@ fn run(
         isolation,
         network,
     })
+}
+
+/// A root request below the isolated tier is refused unless it says `allow_root`: in its own
+/// namespaces with Landlock, root's reach is the job's view (the host's tree read-only,
+/// credentials unreadable); without them root passes every permission check Landlock does
+/// not cover (a file's mode and owner, anywhere). `sandbox run` warns instead (its own
+/// `--allow-root`).
+fn refuse_root_below_isolated(
+    v: &Validated,
+    isolated: bool,
+    landlock: Option<&super::paths::Layer>,
+) -> Result<(), ExecError> {
+    let landlock_held = landlock.is_some_and(|l| !l.prepared.status().enforced.is_empty());
+    if v.allow_root || crate::sys::euid() != 0 || (isolated && landlock_held) {
+        return Ok(());
+    }
+    let missing = match (isolated, landlock_held) {
+        (false, false) => "namespaces and Landlock",
+        (false, true) => "namespaces",
+        _ => "Landlock",
+    };
+    Err(Refusal::new(
+        "allow_root",
+        format!(
+            "running as root without {missing}: the program would keep root's permissions over \
+             every file's mode and owner outside the workspace; pass \"allow_root\": true to run \
+             anyway, or run as an unprivileged user"
+        ),
+    )
+    .into())
 }
 
 /// Whether the job's mount namespace, if it gets one, mounts a private `/tmp`. Landlock's

@@ -34,6 +34,7 @@ pub const FIELDS: &[&str] = &[
     "connect_ports",
     "secret_env",
     "redact_secrets",
+    "allow_root",
     "on_violation",
     "allow",
     "deny",
@@ -197,6 +198,9 @@ impl Request {
         .unwrap_or_default();
         if let Some(b) = optional::<bool>(&obj, "redact_secrets", "must be true or false")? {
             req.redact_secrets = b;
+        }
+        if let Some(b) = optional::<bool>(&obj, "allow_root", "must be true or false")? {
+            req.allow_root = b;
         }
         if let Some(o) = optional::<super::request::OnViolation>(
             &obj,

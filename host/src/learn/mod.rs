@@ -115,6 +115,8 @@ pub fn learn(
         paths,
         secrets: Vec::new(),
         redact_secrets: false,
+        // Said by the command line itself (`run` warns; `learn` observes, unconfined).
+        allow_root: true,
         on_violation: crate::exec::OnViolation::Report,
         deny_errno: None,
         audience: crate::exec::Audience::Cli,
