@@ -457,3 +457,46 @@ fn run_keeps_the_order_of_its_streams_when_they_are_one_file() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&o.stdout), "1\n2\n3\n4\n");
 }
+
+#[test]
+fn node_and_python_writes_outside_are_named() {
+    for who in BOTH {
+        let ws = dir(who, "refusals-ws");
+        let out = dir(who, "refusals-out");
+        let o = out.path().to_str().unwrap();
+        let cmd = format!(
+            "node -e 'require(\"fs\").mkdirSync(\"{o}/n\")'; \
+             python3 -c 'open(\"{o}/p\", \"w\")'"
+        );
+        let v = exec(
+            who,
+            None,
+            json!({
+                "argv": ["/bin/bash", "-c", cmd],
+                "profile": "shell",
+                "cwd": ws.path(),
+                // node reserves more address space than the default limit allows where the
+                // limit is RLIMIT_AS (no memory cgroup for uid 65534).
+                "limits": {"memory_bytes": 16u64 << 30},
+            }),
+        );
+        let r = refusals(&v);
+        let named: Vec<(&str, &str)> = r
+            .iter()
+            .map(|e| {
+                (
+                    e["path"].as_str().unwrap(),
+                    e["operation"].as_str().unwrap_or(""),
+                )
+            })
+            .collect();
+        let (n, p) = (format!("{o}/n"), format!("{o}/p"));
+        assert_eq!(
+            named,
+            [(n.as_str(), "mkdir"), (p.as_str(), "")],
+            "{who:?}: {v}"
+        );
+        let allow = format!("\"writable_paths\": [\"{o}\"]");
+        assert!(r.iter().all(|e| e["allow"] == allow.as_str()), "{v}");
+    }
+}

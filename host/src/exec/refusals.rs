@@ -139,9 +139,10 @@ pub(crate) fn is_candidate(line: &[u8]) -> bool {
     automaton().is_match(line)
 }
 
-/// The matching lines of `text`, each once, with the kind of its first match.
-fn lines(text: &str) -> Vec<(&str, Kind)> {
-    let mut out: Vec<(&str, Kind)> = Vec::new();
+/// The matching lines of `text`, each once, with where it starts and the kind of its first
+/// match.
+fn lines(text: &str) -> Vec<(usize, &str, Kind)> {
+    let mut out: Vec<(usize, &str, Kind)> = Vec::new();
     let mut last_end = 0usize;
     for m in automaton().find_iter(text) {
         if m.start() < last_end {
@@ -152,12 +153,34 @@ fn lines(text: &str) -> Vec<(&str, Kind)> {
             .find('\n')
             .map_or(text.len(), |i| m.end() + i);
         last_end = end;
-        out.push((&text[start..end], NEEDLES[m.pattern().as_usize()].1));
+        out.push((start, &text[start..end], NEEDLES[m.pattern().as_usize()].1));
         if out.len() >= MAX_LINES {
             break;
         }
     }
     out
+}
+
+/// The paths of the error a `Caused by:` chain (cargo, and Rust programs using `anyhow`)
+/// ends in: `line` (starting at `start` in `text`) names none, and is the chain's last cause,
+/// so the nearest cause above that names a path is the one that failed
+/// (`failed to create directory `/x``). At most a few lines are looked at.
+fn chain_paths(text: &str, start: usize) -> Vec<String> {
+    let above: Vec<&str> = text[..start].lines().rev().take(12).collect();
+    if above.first().map(|l| l.trim()) != Some("Caused by:") {
+        return Vec::new();
+    }
+    for l in &above[1..] {
+        let t = l.trim();
+        if t.is_empty() || t == "Caused by:" {
+            continue;
+        }
+        let found = paths_in(l);
+        if !found.is_empty() || !l.starts_with(' ') {
+            return found;
+        }
+    }
+    Vec::new()
 }
 
 /// The absolute paths a line names: quoted ('', "", ``, ‘’, “”) or bare (after a space, `(`
@@ -536,7 +559,7 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
             found.omitted += 1;
         }
     };
-    for (line, kind) in lines(text) {
+    for (start, line, kind) in lines(text) {
         if kind == Kind::Dns {
             let Some(why) = &policy.no_network else {
                 continue;
@@ -554,7 +577,11 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
             );
             continue;
         }
-        for p in paths_in(line) {
+        let mut paths = paths_in(line);
+        if paths.is_empty() {
+            paths = chain_paths(text, start);
+        }
+        for p in paths {
             if looked >= MAX_PATHS {
                 break;
             }
@@ -650,6 +677,20 @@ mod tests {
         assert!(paths_in("see http://x/y: Permission denied").is_empty());
         assert!(paths_in("open 'rel/x': Permission denied").is_empty());
         assert!(paths_in("'/': Permission denied").is_empty());
+    }
+
+    #[test]
+    fn a_cause_chain_names_the_path_above() {
+        let text = "error: failed to create package `n` at `/opt/n`\n\nCaused by:\n  \
+                    failed to create directory `/opt/n`\n\nCaused by:\n  \
+                    Read-only file system (os error 30)\n";
+        let (start, _, kind) = lines(text)[0];
+        assert_eq!(kind, Kind::ReadOnly);
+        assert_eq!(chain_paths(text, start), ["/opt/n"]);
+        // Not a chain: nothing is borrowed from another line.
+        let text = "wrote '/opt/a'\nRead-only file system (os error 30)\n";
+        let (start, _, _) = lines(text)[0];
+        assert!(chain_paths(text, start).is_empty());
     }
 
     #[test]

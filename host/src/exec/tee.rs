@@ -4,9 +4,10 @@
 //! stays so (the program keeps its colours, progress bars and `isatty(2)`), and nothing is
 //! seen. Otherwise (an agent's pipe, a log file) the program's stderr is a pipe the host
 //! reads on a thread of its own and copies to its stderr unchanged, keeping only the lines
-//! that hold a refusal's text (module `refusals`), at most [`super::refusals::MAX_KEPT`]
-//! bytes. When the host's stdout and stderr are one file (`2>&1`), the program gets the same
-//! pipe for both, so the order of its two streams is kept exactly.
+//! that hold a refusal's text (module `refusals`) and the few before each, at most
+//! [`super::refusals::MAX_KEPT`] bytes. When the host's stdout and stderr are one file
+//! (`2>&1`), the program gets the same pipe for both, so the order of its two streams is kept
+//! exactly (and its stdout is searched too).
 //!
 //! The thread writes with blocking writes, as the program would have: a slow reader slows the
 //! program, not the host's clock. When the host's stderr fails (its reader went away), the
@@ -75,9 +76,20 @@ pub(crate) fn inherit() -> std::io::Result<([OwnedFd; 3], Option<Tee>)> {
     Ok(([stdin, out, write], Some(Tee { done: rx })))
 }
 
+/// Lines kept before each candidate line: a `Caused by:` chain names its path a few lines
+/// above the error (module `refusals`).
+const CONTEXT: usize = 4;
+
+/// The candidate lines seen so far, and the few lines before the next one.
+#[derive(Default)]
+struct Kept {
+    text: Vec<u8>,
+    before: std::collections::VecDeque<Vec<u8>>,
+}
+
 /// Copies `from` to `to` until either ends; returns the candidate lines.
 fn copy(mut from: std::fs::File, mut to: std::fs::File) -> Vec<u8> {
-    let mut kept = Vec::new();
+    let mut kept = Kept::default();
     let mut line = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -93,11 +105,11 @@ fn copy(mut from: std::fs::File, mut to: std::fs::File) -> Vec<u8> {
         collect(&buf[..n], &mut line, &mut kept);
     }
     keep(&line, &mut kept);
-    kept
+    kept.text
 }
 
 /// Splits `chunk` into lines (continuing `line`), keeping the candidates in `kept`.
-fn collect(chunk: &[u8], line: &mut Vec<u8>, kept: &mut Vec<u8>) {
+fn collect(chunk: &[u8], line: &mut Vec<u8>, kept: &mut Kept) {
     let mut rest = chunk;
     while let Some(i) = memchr::memchr(b'\n', rest) {
         extend(line, &rest[..i]);
@@ -113,14 +125,30 @@ fn extend(line: &mut Vec<u8>, part: &[u8]) {
     line.extend_from_slice(&part[..part.len().min(room)]);
 }
 
-fn keep(line: &[u8], kept: &mut Vec<u8>) {
-    if !line.is_empty()
-        && kept.len() + line.len() < super::refusals::MAX_KEPT
-        && super::refusals::is_candidate(line)
-    {
-        kept.extend_from_slice(line);
-        kept.push(b'\n');
+/// Keeps `line` with the lines before it when it is a candidate (and there is room), else
+/// remembers it as a line before the next.
+fn keep(line: &[u8], kept: &mut Kept) {
+    if !super::refusals::is_candidate(line) {
+        let mut slot = if kept.before.len() >= CONTEXT {
+            kept.before.pop_front().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        slot.clear();
+        slot.extend_from_slice(line);
+        kept.before.push_back(slot);
+        return;
     }
+    let size = line.len() + 1 + kept.before.iter().map(|l| l.len() + 1).sum::<usize>();
+    if kept.text.len() + size <= super::refusals::MAX_KEPT {
+        for l in kept.before.drain(..) {
+            kept.text.extend_from_slice(&l);
+            kept.text.push(b'\n');
+        }
+        kept.text.extend_from_slice(line);
+        kept.text.push(b'\n');
+    }
+    kept.before.clear();
 }
 
 #[cfg(test)]
@@ -130,10 +158,17 @@ mod tests {
     #[test]
     fn only_candidate_lines_are_kept_across_chunks() {
         let mut line = Vec::new();
-        let mut kept = Vec::new();
-        collect(b"all well\ntouch: '/x': Read-on", &mut line, &mut kept);
+        let mut kept = Kept::default();
+        collect(
+            b"1\n2\n3\n4\nall well\ntouch: '/x': Read-on",
+            &mut line,
+            &mut kept,
+        );
         collect(b"ly file system\nmore\n", &mut line, &mut kept);
         keep(&line, &mut kept);
-        assert_eq!(kept, b"touch: '/x': Read-only file system\n");
+        assert_eq!(
+            kept.text,
+            b"2\n3\n4\nall well\ntouch: '/x': Read-only file system\n"
+        );
     }
 }
