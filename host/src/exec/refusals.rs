@@ -16,7 +16,7 @@
 //! matching lines and [`MAX_PATHS`] distinct paths looked at on the file system.
 
 use super::request::Audience;
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
@@ -103,23 +103,29 @@ enum Kind {
     Dns,
 }
 
-/// The texts searched for (ASCII case-insensitive), and what each means.
+/// The texts searched for, as programs spell them, and what each means. Case-sensitive on
+/// purpose: with fewer than 64 literal patterns the automaton's SIMD prefilter finds them at
+/// memory speed, where a case-insensitive search was several times slower (docs/benchmarks.md).
 const NEEDLES: &[(&str, Kind)] = &[
+    ("Read-only file system", Kind::ReadOnly),
     ("read-only file system", Kind::ReadOnly),
     ("os error 30", Kind::ReadOnly),
     ("EROFS", Kind::ReadOnly),
+    ("Permission denied", Kind::Denied),
     ("permission denied", Kind::Denied),
     ("os error 13", Kind::Denied),
     ("EACCES", Kind::Denied),
-    ("device or resource busy", Kind::Busy),
+    ("Device or resource busy", Kind::Busy),
+    ("Connection refused", Kind::ConnRefused),
     ("connection refused", Kind::ConnRefused),
     ("ECONNREFUSED", Kind::ConnRefused),
-    ("temporary failure in name resolution", Kind::Dns),
+    ("Temporary failure in name resolution", Kind::Dns),
+    ("Could not resolve host", Kind::Dns),
     ("could not resolve host", Kind::Dns),
     ("ENOTFOUND", Kind::Dns),
     ("EAI_AGAIN", Kind::Dns),
-    ("name or service not known", Kind::Dns),
-    ("no address associated with hostname", Kind::Dns),
+    ("Name or service not known", Kind::Dns),
+    ("No address associated with hostname", Kind::Dns),
     ("failed to lookup address information", Kind::Dns),
 ];
 
@@ -127,8 +133,8 @@ fn automaton() -> &'static AhoCorasick {
     static AC: OnceLock<AhoCorasick> = OnceLock::new();
     AC.get_or_init(|| {
         AhoCorasickBuilder::new()
-            .ascii_case_insensitive(true)
             .match_kind(MatchKind::LeftmostFirst)
+            .kind(Some(AhoCorasickKind::DFA))
             .build(NEEDLES.iter().map(|(n, _)| n))
             .expect("constant patterns")
     })
@@ -541,6 +547,7 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
     }
     let mut seen: HashSet<(String, String)> = HashSet::new();
     let mut looked = 0usize;
+    let mut classified: HashSet<String> = HashSet::new();
     let mut add = |found: &mut Found, entry: Refused| {
         let key = (
             entry
@@ -582,8 +589,10 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
             paths = chain_paths(text, start);
         }
         for p in paths {
-            if looked >= MAX_PATHS {
-                break;
+            // Each distinct path is classified once (a program may print one error a
+            // thousand times); at most MAX_PATHS of them.
+            if looked >= MAX_PATHS || !classified.insert(p.clone()) {
+                continue;
             }
             looked += 1;
             if let Some((rule, allow)) = policy.file(kind, &p) {
@@ -764,6 +773,65 @@ mod tests {
         assert_eq!(f.entries.len(), MAX_ENTRIES);
         assert_eq!(f.omitted, 100 - MAX_ENTRIES as u64);
         assert!(warnings(&f).last().unwrap().contains("68 more refusals"));
+    }
+
+    /// The figures of docs/benchmarks.md ("Refusals named from stderr"): `cargo test
+    /// --release -p sandbox-host --lib -- --ignored refusal_cost --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn refusal_cost() {
+        let mib = 1 << 20;
+        let fill = |line: &dyn Fn(usize) -> String| {
+            let mut t = String::with_capacity(mib + 200);
+            let mut i = 0;
+            while t.len() < mib {
+                t.push_str(&line(i));
+                t.push('\n');
+                i += 1;
+            }
+            t
+        };
+        let cases = [
+            (
+                "1 MiB of ordinary output",
+                fill(&|i| format!("   Compiling crate-{i} v0.1.{i} (/work/src/crate-{i})")),
+            ),
+            (
+                "1 MiB of one refusal repeated",
+                fill(&|_| "touch: cannot touch '/etc/x': Read-only file system".into()),
+            ),
+            (
+                "1 MiB of refusals, every path different",
+                fill(&|i| format!("touch: cannot touch '/etc/d{i}/x': Read-only file system")),
+            ),
+        ];
+        let p = policy(&[], &[]);
+        for (what, text) in &cases {
+            let _ = name(text, &p);
+            let rounds = 50;
+            let start = std::time::Instant::now();
+            for _ in 0..rounds {
+                std::hint::black_box(name(std::hint::black_box(text), &p));
+            }
+            let per = start.elapsed() / rounds;
+            let mut line = Vec::new();
+            let mut kept = super::super::tee::Kept::default();
+            let start = std::time::Instant::now();
+            for _ in 0..rounds {
+                super::super::tee::collect(text.as_bytes(), &mut line, &mut kept);
+                kept.text.clear();
+            }
+            let tee = start.elapsed() / rounds;
+            let start = std::time::Instant::now();
+            for _ in 0..rounds {
+                std::hint::black_box(memchr::memchr_iter(b'\n', text.as_bytes()).count());
+            }
+            let newlines = start.elapsed() / rounds;
+            println!(
+                "{what}: name {per:?}, tee's line filter {tee:?} (counting its newlines: \
+                 {newlines:?})"
+            );
+        }
     }
 
     #[test]

@@ -82,8 +82,8 @@ const CONTEXT: usize = 4;
 
 /// The candidate lines seen so far, and the few lines before the next one.
 #[derive(Default)]
-struct Kept {
-    text: Vec<u8>,
+pub(super) struct Kept {
+    pub(super) text: Vec<u8>,
     before: std::collections::VecDeque<Vec<u8>>,
 }
 
@@ -109,7 +109,7 @@ fn copy(mut from: std::fs::File, mut to: std::fs::File) -> Vec<u8> {
 }
 
 /// Splits `chunk` into lines (continuing `line`), keeping the candidates in `kept`.
-fn collect(chunk: &[u8], line: &mut Vec<u8>, kept: &mut Kept) {
+pub(super) fn collect(chunk: &[u8], line: &mut Vec<u8>, kept: &mut Kept) {
     let mut rest = chunk;
     while let Some(i) = memchr::memchr(b'\n', rest) {
         extend(line, &rest[..i]);
