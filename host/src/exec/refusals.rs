@@ -686,6 +686,16 @@ mod tests {
         assert!(paths_in("see http://x/y: Permission denied").is_empty());
         assert!(paths_in("open 'rel/x': Permission denied").is_empty());
         assert!(paths_in("'/': Permission denied").is_empty());
+        // Hostile text: NUL, escapes, a path beyond PATH_MAX, an empty quote.
+        assert!(paths_in("'/a\0b': Permission denied").is_empty());
+        assert!(paths_in("'/a\u{1b}[2J': Permission denied").is_empty());
+        let huge = format!("'/{}': Permission denied", "a".repeat(MAX_PATH_BYTES));
+        assert!(paths_in(&huge).is_empty());
+        assert!(paths_in("'': Permission denied \"\"").is_empty());
+        assert_eq!(
+            paths_in("'/a\tb': Read-only file system"),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -818,7 +828,10 @@ mod tests {
             let mut kept = super::super::tee::Kept::default();
             let start = std::time::Instant::now();
             for _ in 0..rounds {
-                super::super::tee::collect(text.as_bytes(), &mut line, &mut kept);
+                // In the pipe's reads of 64 KiB, as the tee gets them.
+                for chunk in text.as_bytes().chunks(64 * 1024) {
+                    super::super::tee::collect(chunk, &mut line, &mut kept);
+                }
                 kept.text.clear();
             }
             let tee = start.elapsed() / rounds;

@@ -108,16 +108,34 @@ fn copy(mut from: std::fs::File, mut to: std::fs::File) -> Vec<u8> {
     kept.text
 }
 
-/// Splits `chunk` into lines (continuing `line`), keeping the candidates in `kept`.
+/// Splits `chunk` into lines (continuing `line`), keeping the candidates in `kept`. The
+/// complete lines of a chunk are searched at once: when none matches (nearly always), only
+/// the last few are remembered as context, and no line is looked at on its own.
 pub(super) fn collect(chunk: &[u8], line: &mut Vec<u8>, kept: &mut Kept) {
-    let mut rest = chunk;
-    while let Some(i) = memchr::memchr(b'\n', rest) {
-        extend(line, &rest[..i]);
-        keep(line, kept);
-        line.clear();
-        rest = &rest[i + 1..];
+    let Some(first) = memchr::memchr(b'\n', chunk) else {
+        extend(line, chunk);
+        return;
+    };
+    extend(line, &chunk[..first]);
+    keep(line, kept);
+    line.clear();
+    let rest = &chunk[first + 1..];
+    let Some(last) = memchr::memrchr(b'\n', rest) else {
+        extend(line, rest);
+        return;
+    };
+    let body = &rest[..last];
+    if super::refusals::is_candidate(body) {
+        for l in body.split(|b| *b == b'\n') {
+            keep(&l[..l.len().min(MAX_LINE)], kept);
+        }
+    } else {
+        let tail: Vec<&[u8]> = body.rsplit(|b| *b == b'\n').take(CONTEXT).collect();
+        for l in tail.into_iter().rev() {
+            remember(&l[..l.len().min(MAX_LINE)], kept);
+        }
     }
-    extend(line, rest);
+    extend(line, &rest[last + 1..]);
 }
 
 fn extend(line: &mut Vec<u8>, part: &[u8]) {
@@ -125,18 +143,23 @@ fn extend(line: &mut Vec<u8>, part: &[u8]) {
     line.extend_from_slice(&part[..part.len().min(room)]);
 }
 
+/// Remembers `line` as one of the lines before the next candidate.
+fn remember(line: &[u8], kept: &mut Kept) {
+    let mut slot = if kept.before.len() >= CONTEXT {
+        kept.before.pop_front().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    slot.clear();
+    slot.extend_from_slice(line);
+    kept.before.push_back(slot);
+}
+
 /// Keeps `line` with the lines before it when it is a candidate (and there is room), else
 /// remembers it as a line before the next.
 fn keep(line: &[u8], kept: &mut Kept) {
     if !super::refusals::is_candidate(line) {
-        let mut slot = if kept.before.len() >= CONTEXT {
-            kept.before.pop_front().unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        slot.clear();
-        slot.extend_from_slice(line);
-        kept.before.push_back(slot);
+        remember(line, kept);
         return;
     }
     let size = line.len() + 1 + kept.before.iter().map(|l| l.len() + 1).sum::<usize>();
@@ -170,5 +193,27 @@ mod tests {
             kept.text,
             b"2\n3\n4\nall well\ntouch: '/x': Read-only file system\n"
         );
+    }
+
+    #[test]
+    fn lines_are_the_same_in_any_chunking() {
+        let text: &[u8] = b"a\nb\nc: Permission denied '/p'\nd\ne\nf\ng\nh\ni\nEROFS '/q'\n\nj\nk";
+        let mut whole = Kept::default();
+        for l in text.split(|b| *b == b'\n') {
+            keep(l, &mut whole);
+        }
+        assert_eq!(
+            whole.text,
+            b"a\nb\nc: Permission denied '/p'\nf\ng\nh\ni\nEROFS '/q'\n"
+        );
+        for size in 1..text.len() {
+            let mut line = Vec::new();
+            let mut kept = Kept::default();
+            for c in text.chunks(size) {
+                collect(c, &mut line, &mut kept);
+            }
+            keep(&line, &mut kept);
+            assert_eq!(kept.text, whole.text, "chunks of {size}");
+        }
     }
 }
