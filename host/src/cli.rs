@@ -146,9 +146,10 @@ pub struct NetArgs {
     /// A domain the proxy lets through; `*.example.com` covers its subdomains (repeatable).
     #[arg(long = "allow-domain", value_name = "NAME")]
     pub allow_domain: Vec<String>,
-    /// Pin NAME to ADDR for the proxy, like curl's option; an internal address is then
-    /// allowed for that name (repeatable).
-    #[arg(long, value_name = "NAME:ADDR")]
+    /// Pin NAME on PORT to ADDR for the proxy, like curl's option (IPv6 in brackets:
+    /// `[::1]`); an internal address is then allowed for that name on that port only. NAME:ADDR
+    /// (every port) is accepted for public addresses only (repeatable).
+    #[arg(long, value_name = "NAME:PORT:ADDR")]
     pub resolve: Vec<String>,
     /// Make the host's 127.0.0.1:PORT reachable as 127.0.0.1:PORT inside (repeatable).
     #[arg(long = "allow-host-port", value_name = "PORT")]
@@ -159,7 +160,7 @@ impl NetArgs {
     /// The validated network request, with errors naming the flag.
     pub fn network(&self) -> Result<crate::network::Network, String> {
         let pins = crate::proxy::Pins::parse_list(&self.resolve).map_err(|(_, e)| {
-            format!("--resolve: {e}; expected NAME:ADDR (api.example.com:127.0.0.1)")
+            format!("--resolve: {e}; expected NAME:PORT:ADDR (api.example.com:8080:127.0.0.1)")
         })?;
         crate::network::Network::new(
             self.network,
@@ -258,8 +259,14 @@ pub enum Cmd {
         #[arg(long)]
         to: Option<PathBuf>,
     },
-    /// Say what works on this machine and why.
-    Check,
+    /// Say what works on this machine and why, and what a default run gets here (it starts
+    /// one): its tier and every layer's state. Fails when a default run would fail.
+    Check {
+        /// Print one JSON object: `ok`, `tier`, `checks` (status, name, detail), `run` (the
+        /// trial run's result) and `error`.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the built-in profiles, or show one resolved.
     Profiles {
         #[command(subcommand)]
@@ -355,6 +362,13 @@ pub enum ProfilesCmd {
     },
     /// List the syscall groups.
     Groups,
+    /// Print the credential list: the paths no confined command may read, for this user.
+    Credentials {
+        /// Print JSON instead: every entry as written, with its kind, reason, whether it is
+        /// for root only, and the paths it resolves to here.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// [`parse_action`] plus `report`, the default of `run`: the profile's errno (else EPERM),

@@ -99,7 +99,7 @@ pub enum Tcp {
 
 /// What the ruleset protects. The caller assembles it: `writable` already holds the
 /// workspace, the private TMPDIR and any extra writable paths; `deny_read` already holds
-/// [`default_deny_read`] plus user additions.
+/// the credential list ([`crate::credentials::deny_read`]) plus user additions.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Spec {
     /// Paths that must not be read (absolute; they need not exist).
@@ -268,27 +268,13 @@ pub fn try_max_abi_from_env() -> Result<Option<u8>, LandlockError> {
     }
 }
 
-/// The credentials and keys under `home` that a confined command must not read by default.
+/// The credential list (`profiles/credentials.toml`, through [`crate::credentials::deny_read`])
+/// resolved with `home` as the home directory, and this process's runtime directory and uid.
 pub fn default_deny_read(home: &Path) -> Vec<PathBuf> {
-    [
-        ".ssh",
-        ".gnupg",
-        ".aws",
-        ".azure",
-        ".config/gcloud",
-        ".kube",
-        ".docker",
-        ".netrc",
-        ".git-credentials",
-        ".npmrc",
-        ".pypirc",
-        ".password-store",
-        ".local/share/keyrings",
-        ".config/gh",
-    ]
-    .iter()
-    .map(|p| home.join(p))
-    .collect()
+    crate::credentials::deny_read(&crate::credentials::Context {
+        home: Some(home.to_path_buf()),
+        ..crate::credentials::Context::current()
+    })
 }
 
 fn check_text(field: Field, path: &Path) -> Result<(), LandlockError> {

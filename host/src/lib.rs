@@ -51,11 +51,17 @@ pub use sandbox_policy::profile::{Profile, ProfileError};
 #[doc(hidden)]
 pub mod admission;
 #[doc(hidden)]
+pub mod check;
+#[doc(hidden)]
 pub mod cli;
 #[doc(hidden)]
 pub mod config;
 #[doc(hidden)]
+pub mod credentials;
+#[doc(hidden)]
 pub mod embedded;
+#[doc(hidden)]
+pub mod escape;
 #[doc(hidden)]
 pub mod extract;
 #[doc(hidden)]
@@ -83,6 +89,7 @@ pub mod report;
 pub mod run;
 #[doc(hidden)]
 pub mod sandbox;
+mod state_dir;
 #[doc(hidden)]
 pub use sandbox::{Options, Sandbox};
 #[doc(hidden)]

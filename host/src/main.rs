@@ -113,7 +113,7 @@ fn flag_reason(e: &ProfileError) -> String {
 }
 
 fn fail(msg: impl std::fmt::Display) -> i32 {
-    eprintln!("sandbox: {msg}");
+    sandbox_host::escape::eprint_line(format_args!("sandbox: {msg}"));
     EXIT_SANDBOX
 }
 
@@ -123,7 +123,9 @@ fn main() {
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("SANDBOX_LOG") {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
-            .with_writer(std::io::stderr)
+            // Escaped like every stderr line: fields carry paths and names of the job.
+            .with_writer(|| sandbox_host::escape::Stderr)
+            .with_ansi(false)
             .init();
     }
     let cli = sandbox_host::cli::parse();
@@ -135,6 +137,10 @@ fn main() {
         // other command-line tools. `run` and `exec` keep ignoring SIGPIPE: exec writes a
         // request's stdin to a child that may close it.
         sandbox_host::cli::prepare_process(ProcessKind::Prints);
+        // `check` starts a default run, from a host prepared as `run`'s is.
+        if matches!(cli.command, Cmd::Check { .. }) {
+            sandbox_host::cli::prepare_process(ProcessKind::RunsPrograms);
+        }
     } else {
         // The commands that run programs hold what a program must not learn (the address of
         // the exempted execve, a spawner's secret) and could be attacked through
@@ -158,7 +164,7 @@ fn main() {
             json,
         } => cmd_env(&policy, &paths, json),
         Cmd::Extract { to } => cmd_extract(to),
-        Cmd::Check => cmd_check(),
+        Cmd::Check { json } => cmd_check(json),
         Cmd::Profiles { what } => cmd_profiles(what),
         Cmd::Inspect { program } => cmd_inspect(&program),
         Cmd::Exec { json: _ } => cmd_exec(),
@@ -207,16 +213,29 @@ fn cmd_run(
     argv: &[String],
 ) -> i32 {
     if platform::running_as_root() && !policy.allow_root {
-        eprintln!("sandbox: {}", platform::ROOT_WARNING);
+        sandbox_host::escape::eprint_line(format_args!("sandbox: {}", platform::ROOT_WARNING));
     }
     let env = match run::environment(&env.keep, &env.set) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
-    let (mut opts, config) = match options(policy) {
-        Ok(o) => o,
-        Err(e) => return fail(e),
-    };
+    match run_setup(policy, paths, net, timeout, verbose, env) {
+        Ok((sandbox, settings)) => run::run(&sandbox, &argv[0], &argv[1..], &settings),
+        Err(e) => fail(e),
+    }
+}
+
+/// The sandbox and settings `sandbox run` uses for these flags (`sandbox check` builds a
+/// default run's from no flags); `Err`: the flags' refusal.
+fn run_setup(
+    policy: &PolicyArgs,
+    paths: &PathArgs,
+    net: &NetArgs,
+    timeout: Option<u64>,
+    verbose: bool,
+    env: Vec<(String, String)>,
+) -> Result<(Sandbox, RunSettings), String> {
+    let (mut opts, config) = options(policy).map_err(|e| e.to_string())?;
     // Refused calls reach the supervisor (the filter's `trap` becomes a notification), which
     // counts them and then fails the call with an errno (report, the default) or ends the
     // program with SIGSYS and names the call (kill, trap). `log` lets calls through, logged.
@@ -232,26 +251,11 @@ fn cmd_run(
     let timeout = timeout
         .or(config.as_ref().and_then(|c| c.timeout))
         .map(Duration::from_secs);
-    let paths = match paths.rules() {
-        Ok(p) => p,
-        Err(e) => return fail(e),
-    };
-    opts.profile = match paths.guard(opts.profile) {
-        Ok(p) => p,
-        Err(e) => return fail(e),
-    };
-    let network = match net.network() {
-        Ok(n) => n,
-        Err(e) => return fail(e),
-    };
-    opts.profile = match network.guard(opts.profile) {
-        Ok(p) => p,
-        Err(e) => return fail(e),
-    };
-    let sandbox = match Sandbox::new(opts) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
+    let paths = paths.rules().map_err(|e| e.to_string())?;
+    opts.profile = paths.guard(opts.profile).map_err(|e| e.to_string())?;
+    let network = net.network().map_err(|e| e.to_string())?;
+    opts.profile = network.guard(opts.profile).map_err(|e| e.to_string())?;
+    let sandbox = Sandbox::new(opts).map_err(|e| e.to_string())?;
     let settings = RunSettings {
         config,
         timeout,
@@ -262,7 +266,7 @@ fn cmd_run(
         network,
         env,
     };
-    run::run(&sandbox, &argv[0], &argv[1..], &settings)
+    Ok((sandbox, settings))
 }
 
 fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
@@ -358,36 +362,57 @@ fn cmd_extract(to: Option<PathBuf>) -> i32 {
     }
 }
 
-fn cmd_check() -> i32 {
+fn cmd_check(json: bool) -> i32 {
+    use sandbox_host::check::{self, Line};
     let mut ok = true;
-    for check in platform::report() {
-        match &check.result {
-            Ok(detail) => println!("ok    {}: {detail}", check.name),
+    let mut lines = Vec::new();
+    for c in platform::report() {
+        lines.push(match &c.result {
+            Ok(detail) => Line::new("ok", c.name, detail.clone()),
             Err(why) => {
-                ok &= !check.required;
-                println!(
-                    "{}  {}: {why}",
-                    if check.required { "FAIL" } else { "warn" },
-                    check.name
-                );
+                ok &= !c.required;
+                Line::new(
+                    if c.required { "fail" } else { "warn" },
+                    c.name,
+                    why.clone(),
+                )
             }
-        }
+        });
     }
     // Namespaces are optional (`--isolation preferred` runs without them and says so).
     for line in sandbox_host::exec::isolation::preflight() {
-        let tag = if line.ends_with(": yes") {
-            "ok   "
+        let status = if line.ends_with(": yes") {
+            "ok"
         } else {
-            "warn "
+            "warn"
         };
-        println!("{tag} isolation: {line}");
+        lines.push(Line::new(status, "isolation", line));
     }
     match extract::extracted() {
-        Ok(p) => println!("ok    preload: {}", p.display()),
+        Ok(p) => lines.push(Line::new("ok", "preload", p.display().to_string())),
         Err(e) => {
             ok = false;
-            println!("FAIL  preload: {e}");
+            lines.push(Line::new("fail", "preload", e.to_string()));
         }
+    }
+    // What a default run gets: `sandbox run -- true`, parsed as the command line would be.
+    let trial = match <sandbox_host::cli::Cli as clap::Parser>::try_parse_from([
+        "sandbox", "run", "--", "true",
+    ]) {
+        Ok(sandbox_host::cli::Cli {
+            command: Cmd::Run(a),
+        }) => run::environment(&a.env.keep, &a.env.set)
+            .and_then(|env| run_setup(&a.policy, &a.paths, &a.net, a.timeout, false, env))
+            .and_then(|(sandbox, settings)| run::trial(&sandbox, "true", &settings)),
+        other => Err(format!("the default run's flags did not parse: {other:?}")),
+    };
+    let trial_lines = check::trial_lines(&trial);
+    ok &= trial_lines.iter().all(|l| l.status != "fail");
+    lines.extend(trial_lines);
+    if json {
+        println!("{}", check::json(ok, &lines, &trial));
+    } else {
+        check::print(&lines);
     }
     if ok {
         0
@@ -413,6 +438,7 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
             }
             0
         }
+        Some(ProfilesCmd::Credentials { json }) => cmd_credentials(json),
         Some(ProfilesCmd::Show { name }) => {
             let p = match Profile::named_or_file(&name) {
                 Ok(p) => p,
@@ -432,11 +458,52 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
     }
 }
 
+/// `sandbox profiles credentials`: the resolved paths one per line, or every entry as JSON.
+fn cmd_credentials(json: bool) -> i32 {
+    use sandbox_host::credentials::{self, Context};
+    let ctx = Context::current();
+    let paths = credentials::deny_read(&ctx);
+    // One path per line cannot hold a newline; the runners refuse such a path too.
+    if let Some(bad) = paths
+        .iter()
+        .find(|p| p.as_os_str().as_encoded_bytes().contains(&b'\n'))
+    {
+        return fail(format_args!(
+            "profiles credentials: {bad:?} holds a newline (from HOME or XDG_RUNTIME_DIR), \
+             which no command may run with; set them to paths without one"
+        ));
+    }
+    if !json {
+        for p in paths {
+            println!("{}", p.display());
+        }
+        return 0;
+    }
+    let entries: Vec<serde_json::Value> = credentials::list()
+        .iter()
+        .map(|e| {
+            let resolved: Vec<String> = credentials::resolve(e, &ctx)
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            serde_json::json!({
+                "kind": e.kind,
+                "path": e.path,
+                "reason": e.reason,
+                "root_only": e.root_only,
+                "resolved": resolved,
+            })
+        })
+        .collect();
+    println!("{}", serde_json::Value::Array(entries));
+    0
+}
+
 fn cmd_inspect(program: &str) -> i32 {
     let path = match admission::resolve(program, std::env::var("PATH").ok().as_deref()) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("sandbox: {e}");
+            sandbox_host::escape::eprint_line(format_args!("sandbox: {e}"));
             return e.exit_status();
         }
     };
@@ -488,7 +555,7 @@ fn cmd_export(
         Ok(notes) => {
             // What the JSON cannot say is said on every export, like any other degradation.
             for n in notes {
-                eprintln!("sandbox: export: {n}");
+                sandbox_host::escape::eprint_line(format_args!("sandbox: export: {n}"));
             }
             0
         }
@@ -544,7 +611,7 @@ fn cmd_learn(
     let learned = match learn::learn(&argv[0], &argv[1..], &settings) {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("sandbox: {e}");
+            sandbox_host::escape::eprint_line(format_args!("sandbox: {e}"));
             return e.status;
         }
     };
@@ -563,15 +630,21 @@ fn cmd_learn(
             _ => "ended".to_string(),
         }
     };
-    eprintln!(
+    sandbox_host::escape::eprint_line(format_args!(
         "sandbox learn: {} {ended} after {:.2} s; what it and its descendants called:",
-        learned.program.display(),
+        sandbox_host::escape::path(&learned.program),
         r.duration_s
-    );
-    eprint!("{}", learn::summary(&learned.recording, base.name()));
+    ));
+    // The summary names paths and programs of the job: each of its lines escaped.
+    for l in learn::summary(&learned.recording, base.name()).lines() {
+        sandbox_host::escape::eprint_line(l);
+    }
     let written = match (&target, stdout) {
         (Some(t), _) => t.write(&text).map(|()| {
-            eprintln!("sandbox learn: profile written to {}", t.path().display());
+            sandbox_host::escape::eprint_line(format_args!(
+                "sandbox learn: profile written to {}",
+                sandbox_host::escape::path(t.path())
+            ));
         }),
         (None, Some(mut f)) => f.write_all(text.as_bytes()),
         (None, None) => unreachable!("standard output is kept when there is no --out"),

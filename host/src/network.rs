@@ -23,8 +23,8 @@ use std::str::FromStr;
 pub const PROXY_PORT: u16 = 3128;
 /// Most entries in `allow_domains`.
 pub const MAX_DOMAINS: usize = 256;
-/// Most entries in `resolve`.
-pub const MAX_PINS: usize = 256;
+/// Most entries in `resolve` (the proxy's own limit on pins).
+pub const MAX_PINS: usize = crate::proxy::MAX_PINS;
 /// Most entries in `host_ports`.
 pub const MAX_HOST_PORTS: usize = 32;
 
@@ -86,7 +86,7 @@ pub struct Network {
     pub mode: Option<Mode>,
     /// Domains the proxy lets through.
     pub allow: Allowlist,
-    /// Names pinned to addresses for the proxy.
+    /// Names pinned to addresses for the proxy, each for one port.
     pub pins: Pins,
     /// Ports of the host's loopback reachable inside (sorted, no duplicates).
     pub host_ports: Vec<u16>,
@@ -108,7 +108,7 @@ impl Default for Network {
 
 impl Network {
     /// Validates the request fields (`network`, `allow_domains`, `resolve`, `host_ports`);
-    /// refusals name the field (`allow_domains[2]`, `resolve.NAME`).
+    /// refusals name the field (`allow_domains[2]`, `resolve.NAME:PORT`).
     pub fn from_fields(
         mode: Option<Mode>,
         allow_domains: &[String],
@@ -116,18 +116,15 @@ impl Network {
         host_ports: &[u16],
     ) -> Result<Network, Refusal> {
         if resolve.len() > MAX_PINS {
-            return Err(Refusal::new(
-                "resolve",
-                format!("at most {MAX_PINS} names may be pinned"),
-            ));
+            return Err(Refusal::new("resolve", format!("at most {MAX_PINS} pins")));
         }
         let mut pins = Pins::default();
-        for (name, addr) in resolve {
-            pins.add(name, addr).map_err(|e| {
+        for (key, addr) in resolve {
+            pins.add(key, addr).map_err(|e| {
                 Refusal::new(
-                    format!("resolve.{}", name.escape_debug()),
+                    format!("resolve.{}", key.escape_debug()),
                     format!(
-                        "{e}; expected \"NAME\": \"ADDRESS\" (\"api.example.com\": \"127.0.0.1\")"
+                        "{e}; expected \"NAME:PORT\": \"ADDRESS\" (\"api.example.com:8080\": \"127.0.0.1\")"
                     ),
                 )
             })?;
@@ -318,7 +315,7 @@ mod tests {
         let n = fields(
             Some(Mode::Proxy),
             &[],
-            &[("a.com", "127.0.0.1")],
+            &[("a.com:8080", "127.0.0.1")],
             &[3128, 80, 80],
         )
         .unwrap();
@@ -348,6 +345,30 @@ mod tests {
             field(fields(None, &["a.com"], &[("1.2.3.4", "1.2.3.4")], &[])),
             "resolve.1.2.3.4"
         );
+        // A pin to an internal address names its port; a port is 1 to 65535.
+        assert_eq!(
+            field(fields(None, &["a.com"], &[("x.com", "127.0.0.1")], &[])),
+            "resolve.x.com"
+        );
+        assert_eq!(
+            field(fields(None, &["a.com"], &[("x.com:0", "127.0.0.1")], &[])),
+            "resolve.x.com:0"
+        );
+        assert_eq!(
+            field(fields(
+                None,
+                &["a.com"],
+                &[("x.com\n:80", "127.0.0.1")],
+                &[]
+            )),
+            "resolve.x.com\\n:80"
+        );
+        let many: Vec<(String, String)> = (1..=MAX_PINS as u16 + 1)
+            .map(|p| (format!("x.com:{p}"), "127.0.0.1".to_string()))
+            .collect();
+        let many: Vec<(&str, &str)> = many.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(field(fields(None, &["a.com"], &many, &[])), "resolve");
+        assert!(fields(None, &["a.com"], &many[..MAX_PINS], &[]).is_ok());
         assert_eq!(field(fields(None, &[], &[], &[0])), "host_ports");
         assert_eq!(
             field(fields(Some(Mode::Host), &["a.com"], &[], &[])),

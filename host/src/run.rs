@@ -48,9 +48,10 @@ pub struct RunSettings {
     pub env: Vec<(String, String)>,
 }
 
-/// Prints one `sandbox: ...` line on stderr.
+/// Prints one `sandbox: ...` line on stderr, escaped: paths, hosts and programs in it come
+/// from the job or the caller (see [`crate::escape`]).
 fn say(msg: impl std::fmt::Display) {
-    eprintln!("sandbox: {msg}");
+    crate::escape::eprint_line(format_args!("sandbox: {msg}"));
 }
 
 /// The program's environment: the safe list with the caller's values (`PATH`, `HOME`, `LANG`,
@@ -128,9 +129,44 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
             return EXIT_SANDBOX;
         }
     }
+    let job = job(sandbox, &resolved, program, args, settings);
+    // The spawner path, as for exec requests: its thread holds the filter's listener, so
+    // violations are named without taking the listener from the child (which a non-dumpable
+    // host cannot do without privileges).
+    let opts = RunOptions::default();
+    let result = match run_validated(&job, sandbox, &opts) {
+        Ok(r) => r,
+        Err(ExecError::Spawn { source, .. }) => {
+            say(format_args!("{}: {source}", crate::escape::path(&resolved)));
+            return match source.raw_os_error() {
+                Some(libc::ENOENT) => EXIT_NOT_FOUND,
+                _ => EXIT_CANNOT_EXECUTE,
+            };
+        }
+        Err(ExecError::Refused(r)) if crate::cli::layer_flag(&r.field).is_some() => {
+            let flag = crate::cli::layer_flag(&r.field).unwrap_or_default();
+            say(format_args!("{flag}: {}", r.reason));
+            return EXIT_SANDBOX;
+        }
+        Err(e) => {
+            say(e);
+            return EXIT_SANDBOX;
+        }
+    };
+    report(&result, &resolved, settings)
+}
+
+/// The job `run` gives the engine for `program` (found at `resolved`) and its arguments.
+fn job(
+    sandbox: &Sandbox,
+    resolved: &std::path::Path,
+    program: &str,
+    args: &[String],
+    settings: &RunSettings,
+) -> Validated {
     let options = sandbox.options();
-    let job = Validated {
-        program: resolved.clone(),
+    Validated {
+        program: resolved.to_path_buf(),
         argv: std::iter::once(program.to_string())
             .chain(args.iter().cloned())
             .collect(),
@@ -152,31 +188,28 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         audience: Audience::Cli,
         custom: None,
         network: settings.network.clone(),
-    };
-    // The spawner path, as for exec requests: its thread holds the filter's listener, so
-    // violations are named without taking the listener from the child (which a non-dumpable
-    // host cannot do without privileges).
-    let opts = RunOptions::default();
-    let result = match run_validated(&job, sandbox, &opts) {
-        Ok(r) => r,
-        Err(ExecError::Spawn { source, .. }) => {
-            say(format_args!("{}: {source}", resolved.display()));
-            return match source.raw_os_error() {
-                Some(libc::ENOENT) => EXIT_NOT_FOUND,
-                _ => EXIT_CANNOT_EXECUTE,
-            };
-        }
-        Err(ExecError::Refused(r)) if crate::cli::layer_flag(&r.field).is_some() => {
-            let flag = crate::cli::layer_flag(&r.field).unwrap_or_default();
-            say(format_args!("{flag}: {}", r.reason));
-            return EXIT_SANDBOX;
-        }
-        Err(e) => {
-            say(e);
-            return EXIT_SANDBOX;
-        }
-    };
-    report(&result, &resolved, settings)
+    }
+}
+
+/// What `sandbox check` runs: `program` (looked up in `PATH`) exactly as `run` would run it
+/// under `sandbox` and `settings`, the same job on the same spawn path, with the result
+/// returned instead of reported. `Err`: why it did not run, in `run`'s words.
+pub fn trial(
+    sandbox: &Sandbox,
+    program: &str,
+    settings: &RunSettings,
+) -> Result<ExecResult, String> {
+    let resolved = crate::admission::resolve(program, std::env::var("PATH").ok().as_deref())
+        .map_err(|e| e.to_string())?;
+    let job = job(sandbox, &resolved, program, &[], settings);
+    run_validated(&job, sandbox, &RunOptions::default()).map_err(|e| match e {
+        ExecError::Refused(r) if crate::cli::layer_flag(&r.field).is_some() => format!(
+            "{}: {}",
+            crate::cli::layer_flag(&r.field).unwrap_or_default(),
+            r.reason
+        ),
+        e => e.to_string(),
+    })
 }
 
 /// Says on stderr what the user must know, and turns the result into an exit status.
@@ -188,7 +221,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         .iter()
         .filter(|w| !(r.timed_out && w.starts_with("sandbox: limit hit: time:")))
     {
-        eprintln!("{w}");
+        crate::escape::eprint_line(w);
     }
     if settings.verbose {
         let how = match r.sandboxed.filter {
@@ -197,8 +230,10 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             Sandboxed::None => "none",
         };
         say(format_args!(
-            "profile {}, sandboxed: {how}",
-            r.sandboxed.profile
+            "profile {}, sandboxed: {how}, tier: {} ({})",
+            r.sandboxed.profile,
+            r.tier,
+            r.tier.layers()
         ));
         match &r.landlock {
             Some(l) => say(format_args!(
@@ -222,7 +257,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
                     let absent: Vec<String> = l
                         .deny_read_absent
                         .iter()
-                        .map(|p| p.display().to_string())
+                        .map(|p| crate::escape::path(p).into_owned())
                         .collect();
                     format!(
                         "; denied paths absent (nothing to protect): {}",
@@ -242,7 +277,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
                 let ro: Vec<String> = i
                     .read_only
                     .iter()
-                    .map(|p| p.display().to_string())
+                    .map(|p| crate::escape::path(p).into_owned())
                     .collect();
                 let hidden: Vec<String> = i
                     .hidden_sockets
@@ -293,12 +328,20 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
     // hide the proxy's answer).
     for d in r.network.destinations.iter().filter(|d| !d.allowed) {
         let change = match d.reason.as_deref() {
+            // An address is not pinned; a name is, for the one port asked.
             Some(r) if r.starts_with("resolves to ") => {
                 let addr = r["resolves to ".len()..]
                     .split(' ')
                     .next()
                     .unwrap_or_default();
-                format!("if intended, pin it with --resolve {}:{addr}", d.host)
+                match addr.parse() {
+                    Ok(ip) if d.host.parse::<std::net::IpAddr>().is_err() => format!(
+                        "if intended, pin it for this port with --resolve {}",
+                        crate::proxy::pins::flag_value(&d.host, d.port, ip)
+                    ),
+                    _ => "a port of the host's loopback is reachable with --allow-host-port PORT"
+                        .to_string(),
+                }
             }
             _ => format!("to allow it, add --allow-domain {}", d.host),
         };
@@ -313,7 +356,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         say(format_args!(
             "{} timed out after {:?}; it and every process it started were killed; raise \
              --timeout if that is expected",
-            program.display(),
+            crate::escape::path(program),
             settings.timeout.unwrap_or_default()
         ));
         return EXIT_TIMEOUT;
@@ -342,11 +385,19 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             r.violations_omitted
         ));
     }
+    if let (None, Some(libc::SIGSYS)) = (&r.violation, r.signal) {
+        // No refused call the kernel reported: the program may have raised SIGSYS itself.
+        say(format_args!(
+            "{} was killed by signal {} (SIGSYS)",
+            crate::escape::path(program),
+            libc::SIGSYS
+        ));
+    }
     if let Some(v) = &r.violation {
         let who = v
             .program
             .clone()
-            .unwrap_or_else(|| program.display().to_string());
+            .unwrap_or_else(|| crate::escape::path(program).into_owned());
         match v.number {
             Some(nr) => say(format_args!(
                 "{who} was stopped by the filter: syscall {} ({nr}): {}",

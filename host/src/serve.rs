@@ -590,7 +590,7 @@ fn accept(
             {
                 let why = match refused {
                     crate::peer::Refused::Sandboxed(why) => {
-                        eprintln!("sandbox: serve: refused a connection from a sandboxed command: {why}; requests must come from outside the sandbox");
+                        crate::escape::eprint_line(format_args!("sandbox: serve: refused a connection from a sandboxed command: {why}; requests must come from outside the sandbox"));
                         why
                     }
                     // Refused quietly: e.g. a second `serve` that probed whether one listens and
@@ -606,10 +606,10 @@ fn accept(
             }
         }
         Ok(cred) => {
-            eprintln!(
+            crate::escape::eprint_line(format_args!(
                 "sandbox: serve: refused a connection from uid {} (pid {}): only uid {uid} may connect",
                 cred.uid, cred.pid
-            );
+            ));
             refuse(
                 &stream,
                 "refused: this server accepts connections from its own uid only",
@@ -618,7 +618,7 @@ fn accept(
             return None;
         }
         Err(e) => {
-            eprintln!("sandbox: serve: refused a connection: cannot read its peer's credentials (SO_PEERCRED): {e}");
+            crate::escape::eprint_line(format_args!("sandbox: serve: refused a connection: cannot read its peer's credentials (SO_PEERCRED): {e}"));
             return None;
         }
     }

@@ -496,6 +496,153 @@ pub(crate) fn unshare_probe(flags: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// Where [`namespace_probe`] found the namespaces refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ProbeStage {
+    /// The clone with the namespace flags.
+    Create,
+    /// Writing the new user namespace's id maps.
+    IdMap,
+    /// Making the new mount namespace's mounts private.
+    Private,
+    /// Mounting a fresh `/proc` in the new PID and mount namespaces.
+    Proc,
+}
+
+/// Whether a child can be cloned into new namespaces (`flags`, which include a user and a
+/// mount namespace) by the call the engine uses (`clone3`, or `clone` where that is refused),
+/// map its ids and mount a fresh `/proc` there, as the namespaces' init does: the clone alone
+/// succeeds in a container whose `/proc` has paths mounted over it, where the kernel refuses a
+/// fresh one to a user namespace. The child is a copy of this process (like `fork`), which
+/// makes raw calls only and reports the first refusal through a pipe.
+pub(crate) fn namespace_probe(flags: libc::c_int) -> Result<(), (ProbeStage, io::Error)> {
+    let create = |e: io::Error| (ProbeStage::Create, e);
+    // SAFETY: geteuid and getegid cannot fail.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    let uid_map = format!("{uid} {uid} 1");
+    let gid_map = format!("{gid} {gid} 1");
+    let (rd, wr) = pipe2(libc::O_CLOEXEC).map_err(create)?;
+    // SAFETY: a fork-like clone (no stack, no shared memory): the child continues here on a
+    // copy of this stack.
+    let legacy = || unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            0,
+            0,
+            0,
+            0,
+        )
+    };
+    #[cfg(target_arch = "x86_64")]
+    let pid = if crate::exec::clone::clone3_works() {
+        use crate::exec::clone::CloneArgs;
+        let args = CloneArgs {
+            flags: flags as u64,
+            exit_signal: libc::SIGCHLD as u64,
+            ..Default::default()
+        };
+        // SAFETY: a fork-like clone3, as above.
+        unsafe {
+            libc::syscall(
+                libc::SYS_clone3,
+                &args as *const CloneArgs,
+                std::mem::size_of::<CloneArgs>(),
+            )
+        }
+    } else {
+        legacy()
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let pid = legacy();
+    if pid < 0 {
+        return Err(create(io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: in the child, a copy of this process: raw calls on memory prepared above,
+        // then _exit; nothing that allocates or locks.
+        unsafe {
+            let report = |stage: u8| -> ! {
+                let errno = *libc::__errno_location();
+                let msg = [stage, errno.clamp(0, 255) as u8];
+                libc::write(wr.as_raw_fd(), msg.as_ptr().cast(), 2);
+                libc::_exit(0)
+            };
+            let write = |path: &std::ffi::CStr, text: &str| -> bool {
+                let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return false;
+                }
+                let n = libc::write(fd, text.as_ptr().cast(), text.len());
+                libc::close(fd);
+                n == text.len() as isize
+            };
+            // A non-dumpable copy's /proc files are root's: dumpable to write its own maps,
+            // as the init does.
+            libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
+            if !write(c"/proc/self/setgroups", "deny")
+                || !write(c"/proc/self/gid_map", &gid_map)
+                || !write(c"/proc/self/uid_map", &uid_map)
+            {
+                report(ProbeStage::IdMap as u8 + 1);
+            }
+            let none = std::ptr::null::<libc::c_char>();
+            if libc::mount(
+                none,
+                c"/".as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                report(ProbeStage::Private as u8 + 1);
+            }
+            if libc::mount(
+                c"proc".as_ptr(),
+                c"/proc".as_ptr(),
+                c"proc".as_ptr(),
+                libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                std::ptr::null(),
+            ) != 0
+            {
+                report(ProbeStage::Proc as u8 + 1);
+            }
+            libc::_exit(0)
+        }
+    }
+    drop(wr);
+    let mut msg = [0u8; 2];
+    let mut got = 0;
+    while got < 2 {
+        // SAFETY: reads into the rest of `msg`.
+        let n = unsafe { libc::read(rd.as_raw_fd(), msg[got..].as_mut_ptr().cast(), 2 - got) };
+        if n > 0 {
+            got += n as usize;
+        } else if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+            continue;
+        } else {
+            break;
+        }
+    }
+    let mut status = 0;
+    // SAFETY: reaps the child we cloned; status is a valid int.
+    unsafe { libc::waitpid(pid as libc::pid_t, &mut status, 0) };
+    if got < 2 {
+        return if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+            Ok(())
+        } else {
+            Err(create(io::Error::other("the probe died")))
+        };
+    }
+    let stage = match msg[0] {
+        1 => ProbeStage::Create,
+        2 => ProbeStage::IdMap,
+        3 => ProbeStage::Private,
+        _ => ProbeStage::Proc,
+    };
+    Err((stage, io::Error::from_raw_os_error(msg[1] as i32)))
+}
+
 /// Registers `f` to run at normal process exit (`atexit`); an error only means it will not run.
 pub(crate) fn at_exit(f: extern "C" fn()) {
     // SAFETY: registers a plain function with no arguments; it runs at most once, at exit.
@@ -595,6 +742,38 @@ pub(crate) fn open_in(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<std::fs::F
     }
     // SAFETY: the descriptor was just opened and belongs to nobody else.
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+}
+
+/// `(st_dev, st_ino)` of `name` in `dir`, a symlink itself rather than its target
+/// (`fstatat` with `AT_SYMLINK_NOFOLLOW`): what a removal checks right before `unlinkat`.
+pub(crate) fn identity_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<(u64, u64)> {
+    // SAFETY: a zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstatat on a descriptor the caller owns with a NUL-terminated name, writing
+    // into st.
+    let rc = unsafe {
+        libc::fstatat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            &mut st,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.st_dev, st.st_ino))
+}
+
+/// Removes `name` from `dir` (`unlinkat`; an empty directory when `directory`).
+pub(crate) fn unlink_at(dir: BorrowedFd<'_>, name: &CStr, directory: bool) -> io::Result<()> {
+    let flags = if directory { libc::AT_REMOVEDIR } else { 0 };
+    // SAFETY: unlinkat on a descriptor the caller owns with a NUL-terminated name.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Sends `sig` to process `pid` (positive: that process only; kill with a thread id signals

@@ -812,3 +812,105 @@ fn a_home_that_does_not_exist_is_not_created() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert!(dir.path().join(".cache/sandbox").is_dir());
 }
+
+#[test]
+fn check_reports_the_tier_a_run_gets_and_fails_where_a_run_fails() {
+    use common::{sandbox, BOTH};
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let tier_of_run = |who, env: &[(&str, &str)]| {
+        let o = sandbox(who)
+            .args(["run", "-v", "--allow-root", "--", "true"])
+            .envs(env.iter().copied())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{who:?}: {o:?}");
+        let err = text(&o.stderr);
+        let tier = err
+            .split("tier: ")
+            .nth(1)
+            .and_then(|t| t.split(' ').next())
+            .unwrap_or_else(|| panic!("{who:?}: {err}"))
+            .to_string();
+        tier
+    };
+    let check = |who, env: &[(&str, &str)]| {
+        let o = sandbox(who)
+            .args(["check", "--json"])
+            .envs(env.iter().copied())
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (o.status.code(), report)
+    };
+    for who in BOTH {
+        // Here namespaces work: both say isolated.
+        assert_eq!(tier_of_run(who, &[]), "isolated");
+        let (code, report) = check(who, &[]);
+        assert_eq!(code, Some(0), "{who:?}: {report}");
+        assert_eq!(report["tier"], "isolated", "{who:?}: {report}");
+        assert_eq!(report["run"]["tier"], "isolated", "{who:?}: {report}");
+        // Without namespaces (forced), both say contained.
+        let forced = [("SANDBOX_ISOLATION_UNAVAILABLE", "test")];
+        assert_eq!(tier_of_run(who, &forced), "contained");
+        let (code, report) = check(who, &forced);
+        assert_eq!(code, Some(0), "{who:?}: {report}");
+        assert_eq!(report["tier"], "contained", "{who:?}: {report}");
+    }
+    // Where a default run fails (inside another sandbox, whose profile refuses what the inner
+    // one needs), check fails too, naming the run; the run itself is the control.
+    let inner_run = sandbox(common::As::Nobody)
+        .args([
+            "run",
+            "--profile",
+            "minimal",
+            "--",
+            SANDBOX,
+            "run",
+            "--",
+            "true",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(inner_run.status.code(), Some(125), "{inner_run:?}");
+    let o = sandbox(common::As::Nobody)
+        .args([
+            "run",
+            "--profile",
+            "minimal",
+            "--",
+            SANDBOX,
+            "check",
+            "--json",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["ok"], false, "{report}");
+    assert!(report["tier"].is_null(), "{report}");
+    assert!(report["error"].is_string(), "{report}");
+}
+
+#[test]
+fn check_refuses_a_value_or_an_argument_for_json() {
+    for args in [
+        &["check", "--json=yes"][..],
+        &["check", "--json", "extra"],
+        &["check", "--json", ""],
+        &["check", "--json\nx"],
+    ] {
+        let o = common::sandbox(common::As::Nobody)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        assert!(o.stdout.is_empty(), "{args:?}: nothing ran: {o:?}");
+        assert!(text(&o.stderr).contains("error:"), "{args:?}: {o:?}");
+    }
+}

@@ -29,7 +29,11 @@ fn bash_completes_subcommands_and_flags() {
          COMP_WORDS=(sandbox comp); COMP_CWORD=1; _sandbox sandbox comp sandbox
          echo \"1:${{COMPREPLY[*]}}\"
          COMP_WORDS=(sandbox run --pro); COMP_CWORD=2; _sandbox sandbox --pro run
-         echo \"2:${{COMPREPLY[*]}}\"",
+         echo \"2:${{COMPREPLY[*]}}\"
+         COMP_WORDS=(sandbox profiles cred); COMP_CWORD=2; _sandbox sandbox cred profiles
+         echo \"3:${{COMPREPLY[*]}}\"
+         COMP_WORDS=(sandbox profiles credentials --j); COMP_CWORD=3; _sandbox sandbox --j credentials
+         echo \"4:${{COMPREPLY[*]}}\"",
         script.display()
     );
     let out = Command::new("bash")
@@ -41,6 +45,8 @@ fn bash_completes_subcommands_and_flags() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("1:completions"), "{text}");
     assert!(text.contains("2:--profile"), "{text}");
+    assert!(text.contains("3:credentials"), "{text}");
+    assert!(text.contains("4:--json"), "{text}");
 }
 
 #[test]

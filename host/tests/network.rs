@@ -236,13 +236,15 @@ fn a_host_port_opens_that_port_only() {
 fn proxy_reaches_allowed_names_and_refuses_others_with_nothing_arriving() {
     for who in WHO {
         let l = Listener::start();
+        let api = format!("api.test:{}:127.0.0.1", l.port);
+        let evil = format!("evil.test:{}:127.0.0.1", l.port);
         let args = [
             "--allow-domain",
             "api.test",
             "--resolve",
-            "api.test:127.0.0.1",
+            &api,
             "--resolve",
-            "evil.test:127.0.0.1",
+            &evil,
         ];
         // Plain HTTP, forwarded (under the default minimal profile: proxy mode lets the
         // program open the socket it needs; the namespace is the boundary).
@@ -268,6 +270,160 @@ fn proxy_reaches_allowed_names_and_refuses_others_with_nothing_arriving() {
     }
 }
 
+/// `sandbox run ... -- bash -c SCRIPT`: (exit status, stdout, stderr).
+fn run_script(who: As, args: &[&str], script: &str) -> (i32, String, String) {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--", "bash", "-c", script]);
+    let out = sandbox(who, &all);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A pin names its port: `localhost` pinned to 127.0.0.1 on the port of one loopback server
+/// reaches it through the proxy (curl, forwarded and tunnelled, and python3), and the same
+/// name on the port of another loopback server (what a database or the caller's own server
+/// would be) is refused, named on stderr with the exact pin for that port, with nothing
+/// arriving. Control: pinned for that port as well, the same requests reach the other server
+/// (the old `NAME:ADDR`, which pinned every port, is refused now; the unit test
+/// `a_port_pin_closes_what_an_every_port_pin_opened` shows what it opened). Curl's
+/// `--noproxy` overrides, and python3 drops, `NO_PROXY`, which names `localhost` so that host
+/// ports are reached directly.
+#[test]
+fn a_pinned_name_reaches_its_port_and_not_another_loopback_port() {
+    for who in WHO {
+        let open = Listener::start();
+        let other = Listener::start();
+        let (p, q) = (open.port, other.port);
+        let pin_p = format!("localhost:{p}:127.0.0.1");
+        let pin_q = format!("localhost:{q}:127.0.0.1");
+        let one = [
+            "--profile",
+            "shell",
+            "--allow-domain",
+            "localhost",
+            "--resolve",
+            &pin_p,
+        ];
+        let script = |port: u16| {
+            format!(
+                "curl -sS --max-time 10 --noproxy '' http://localhost:{port}/; \
+                 curl -sS --max-time 10 --noproxy '' -p http://localhost:{port}/; \
+                 python3 -c \"import os; os.environ.pop('no_proxy'); os.environ.pop('NO_PROXY')
+import urllib.request, urllib.error
+try:
+    print(urllib.request.urlopen('http://localhost:{port}/').read().decode(), end='')
+except urllib.error.HTTPError as e:
+    print('python', e.code)\""
+            )
+        };
+        let (code, out, err) = run_script(who, &one, &script(p));
+        assert_eq!(
+            (code, out.as_str()),
+            (0, "reached\nreached\nreached\n"),
+            "{who:?}: {err}"
+        );
+        assert_eq!(open.hits(), 3, "{who:?}");
+        let (_, out, err) = run_script(who, &one, &script(q));
+        assert!(
+            out.contains(&format!("--resolve localhost:{q}:127.0.0.1"))
+                && out.contains(&format!("pinned for port {p} only"))
+                && out.ends_with("python 403\n")
+                && !out.contains("reached"),
+            "{who:?}: {out}"
+        );
+        assert!(
+            err.contains("CONNECT tunnel failed, response 403"),
+            "{who:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!(
+                "the proxy refused localhost:{q} (resolves to 127.0.0.1 (loopback) (pinned for port {p} only)); if intended, pin it for this port with --resolve localhost:{q}:127.0.0.1"
+            )),
+            "{who:?}: {err}"
+        );
+        assert_eq!(
+            other.hits(),
+            0,
+            "{who:?}: a request on another port arrived"
+        );
+        // Control: pinned for that port too, the same requests reach the other server.
+        let both = [
+            "--profile",
+            "shell",
+            "--allow-domain",
+            "localhost",
+            "--resolve",
+            &pin_p,
+            "--resolve",
+            &pin_q,
+        ];
+        let (code, out, err) = run_script(who, &both, &script(q));
+        assert_eq!(
+            (code, out.as_str()),
+            (0, "reached\nreached\nreached\n"),
+            "{who:?} control: {err}"
+        );
+        assert_eq!(other.hits(), 3, "{who:?}");
+        // The old form, which opened every port, is refused and names the new one.
+        let old = [
+            "--allow-domain",
+            "localhost",
+            "--resolve",
+            "localhost:127.0.0.1",
+        ];
+        let (code, _, err) = run_script(who, &old, "exit 0");
+        assert_eq!(code, 125, "{who:?}: {err}");
+        assert!(
+            err.contains("--resolve") && err.contains("NAME:PORT:ADDR") && err.contains("loopback"),
+            "{who:?}: {err}"
+        );
+        // The same through exec --json.
+        let req = |resolve: serde_json::Value, port: u16| {
+            serde_json::json!({
+                "argv": ["/usr/bin/curl", "-sS", "--max-time", "10", "--noproxy", "none.invalid",
+                         format!("http://localhost:{port}/")],
+                "allow_domains": ["localhost"],
+                "resolve": resolve,
+            })
+            .to_string()
+        };
+        let mut pins = serde_json::Map::new();
+        pins.insert(format!("localhost:{p}"), "127.0.0.1".into());
+        let r = exec_json_as(who, &req(pins.clone().into(), p));
+        assert_eq!(r["stdout"], "reached\n", "{who:?}: {r}");
+        let r = exec_json_as(who, &req(pins.into(), q));
+        let want = format!("\"resolve\": {{\"localhost:{q}\": \"127.0.0.1\"}}");
+        assert!(
+            r["stdout"].as_str().unwrap().contains(&want),
+            "{who:?}: {r}"
+        );
+        let d = &r["network"]["destinations"][0];
+        assert_eq!(
+            (d["port"].as_u64(), d["allowed"].as_bool()),
+            (Some(q as u64), Some(false)),
+            "{r}"
+        );
+        assert_eq!(
+            other.hits(),
+            3,
+            "{who:?}: a request on another port arrived"
+        );
+        let r = exec_json_as(who, &req(serde_json::json!({"localhost": "127.0.0.1"}), q));
+        assert_eq!(r["error"]["field"], "resolve.localhost", "{who:?}: {r}");
+        assert!(
+            r["error"]["reason"]
+                .as_str()
+                .unwrap()
+                .contains("\"NAME:PORT\""),
+            "{r}"
+        );
+    }
+}
+
 #[test]
 fn exec_json_reports_every_destination_and_names_fields() {
     let l = Listener::start();
@@ -275,7 +431,7 @@ fn exec_json_reports_every_destination_and_names_fields() {
         "argv": ["/usr/bin/curl", "-sS", "--max-time", "10", format!("http://api.test:{}/", l.port),
                  format!("http://pkg.test:{}/", l.port)],
         "allow_domains": ["api.test"],
-        "resolve": {"api.test": "127.0.0.1", "pkg.test": "127.0.0.1"},
+        "resolve": {format!("api.test:{}", l.port): "127.0.0.1", format!("pkg.test:{}", l.port): "127.0.0.1"},
     });
     let r = exec_json(&req.to_string());
     assert_eq!(r["exit_code"], 0, "{r}");
@@ -320,6 +476,26 @@ fn exec_json_reports_every_destination_and_names_fields() {
             r#""network": "host", "allow_domains": ["a.test"]"#,
             "allow_domains",
         ),
+        (
+            r#""allow_domains": ["a.test"], "resolve": {"a.test": "127.0.0.1"}"#,
+            "resolve.a.test",
+        ),
+        (
+            r#""allow_domains": ["a.test"], "resolve": {"a.test:0": "127.0.0.1"}"#,
+            "resolve.a.test:0",
+        ),
+        (
+            r#""allow_domains": ["a.test"], "resolve": {"a.test:65536": "127.0.0.1"}"#,
+            "resolve.a.test:65536",
+        ),
+        (
+            r#""allow_domains": ["a.test"], "resolve": {"a.test:80": "127.0.0.1\n"}"#,
+            "resolve.a.test:80",
+        ),
+        (
+            r#""allow_domains": ["a.test"], "resolve": {"a.test:80": "127.0.0.1", "A.test:80": "::1"}"#,
+            "resolve.a.test:80",
+        ),
         (r#""host_ports": [0]"#, "host_ports"),
         (r#""host_ports": [70000]"#, "host_ports"),
     ] {
@@ -342,6 +518,70 @@ fn hostile_flags_exit_125_naming_the_flag() {
             "--resolve",
         ),
         (
+            vec![
+                "--allow-domain",
+                "a.test",
+                "--resolve",
+                "a.test:0:127.0.0.1",
+            ],
+            "--resolve",
+        ),
+        (
+            vec![
+                "--allow-domain",
+                "a.test",
+                "--resolve",
+                "a.test:65536:127.0.0.1",
+            ],
+            "--resolve",
+        ),
+        (
+            vec!["--allow-domain", "a.test", "--resolve", "a.test:80:"],
+            "--resolve",
+        ),
+        (
+            vec![
+                "--allow-domain",
+                "a.test",
+                "--resolve",
+                "a.test:80: 127.0.0.1",
+            ],
+            "--resolve",
+        ),
+        (
+            vec![
+                "--allow-domain",
+                "a.test",
+                "--resolve",
+                "a.test:80:127.0.0.1\n",
+            ],
+            "--resolve",
+        ),
+        (
+            vec![
+                "--allow-domain",
+                "a.test",
+                "--resolve",
+                "a.test:443:2001:db8::1",
+            ],
+            "--resolve",
+        ),
+        (
+            vec!["--allow-domain", "a.test", "--resolve", "a.test:10.0.0.1"],
+            "--resolve",
+        ),
+        (
+            vec![
+                "--allow-domain",
+                "a.test",
+                "--resolve",
+                "a.test:80:127.0.0.1",
+                "--resolve",
+                "a.test:80:127.0.0.2",
+            ],
+            "--resolve",
+        ),
+        (
             vec!["--network", "host", "--allow-host-port", "80"],
             "--allow-host-port",
         ),
@@ -357,6 +597,23 @@ fn hostile_flags_exit_125_naming_the_flag() {
             "{args:?}: {err}"
         );
         assert!(err.contains(flag), "{args:?}: {err}");
+    }
+    // One pin over the limit: refused, naming the limit; at the limit: runs.
+    let pins: Vec<String> = (1..=257).map(|p| format!("a.test:{p}:127.0.0.1")).collect();
+    for (n, code) in [(257, 125), (256, 0)] {
+        let mut all = vec!["run", "--allow-domain", "a.test"];
+        for p in &pins[..n] {
+            all.extend_from_slice(&["--resolve", p]);
+        }
+        all.extend_from_slice(&["--", "/bin/true"]);
+        let out = sandbox(As::Root, &all);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{n} pins: {err}");
+        assert_eq!(
+            err.contains("--resolve") && err.contains("at most 256"),
+            code != 0,
+            "{err}"
+        );
     }
 }
 

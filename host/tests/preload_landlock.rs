@@ -182,6 +182,53 @@ fn credentials_are_unreadable_as_root_and_nobody() {
     }
 }
 
+/// The stores of the review's finding (`profiles/credentials.toml`) on the preload route, with
+/// a settings file beside one that stays readable; `/etc/shadow` for root.
+#[test]
+fn the_credential_list_holds_on_the_preload_route() {
+    let w = world();
+    let claude = w.home.join(".claude/.credentials.json");
+    let cargo = w.home.join(".cargo/credentials.toml");
+    let plain = w.home.join(".cargo/config.toml");
+    for (p, text) in [
+        (&claude, "SECRET-CLAUDE\n"),
+        (&cargo, "SECRET-CARGO\n"),
+        (&plain, "PLAIN\n"),
+    ] {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    for nobody in [false, true] {
+        let on = w.env_as(nobody, &["--profile", "shell"]);
+        let off = w.env_as(nobody, &["--profile", "shell", "--landlock", "off"]);
+        for secret in [&claude, &cargo] {
+            let secret = secret.to_str().unwrap();
+            let o = w.run(&on, nobody, &["/bin/cat", secret]);
+            assert!(!o.status.success(), "{secret}: {}", text(&o));
+            assert!(!text(&o).contains("SECRET"), "{secret}: {}", text(&o));
+            let control = w.run(&off, nobody, &["/bin/cat", secret]);
+            assert!(
+                String::from_utf8_lossy(&control.stdout).starts_with("SECRET-"),
+                "{secret} (control): {}",
+                text(&control)
+            );
+        }
+        let o = w.run(&on, nobody, &["/bin/cat", plain.to_str().unwrap()]);
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "PLAIN\n",
+            "{}",
+            text(&o)
+        );
+    }
+    let on = w.env(&["--profile", "shell"]);
+    let off = w.env(&["--profile", "shell", "--landlock", "off"]);
+    let o = w.run(&on, false, &["/bin/cat", "/etc/shadow"]);
+    assert!(!o.status.success() && o.stdout.is_empty(), "{}", text(&o));
+    let control = w.run(&off, false, &["/bin/cat", "/etc/shadow"]);
+    assert!(control.stdout.starts_with(b"root:"), "{}", text(&control));
+}
+
 #[test]
 fn writes_only_in_the_workspace_and_tmpdir() {
     let w = world();

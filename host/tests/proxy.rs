@@ -111,7 +111,7 @@ fn bare(c: &mut Command) -> &mut Command {
         .stdin(Stdio::null())
 }
 
-/// A proxy on 127.0.0.1:<free port>, allowing `allow`, with `pins` (`NAME:ADDR`).
+/// A proxy on 127.0.0.1:<free port>, allowing `allow`, with `pins` (`NAME:PORT:ADDR`).
 fn proxy_with(
     allow: &[&str],
     pins: &[String],
@@ -166,7 +166,7 @@ fn raw(proxy: SocketAddr, bytes: &[u8]) -> String {
 
 fn pin(name: &str, port: u16) -> (String, String) {
     (
-        format!("{name}:127.0.0.1"),
+        format!("{name}:{port}:127.0.0.1"),
         format!("http://{name}:{port}/hello?x=1"),
     )
 }
@@ -196,8 +196,8 @@ fn an_unlisted_name_gets_403_naming_the_option_and_nothing_arrives() {
     let counter = Counter::start();
     let port = counter.addr.port();
     let pins = vec![
-        format!("evil.test:127.0.0.1"),
-        format!("good.test:127.0.0.1"),
+        format!("evil.test:{port}:127.0.0.1"),
+        format!("good.test:{port}:127.0.0.1"),
     ];
     let (p, addr) = proxy(&["good.test"], &pins);
     for url in [
@@ -260,8 +260,8 @@ fn https_connect_tunnels_tls_to_an_allowed_name_and_refuses_others() {
     assert!(gen.success());
     let origin = Origin::start(Some((&cert, &key)));
     let pins = vec![
-        "secure.test:127.0.0.1".to_string(),
-        "blocked.test:127.0.0.1".to_string(),
+        format!("secure.test:{}:127.0.0.1", origin.port),
+        format!("blocked.test:{}:127.0.0.1", origin.port),
     ];
     let (p, addr) = proxy(&["secure.test"], &pins);
     let cacert = cert.to_str().unwrap();
@@ -325,7 +325,7 @@ fn wildcards_cover_subdomains_but_not_the_apex() {
     let origin = Origin::start(None);
     let pins: Vec<String> = ["a.example.test", "b.c.example.test", "example.test"]
         .iter()
-        .map(|n| format!("{n}:127.0.0.1"))
+        .map(|n| format!("{n}:{}:127.0.0.1", origin.port))
         .collect();
     let (p, addr) = proxy(&["*.example.test"], &pins);
     for (name, want) in [
@@ -347,7 +347,8 @@ fn allowed_names_leading_to_internal_addresses_are_refused_unless_pinned() {
     let (code, body) = curl(addr, &[&format!("http://localhost:{}/", origin.port)]);
     assert_eq!(code, 403, "{body}");
     assert!(
-        body.contains("a loopback address") && body.contains("--resolve localhost:127.0.0.1"),
+        body.contains("a loopback address")
+            && body.contains(&format!("--resolve localhost:{}:127.0.0.1", origin.port)),
         "{body}"
     );
     let (code, body) = curl(
@@ -364,9 +365,104 @@ fn allowed_names_leading_to_internal_addresses_are_refused_unless_pinned() {
     assert!(d.iter().all(|d| !d.allowed), "{d:?}");
     p.stop();
     // Control: pinned by the user, the same name reaches the server.
-    let (p, addr) = proxy(&["localhost"], &["localhost:127.0.0.1".to_string()]);
+    let (p, addr) = proxy(
+        &["localhost"],
+        &[format!("localhost:{}:127.0.0.1", origin.port)],
+    );
     let (code, _) = curl(addr, &[&format!("http://localhost:{}/", origin.port)]);
     assert_eq!(code, 200);
+    p.stop();
+}
+
+/// A pin opens its port only: `localhost` pinned to loopback on the origin's port reaches the
+/// origin, and on the port of another loopback server it is refused (`403`, the exact pin for
+/// that port named) with nothing arriving, through curl (forwarded and tunnelled) and
+/// python3. Control: pinned for that port too, the other server is reached, so the refusal is
+/// the pin's port and not the server.
+#[test]
+fn a_pin_opens_its_port_and_not_the_other_loopback_ports() {
+    let origin = Origin::start(None);
+    let other = Counter::start();
+    let q = other.addr.port();
+    let (p, addr) = proxy(
+        &["localhost"],
+        &[format!("localhost:{}:127.0.0.1", origin.port)],
+    );
+    let (code, body) = curl(addr, &[&format!("http://localhost:{}/", origin.port)]);
+    assert_eq!(
+        (code, body.as_str()),
+        (
+            200,
+            format!("host=localhost:{} path=/\n", origin.port).as_str()
+        )
+    );
+    let (code, body) = curl(addr, &[&format!("http://localhost:{q}/")]);
+    assert_eq!(code, 403, "{body}");
+    let want = format!("which allowed names may not reach (pinned for port {} only); if that is intended, pin it for this port with --resolve localhost:{q}:127.0.0.1", origin.port);
+    assert!(body.contains(&want), "{body}");
+    let (code, body) = curl(addr, &["-p", &format!("http://localhost:{q}/")]);
+    assert_ne!(code, 200, "{body}");
+    assert!(body.contains("403"), "{body}");
+    let script = format!(
+        "import urllib.request, urllib.error\ntry:\n    urllib.request.urlopen('http://localhost:{q}/')\nexcept urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())"
+    );
+    let out = bare(&mut Command::new(PYTHON))
+        .env("http_proxy", format!("http://{addr}"))
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("403 ") && text.contains(&want), "{text}");
+    assert_eq!(other.hits(), 0, "a request on an unpinned port arrived");
+    let d = p.destinations();
+    assert!(
+        d.iter()
+            .any(|d| d.port == q && !d.allowed && d.attempts == 3),
+        "{d:?}"
+    );
+    p.stop();
+    // A name the resolver does not know, pinned for one port: another port does not resolve,
+    // and the answer says which port the pin is for.
+    let (p, addr) = proxy(
+        &["api.test"],
+        &[format!("api.test:{}:127.0.0.1", origin.port)],
+    );
+    let (code, body) = curl(addr, &[&format!("http://api.test:{q}/")]);
+    assert_eq!(code, 502, "{body}");
+    assert!(
+        body.contains(&format!("(pinned for port {} only)", origin.port)),
+        "{body}"
+    );
+    assert_eq!(other.hits(), 0);
+    p.stop();
+    // JSON clients are told the field.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let p = Proxy::new(Config::new(
+        Allowlist::parse(&["localhost"]).unwrap(),
+        Pins::parse_list(&[format!("localhost:{}:127.0.0.1", origin.port)]).unwrap(),
+        Naming::Fields,
+    ));
+    p.serve(listener).unwrap();
+    let (code, body) = curl(addr, &[&format!("http://localhost:{q}/")]);
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body.contains(&format!(
+            "\"resolve\": {{\"localhost:{q}\": \"127.0.0.1\"}}"
+        )),
+        "{body}"
+    );
+    p.stop();
+    assert_eq!(other.hits(), 0);
+    // Control: pinned for that port as well, the other server is reached.
+    let pins = [
+        format!("localhost:{}:127.0.0.1", origin.port),
+        format!("localhost:{q}:127.0.0.1"),
+    ];
+    let (p, addr) = proxy(&["localhost"], &pins);
+    let (code, body) = curl(addr, &[&format!("http://localhost:{q}/")]);
+    assert_eq!((code, body.as_str()), (200, "counted\n"));
+    assert_eq!(other.hits(), 1);
     p.stop();
 }
 
@@ -450,7 +546,7 @@ fn json_clients_are_told_the_field_to_change() {
     let addr = listener.local_addr().unwrap();
     let p = Proxy::new(Config::new(
         Allowlist::parse(&["x.test"]).unwrap(),
-        Pins::parse_list(&["x.test:127.0.0.1"]).unwrap(),
+        Pins::parse_list(&["x.test:80:127.0.0.1"]).unwrap(),
         Naming::Fields,
     ));
     p.serve(listener).unwrap();
@@ -474,7 +570,7 @@ fn stop_closes_listeners_and_open_tunnels() {
             kept.push(s);
         }
     });
-    let (p, addr) = proxy(&["hold.test"], &["hold.test:127.0.0.1".to_string()]);
+    let (p, addr) = proxy(&["hold.test"], &[format!("hold.test:{port}:127.0.0.1")]);
     let mut tunnel = TcpStream::connect(addr).unwrap();
     write!(tunnel, "CONNECT hold.test:{port} HTTP/1.1\r\n\r\n").unwrap();
     let mut buf = [0u8; 39];

@@ -184,6 +184,14 @@ fn a_credential_is_named_as_one() {
         assert_eq!(r[0]["path"], key.to_str().unwrap(), "{v}");
         assert_eq!(r[0]["rule"], "unreadable: a credential (the deny list)");
         assert_eq!(r[0]["allow"], Value::Null);
+        // Said once in `warnings`, by the credential list's own line.
+        let said: Vec<&Value> = v["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|w| w.as_str().unwrap().contains(key.to_str().unwrap()))
+            .collect();
+        assert_eq!(said.len(), 1, "{v}");
 
         // Control: without Landlock the key is read, and nothing is named.
         let v = exec(who, Some(home.path()), request("off"));

@@ -141,10 +141,13 @@ fn sandboxed(who: As, profile: &str, program: &Path, args: &[&str]) -> Output {
         "--allow-root",
         "--timeout",
         "60",
-        "--",
-    ])
-    .arg(program)
-    .args(args);
+    ]);
+    // The constructed view covers host sockets outside the workspace: a socket path among
+    // the arguments is named as reachable, so that the filter alone decides.
+    for a in args.iter().filter(|a| a.ends_with(".sock")) {
+        cmd.args(["--allow-unix-socket", a]);
+    }
+    cmd.arg("--").arg(program).args(args);
     cmd.output().expect("sandbox run")
 }
 

@@ -35,7 +35,8 @@ pub fn run(n: usize) -> Result<String> {
     let proxy_addr = listener.local_addr()?;
     let proxy = Proxy::new(Config::new(
         Allowlist::parse(&["bench.test"]).map_err(|(_, e)| anyhow::anyhow!("{e}"))?,
-        Pins::parse_list(&["bench.test:127.0.0.1"]).map_err(|(_, e)| anyhow::anyhow!("{e}"))?,
+        Pins::parse_list(&[format!("bench.test:{}:127.0.0.1", origin.port())])
+            .map_err(|(_, e)| anyhow::anyhow!("{e}"))?,
         Naming::Flags,
     ));
     proxy.serve(listener)?;

@@ -260,7 +260,8 @@ impl RequestBuilder {
         self
     }
 
-    /// Pins `name` to `address` for the proxy.
+    /// Pins a name for the proxy: `name` is `NAME:PORT` (the pin holds for that port), or
+    /// `NAME` when `address` is public (every port).
     pub fn resolve(mut self, name: impl Into<String>, address: impl Into<String>) -> Self {
         self.request.resolve.insert(name.into(), address.into());
         self

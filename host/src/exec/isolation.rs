@@ -7,7 +7,7 @@ use super::namespaces::{Mount, Namespaces};
 use crate::refusal::Refusal;
 use serde::Serialize;
 use std::ffi::CString;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -58,25 +58,81 @@ fn forced() -> Option<String> {
 }
 
 /// Why namespaces cannot be used here, if they cannot (probed once per process; the
-/// override variable is read every time).
+/// override variable is read every time). The probe does what the namespaces' init does
+/// before the program starts: a child cloned into new user, PID, mount, IPC and UTS
+/// namespaces (by `clone3`, or `clone` where that is refused) maps its ids and mounts a fresh
+/// `/proc` (see `sys::namespace_probe`).
 pub fn unavailable() -> Option<String> {
-    forced().or_else(|| {
-        PROBE
-            .get_or_init(|| {
-                let flags = libc::CLONE_NEWUSER
-                    | libc::CLONE_NEWPID
-                    | libc::CLONE_NEWNS
-                    | libc::CLONE_NEWIPC
-                    | libc::CLONE_NEWUTS;
-                crate::sys::unshare_probe(flags).err().map(|e| {
-                    let mut why = format!("cannot create user, PID and mount namespaces: {e}");
-                    if let Some(r) = reasons().first() {
-                        why.push_str(&format!(" ({r})"));
-                    }
-                    why
-                })
-            })
-            .clone()
+    forced().or_else(probed)
+}
+
+/// The probe's answer (run once per process), whatever the override variable says.
+fn probed() -> Option<String> {
+    PROBE
+        .get_or_init(|| {
+            let flags = libc::CLONE_NEWUSER
+                | libc::CLONE_NEWPID
+                | libc::CLONE_NEWNS
+                | libc::CLONE_NEWIPC
+                | libc::CLONE_NEWUTS;
+            crate::sys::namespace_probe(flags)
+                .err()
+                .map(|(stage, e)| explain(stage, &e))
+        })
+        .clone()
+}
+
+/// The sentence for a probe that failed at `stage` with `e`: what is missing, why, and the
+/// setting that would change it.
+fn explain(stage: crate::sys::ProbeStage, e: &std::io::Error) -> String {
+    use crate::sys::ProbeStage;
+    match stage {
+        ProbeStage::Proc => format!("a fresh /proc is refused ({e}): {}", proc_masked()),
+        ProbeStage::IdMap => format!(
+            "cannot map user and group ids in a new user namespace: {e}{}",
+            because(&reasons())
+        ),
+        ProbeStage::Create | ProbeStage::Private => format!(
+            "cannot create user, PID and mount namespaces: {e}{}",
+            because(&reasons())
+        ),
+    }
+}
+
+/// ` (first reason)`, or nothing.
+fn because(reasons: &[String]) -> String {
+    reasons
+        .first()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default()
+}
+
+/// Why the kernel refuses a fresh `/proc` here: it does so in a user namespace when the
+/// `/proc` it can see has file systems mounted over parts of it (it would reveal what they
+/// hide), which container runtimes do (runc's `maskedPaths` and `readonlyPaths`).
+fn proc_masked() -> String {
+    let text = crate::mountinfo::read().unwrap_or_default();
+    let over: Vec<String> = crate::mountinfo::parse(&text)
+        .filter(|m| m.point.starts_with("/proc") && m.point != Path::new("/proc"))
+        .map(|m| m.point.display().to_string())
+        .collect();
+    if over.is_empty() {
+        return "the kernel refuses a new proc mount to this user namespace".to_string();
+    }
+    format!(
+        "the container masks /proc (runc maskedPaths/readonlyPaths: {} paths mounted over it, \
+         such as {}); Kubernetes: securityContext.procMount: Unmasked with hostUsers: false; \
+         Docker: --security-opt systempaths=unconfined",
+        over.len(),
+        over[0]
+    )
+}
+
+/// Whether a seccomp filter confines this process (`Seccomp: 2` in its status).
+fn seccomp_filtered() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() == "2"))
     })
 }
 
@@ -85,7 +141,31 @@ pub fn unavailable() -> Option<String> {
 /// the probes (`recheck`) and the job is planned again. A probe of its own would cost every
 /// run a fork of the host and a second set of namespaces.
 pub(crate) fn presumed_unavailable() -> Option<String> {
-    forced().or_else(|| PROBE.get().cloned().flatten())
+    forced().or_else(|| match PROBE.get() {
+        Some(answer) => answer.clone(),
+        // A container's masked /proc predicts that the init's fresh /proc will be refused:
+        // the probe runs now instead of after a spawn that would fail at the mount (which
+        // cost a one-shot run about 1.5 ms more, docs/benchmarks.md). The probe decides.
+        None if proc_masked_hint() => probed(),
+        None => None,
+    })
+}
+
+/// Whether the first of runc's masked `/proc` files that exists here is a character device:
+/// runc's `maskedPaths` (Docker's and Kubernetes' defaults) bind `/dev/null` over those that
+/// exist, and procfs's own are regular files. A `statx` or two, so every run can afford it;
+/// none existing (a kernel built without them), it says nothing.
+fn proc_masked_hint() -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    [
+        "/proc/kcore",
+        "/proc/keys",
+        "/proc/timer_list",
+        "/proc/sched_debug",
+    ]
+    .iter()
+    .find_map(|p| std::fs::symlink_metadata(p).ok())
+    .is_some_and(|m| m.file_type().is_char_device())
 }
 
 /// After a spawn's `clone3` with namespace flags failed: runs the probes (isolation and
@@ -119,7 +199,22 @@ fn reasons() -> Vec<String> {
                 .to_string(),
         );
     }
-    if Path::new("/.dockerenv").exists() || Path::new("/run/.containerenv").exists() {
+    let container = Path::new("/.dockerenv").exists() || Path::new("/run/.containerenv").exists();
+    if seccomp_filtered() {
+        // Docker's default profile refuses clone3 (ENOSYS), unshare, setns and clone with
+        // namespace flags to a container without CAP_SYS_ADMIN; Kubernetes' RuntimeDefault is
+        // the same profile.
+        out.push(format!(
+            "namespaces refused by the {} seccomp profile; Docker: --security-opt \
+             seccomp=unconfined or a profile allowing clone, clone3 and unshare with namespace \
+             flags; Kubernetes: securityContext.seccompProfile type Unconfined or Localhost",
+            if container {
+                "container's"
+            } else {
+                "process's"
+            }
+        ));
+    } else if container {
         out.push(
             "running inside a container, whose seccomp profile or capabilities may refuse \
              namespaces"
@@ -145,6 +240,11 @@ pub fn preflight() -> Vec<String> {
             Err(e) => format!("{name} namespace: no ({e})"),
         })
         .collect();
+    // What a run needs of them together (the probe runs share, cached).
+    lines.push(match probed() {
+        Some(why) => format!("namespaces for a run: no ({why})"),
+        None => "namespaces for a run (clone, id maps, fresh /proc): yes".to_string(),
+    });
     if lines.iter().any(|l| !l.ends_with(": yes")) {
         for r in reasons() {
             lines.push(format!("because: {r}"));
@@ -159,15 +259,15 @@ pub fn preflight() -> Vec<String> {
     lines
 }
 
-/// The namespaces of one job and the host-side state they need (placeholders), undone on
-/// drop.
+/// The namespaces of one job and the host-side state they need (the holds on what it covers,
+/// module `placeholder`), undone on drop.
 #[derive(Debug)]
 pub(crate) struct Layer {
     /// What the init creates and mounts.
     pub namespaces: Namespaces,
     /// What results report.
     pub status: Status,
-    holds: Vec<Hold>,
+    holds: Vec<super::placeholder::Hold>,
 }
 
 impl Drop for Layer {
@@ -226,168 +326,6 @@ fn repository_files(workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     protect.push(common.join("hooks"));
     protect.push(common.join("config"));
     (pins, protect)
-}
-
-/// `flock(2)` on `file` (advisory, per open file description: two jobs of one host lock
-/// against each other like two hosts).
-fn flock(file: &std::fs::File, op: libc::c_int) -> std::io::Result<()> {
-    use std::os::fd::AsFd;
-    crate::sys::flock(file.as_fd(), op)
-}
-
-/// A job's hold on a protected path: a shared lock on the path's lock file (in [`LOCK_DIR`],
-/// shared by every user) for as long as the job runs. Every job that covers the path holds one,
-/// in this host or another, so the placeholder one of them made for a missing path is removed
-/// by the last, never under a job that still covers it.
-#[derive(Debug)]
-struct Hold {
-    lock: std::fs::File,
-    /// Beside the lock file: the placeholder made for the path, when one was.
-    made: PathBuf,
-}
-
-impl Hold {
-    /// Takes the hold on `path` (blocks while the last holder removes a placeholder).
-    fn take(path: &Path) -> std::io::Result<Hold> {
-        use sha2::Digest;
-        let dir = lock_dir()?;
-        let digest = sha2::Sha256::digest(path.as_os_str().as_bytes());
-        let name: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
-        // Shared by every user who works in the repository: read-only opens suffice for flock.
-        let lock = shared_file(&dir.join(&name), 0o644)?;
-        flock(&lock, libc::LOCK_SH)?;
-        let made = dir.join(format!("{name}.made"));
-        shared_file(&made, 0o666)?;
-        Ok(Hold { lock, made })
-    }
-
-    /// Makes `path` exist so that a read-only mount can cover it: the first missing component
-    /// becomes a placeholder file ([`placeholder_text`]; when it is `path` itself and `dir` is
-    /// false) or an empty directory, recorded beside the lock. Returns what to cover (`None`: nothing to cover,
-    /// the caller cannot create it either).
-    fn cover(&self, path: &Path, dir: bool) -> std::io::Result<Option<PathBuf>> {
-        let first_missing = path
-            .ancestors()
-            .take_while(|a| a.symlink_metadata().is_err())
-            .last()
-            .map(Path::to_path_buf);
-        let Some(missing) = first_missing else {
-            return Ok(Some(
-                std::fs::canonicalize(path).unwrap_or(path.to_path_buf()),
-            ));
-        };
-        let made = if missing == path && !dir {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o444)
-                .open(&missing)
-                .and_then(|mut f| f.write_all(placeholder_text(&missing)))
-        } else {
-            std::fs::create_dir(&missing)
-        };
-        match made {
-            Ok(()) => std::fs::write(&self.made, missing.as_os_str().as_bytes())?,
-            // (The record is writable by every user: the last holder may be another one.)
-            // Made meanwhile (by a host that does not lock): cover what is there.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-        Ok(Some(missing))
-    }
-
-    /// The job is done: the last holder removes the placeholder (if still empty).
-    fn release(self) {
-        if flock(&self.lock, libc::LOCK_EX | libc::LOCK_NB).is_err() {
-            return;
-        }
-        let Ok(made) = std::fs::read(&self.made) else {
-            return;
-        };
-        if made.is_empty() {
-            return;
-        }
-        let p = PathBuf::from(std::ffi::OsString::from_vec(made));
-        let removed = if p.is_dir() {
-            std::fs::remove_dir(&p)
-        } else if std::fs::read(&p).is_ok_and(|t| t == placeholder_text(&p)) {
-            std::fs::remove_file(&p)
-        } else {
-            Ok(())
-        };
-        // A holder that may not remove it (another user's repository) leaves the record for
-        // the next holder that may; once it is gone, the record is emptied.
-        if removed.is_ok() || !p.exists() {
-            let _ = std::fs::write(&self.made, b"");
-        }
-    }
-}
-
-/// What a placeholder file holds: for a git directory's `commondir`, `.` (the git directory
-/// itself, what git assumes without the file), so that git outside keeps working while a job
-/// runs and after a host that was killed left it behind (an empty `commondir` makes every git
-/// command in the repository fail); nothing for any other path.
-fn placeholder_text(path: &Path) -> &'static [u8] {
-    if path.file_name() == Some(std::ffi::OsStr::new("commondir")) {
-        b".\n"
-    } else {
-        b""
-    }
-}
-
-/// Where every host keeps its holds: one directory for every user (mode 1777, like `/tmp`),
-/// since users working in one repository must see one another's holds. Not below `TMPDIR`,
-/// which differs between users (pam_tmpdir) and hosts.
-const LOCK_DIR: &str = "/tmp/sandbox-locks";
-
-/// [`LOCK_DIR`], created if missing, checked to be a directory with mode 1777.
-fn lock_dir() -> std::io::Result<PathBuf> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let dir = PathBuf::from(LOCK_DIR);
-    match std::fs::create_dir(&dir) {
-        Ok(()) => std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))?,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
-    }
-    let m = std::fs::symlink_metadata(&dir)?;
-    if !m.is_dir() || m.mode() & 0o1777 != 0o1777 {
-        return Err(std::io::Error::other(format!(
-            "{} is not a directory with mode 1777",
-            dir.display()
-        )));
-    }
-    Ok(dir)
-}
-
-/// Opens `path` in the lock directory (never through a symlink), creating it with `mode`
-/// (umask aside) if missing; read-write when allowed, else read-only.
-fn shared_file(path: &Path, mode: u32) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    let open = |write: bool| {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(write)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-    };
-    match std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-    {
-        Ok(f) => {
-            f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-            Ok(f)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            open(true).or_else(|_| open(false))
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// The directories under `/tmp` the job names (its working directory, workspace, writable
@@ -513,23 +451,13 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
     }
     let mut read_only = Vec::new();
     for p in protect {
-        // Without the hold another job could remove a placeholder under this one (which
-        // detaches the read-only mount over it): a hold that cannot be taken refuses the job,
-        // whatever the reason (a lock directory or file another user made unusable).
-        let hold = Hold::take(&p).map_err(|e| {
-            Refusal::new(
-                "isolation",
-                format!(
-                    "cannot take the lock that protects `{}` (in {LOCK_DIR}): {e}",
-                    p.display()
-                ),
-            )
-        })?;
-        let covered = hold.cover(&p, p.ends_with("hooks"));
-        holds.push(hold);
-        let target = match covered {
-            Ok(Some(t)) => t,
-            Ok(None) => continue,
+        // The hold keeps a placeholder from being removed under this job by another (which
+        // detaches the read-only mount over it); one that cannot be taken refuses the job.
+        let target = match super::placeholder::cover(&p, p.ends_with("hooks")) {
+            Ok(covered) => {
+                holds.extend(covered.hold);
+                covered.target
+            }
             // What the caller cannot create, the command (same user, no capabilities)
             // cannot either.
             Err(e)
@@ -539,6 +467,9 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
                 ) =>
             {
                 continue
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Err(Refusal::new("isolation", e.to_string()))
             }
             Err(e) => return Err(fail("read_only_paths".into(), e, &p)),
         };

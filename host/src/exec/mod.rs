@@ -22,8 +22,9 @@ mod builder;
 mod cgroup1;
 mod cgroup_names;
 #[cfg(target_arch = "x86_64")]
-mod clone;
+pub(crate) mod clone;
 pub(crate) mod contain;
+mod denied;
 #[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;
@@ -40,6 +41,7 @@ mod namespaces;
 mod net;
 mod notify;
 mod paths;
+mod placeholder;
 #[doc(hidden)]
 pub mod record;
 mod refusals;
@@ -51,6 +53,7 @@ mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
 mod tee;
+mod tier;
 mod view;
 mod workspace;
 
@@ -65,6 +68,7 @@ pub use request::{Limits, OnViolation, Refusal, Request};
 pub use run::{
     exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, StartFrom, Violation,
 };
+pub use tier::Tier;
 
 // Used by the other front ends (`sandbox run`, `learn`) and the tests: not part of the API.
 #[doc(hidden)]

@@ -138,12 +138,7 @@ fn spec(
     };
     let mut writable = writable_set(rules, &allows, cwd);
     writable.extend(temp.map(Path::to_path_buf));
-    let mut deny_read = match std::env::var_os("HOME") {
-        Some(home) if Path::new(&home).is_absolute() => {
-            landlock::default_deny_read(Path::new(&home))
-        }
-        _ => Vec::new(),
-    };
+    let mut deny_read = crate::credentials::deny_read(&crate::credentials::Context::current());
     deny_read.extend(rules.deny_read.iter().cloned());
     Ok(Spec {
         deny_read,
@@ -270,13 +265,10 @@ pub fn preload_layer(
     }))
 }
 
-/// `$TMPDIR_or_/tmp/sandbox-env-<uid>`, mode 0700, ours: created when missing, refused when
-/// someone else's or open to others.
-fn env_temp_dir() -> std::io::Result<PathBuf> {
-    let uid = crate::sys::euid();
-    let dir = std::env::temp_dir().join(format!("sandbox-env-{uid}"));
-    private_dir(&dir, uid)?;
-    Ok(dir)
+/// `tmp` in the caller's state directory (module `state_dir`), mode 0700: not in the shared
+/// temporary directory, where another user could take the name first and deny the route.
+fn env_temp_dir() -> Result<PathBuf, String> {
+    crate::state_dir::sub("tmp")
 }
 
 /// Creates `dir` with mode 0700, or accepts it when it already is a directory of `uid` that

@@ -392,11 +392,9 @@ impl<'a> Policy<'a> {
             landlock.is_some_and(|l| l.prepared.status().enforced.iter().any(|e| e == what))
         };
         let deny_read = if enforced("fs-read-deny") {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .filter(|h| h.is_absolute());
-            home.map(|h| crate::landlock::default_deny_read(&h))
-                .unwrap_or_default()
+            // The list the layer was built from (paths.rs): the credential list, then the
+            // request's own.
+            crate::credentials::deny_read(&crate::credentials::Context::current())
                 .into_iter()
                 .chain(v.paths.deny_read.iter().cloned())
                 .map(|d| resolved(&d))
@@ -504,7 +502,7 @@ impl Policy<'_> {
             return None;
         }
         if under(&self.deny_read) && kind != Kind::Busy {
-            return Some(("unreadable: a credential (the deny list)".into(), None));
+            return Some((CREDENTIAL.into(), None));
         }
         // git writes `config.lock` beside the config and renames it over.
         let unlocked = p.strip_suffix(".lock").map(|u| resolved(Path::new(u)));
@@ -612,11 +610,21 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
     found
 }
 
-/// The warning line of each entry, and one for those not itemized.
-pub(crate) fn warnings(found: &Found) -> Vec<String> {
+/// The rule of a credential's entry.
+const CREDENTIAL: &str = "unreadable: a credential (the deny list)";
+
+/// The warning line of each entry, and one for those not itemized. A credential read that
+/// `said` names already (module `denied`'s line, which says which entry of the list and why)
+/// is not said twice.
+pub(crate) fn warnings(found: &Found, said: &[String]) -> Vec<String> {
+    let named = |path: &str| {
+        said.iter()
+            .any(|w| w.starts_with("sandbox: refused: reading ") && w.contains(path))
+    };
     let mut out: Vec<String> = found
         .entries
         .iter()
+        .filter(|e| !(e.rule == CREDENTIAL && e.path.as_deref().is_some_and(named)))
         .map(|e| {
             let what = e
                 .path
@@ -782,7 +790,10 @@ mod tests {
         let f = name(&text, &policy(&[], &[]));
         assert_eq!(f.entries.len(), MAX_ENTRIES);
         assert_eq!(f.omitted, 100 - MAX_ENTRIES as u64);
-        assert!(warnings(&f).last().unwrap().contains("68 more refusals"));
+        assert!(warnings(&f, &[])
+            .last()
+            .unwrap()
+            .contains("68 more refusals"));
     }
 
     /// The figures of docs/benchmarks.md ("Refusals named from stderr"): `cargo test
@@ -859,7 +870,7 @@ mod tests {
             }],
             omitted: 0,
         };
-        assert!(!warnings(&f)[0].contains('\u{1b}'));
+        assert!(!warnings(&f, &[])[0].contains('\u{1b}'));
         assert_eq!(shell_word("/a b'c"), r"'/a b'\''c'");
     }
 }

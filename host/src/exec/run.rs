@@ -132,6 +132,10 @@ pub struct ExecResult {
     pub violations_omitted: u64,
     /// Whether a filter applied, and which profile.
     pub sandboxed: SandboxInfo,
+    /// The layers that held, in one word: `isolated` (namespaces, Landlock, seccomp),
+    /// `contained` (Landlock and seccomp), `filtered` (seccomp alone), `unconfined` (no
+    /// filter).
+    pub tier: super::tier::Tier,
     /// Warnings about the run (for example: ran unconfined).
     pub warnings: Vec<String>,
     /// What the Landlock layer enforced (`null` when it was off).
@@ -985,7 +989,7 @@ fn run(
     }
     drop(input);
     drop(pidfd);
-    let mut tally = notified
+    let tally = notified
         .or(notifier.take().map(|n| n.tally))
         .filter(|t| !t.seen.is_empty())
         .unwrap_or_else(|| registration.slot().tally());
@@ -1032,9 +1036,6 @@ fn run(
             ));
         }
     }
-    if tally.killer.is_none() {
-        tally.killer = preload.and_then(|r| r.violation.map(|(nr, _)| (nr, None)));
-    }
     if tally.paced_since.is_some() {
         warnings.push(format!(
             "sandbox: the program made {} refused calls; past {} they were answered at most {} \
@@ -1045,6 +1046,11 @@ fn run(
             super::notify::PACED_RATE
         ));
     }
+    // The preload's `violation` line is written from inside the program's own process, which
+    // can write that line too, and raise SIGSYS (or queue one with the seccomp `si_code`)
+    // itself: a claim, never the kernel's word. Only the supervisor's record of a refused
+    // call (the kernel's notification) names the filter; the claim is passed on as such.
+    let claimed = preload.and_then(|r| r.violation).map(|(nr, _)| nr);
     // Degraded only because the caller allowed it (`preferred`): said on every run, with the
     // way to refuse instead in the caller's terms.
     let required = |layer: &str| match v.audience {
@@ -1062,14 +1068,35 @@ fn run(
             required("landlock")
         ));
     }
+    // Credential reads the layer refused, named from what the program reported.
+    if let Some(status) = layer
+        .as_ref()
+        .map(|l| l.prepared.status())
+        .filter(|s| s.enforced.iter().any(|e| e == "fs-read-deny"))
+    {
+        let off = match v.audience {
+            super::request::Audience::Json => "landlock \"off\"",
+            super::request::Audience::Cli => "--landlock off",
+        };
+        warnings.extend(super::denied::refusals(
+            &stderr,
+            &status.deny_read_absent,
+            off,
+        ));
+    }
+    let landlock_held = layer
+        .as_ref()
+        .is_some_and(|l| !l.prepared.status().enforced.is_empty());
+    let tier = super::tier::Tier::of(filter, landlock_held, isolation.is_ok());
     let isolation = match isolation {
         Ok(l) => Some(l.status.clone()),
         Err(why) if why.is_empty() => None,
         Err(why) => {
             warnings.push(format!(
-                "sandbox: warning: namespaces unavailable ({why}); ran without isolation (own \
-                 PID space and /proc, private /tmp, read-only .git/hooks); {} to refuse \
-                 instead",
+                "sandbox: warning: namespaces unavailable ({why}); ran in the {tier} tier ({}), \
+                 without isolation (own PID space and /proc, private /tmp, read-only \
+                 .git/hooks); {} to refuse instead",
+                tier.layers(),
                 required("isolation")
             ));
             Some(super::isolation::Status {
@@ -1143,20 +1170,19 @@ fn run(
                 .cloned()
                 .unwrap_or_else(|| entry(nr, program, 1, &[0; 6])),
         ),
-        (Some(libc::SIGSYS), None) if filter != Sandboxed::None => Some(Violation {
-            syscall: "unknown".into(),
-            number: None,
-            count: 1,
-            program: None,
-            profile: v.profile.clone(),
-            hint: format!(
-                "a kill rule of profile {} stopped the program without naming the call",
-                v.profile
-            ),
-            change: None,
-        }),
+        // SIGSYS without a refused call the supervisor saw: the program may have raised it
+        // itself (or a kill rule of the profile ended it, which the kernel does not tell the
+        // host): reported as the signal it is, the filter not named.
         _ => None,
     };
+    if let (Some(libc::SIGSYS), None, Some(nr)) = (signal, &violation, claimed) {
+        warnings.push(format!(
+            "sandbox: the preload in the program's own process reported a refused call {} \
+             ({nr}) before it died of SIGSYS; the kernel did not confirm it (a program can \
+             write that report and raise SIGSYS itself)",
+            NATIVE.syscall_name(nr).unwrap_or("unknown")
+        ));
+    }
     let refusals = super::refusals::name(
         teed.as_deref().unwrap_or(&stderr),
         &super::refusals::Policy::of(
@@ -1168,7 +1194,7 @@ fn run(
             network.mode,
         ),
     );
-    warnings.extend(super::refusals::warnings(&refusals));
+    warnings.extend(super::refusals::warnings(&refusals, &warnings));
     Ok(ExecResult {
         program: v.program.to_string_lossy().into_owned(),
         exit_code,
@@ -1187,6 +1213,7 @@ fn run(
             filter,
             profile: v.profile.clone(),
         },
+        tier,
         warnings,
         landlock: layer.map(|l| l.prepared.status().clone()),
         limits_hit,
@@ -1202,12 +1229,9 @@ fn run(
 /// rule for a private /tmp would reach into directories bound back there: not when it must
 /// keep something under /tmp unreadable.
 fn private_tmp(v: &Validated) -> bool {
-    let home_deny = std::env::var_os("HOME")
-        .filter(|h| std::path::Path::new(h).is_absolute())
-        .map(|h| crate::landlock::default_deny_read(std::path::Path::new(&h)))
-        .unwrap_or_default();
+    let credentials = crate::credentials::deny_read(&crate::credentials::Context::current());
     v.paths.mode == crate::landlock::Mode::Off
-        || !home_deny
+        || !credentials
             .iter()
             .chain(&v.paths.deny_read)
             .any(|d| d.starts_with("/tmp"))

@@ -236,7 +236,7 @@ impl Request {
         req.resolve = optional::<BTreeMap<String, String>>(
             &obj,
             "resolve",
-            "must be an object mapping names to addresses ({\"api.example.com\": \"127.0.0.1\"})",
+            "must be an object mapping NAME:PORT to an address ({\"api.example.com:8080\": \"127.0.0.1\"})",
         )?
         .unwrap_or_default();
         req.host_ports = optional::<Vec<u16>>(
@@ -442,7 +442,8 @@ mod tests {
         r.read_only_paths = vec!["/tmp/r".into()];
         r.network = Some(crate::network::Mode::Proxy);
         r.allow_domains = vec!["example.com".into()];
-        r.resolve.insert("example.com".into(), "127.0.0.1".into());
+        r.resolve
+            .insert("example.com:8080".into(), "127.0.0.1".into());
         r.host_ports = vec![8080];
         r
     }

@@ -207,6 +207,12 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             "namespaces are implemented for x86_64 only",
         )));
     }
+    // `clone3` creates the child in the request cgroup; where only `clone` works, the child
+    // joins it before anything of the program runs.
+    #[cfg(target_arch = "x86_64")]
+    let into_cgroup = super::clone::clone3_works();
+    #[cfg(not(target_arch = "x86_64"))]
+    let into_cgroup = false;
     let local = Shared::new();
     #[cfg(target_arch = "x86_64")]
     let sh: &Shared = ns.as_ref().map_or(&local, |n| n.shared());
@@ -219,7 +225,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         cwd: spec.cwd.map_or(std::ptr::null(), |c| c.as_ptr()),
         stdio: spec.stdio,
         report: spec.report.unwrap_or(-1),
-        join_cgroup: if cfg!(target_arch = "x86_64") {
+        join_cgroup: if cfg!(target_arch = "x86_64") && into_cgroup {
             -1
         } else {
             spec.cgroup.unwrap_or(-1)
@@ -251,7 +257,8 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
     let pidfd = AtomicI32::new(-1);
     #[cfg(target_arch = "x86_64")]
     let args = {
-        let mut args = clone_args(&stack, spec.cgroup, &pidfd, &sh.phase);
+        let cgroup = spec.cgroup.filter(|_| into_cgroup);
+        let mut args = clone_args(&stack, cgroup, &pidfd, &sh.phase);
         if let Some(n) = &ns {
             match n.init_stack() {
                 // Sharing our memory, on a stack of its own that lives as long as it does.
@@ -368,6 +375,12 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         let stage = sh.failed[0].load(Ordering::Acquire);
         if stage != 0 {
             let err = std::io::Error::from_raw_os_error(sh.failed[1].load(Ordering::Relaxed));
+            // The clone worked but the init could not map ids or mount (a container whose
+            // /proc has paths mounted over it refuses a fresh one): the probes say whether
+            // namespaces are usable here at all, as after a refused clone.
+            if has_init && matches!(Stage::from_i32(stage), Some(Stage::IdMap | Stage::Mounts)) {
+                note_refusal(true);
+            }
             failure = Some(match Stage::from_i32(stage) {
                 Some(Stage::Exec) => SpawnError::Exec(err),
                 Some(s) => SpawnError::Setup(std::io::Error::new(
@@ -463,10 +476,16 @@ thread_local! {
 /// (namespaces are presumed to work until then): when they confirm the refusal, the caller
 /// learns it from [`take_namespaces_refused`] and plans the job again without them.
 fn clone_failed(rc: isize, namespaced: bool) -> SpawnError {
+    note_refusal(namespaced);
+    SpawnError::Setup(std::io::Error::from_raw_os_error(-rc as i32))
+}
+
+/// After a namespaced spawn failed: runs the probes, and when they confirm the refusal, flags
+/// it for [`take_namespaces_refused`].
+fn note_refusal(namespaced: bool) {
     if namespaced && super::isolation::recheck() {
         NAMESPACES_REFUSED.with(|f| f.set(true));
     }
-    SpawnError::Setup(std::io::Error::from_raw_os_error(-rc as i32))
 }
 
 /// Whether this thread's last spawn failed because namespaces are refused here (once: the

@@ -42,6 +42,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 pub const SECRET_CALLS: &[(&str, u8)] = &[
     // The spawner thread.
     ("clone3", 2),
+    // Where `clone3` is refused (`clone::clone3_works`); clone uses five arguments.
+    ("clone", 5),
     ("futex", 4),
     // The child.
     ("rt_sigaction", 4),
@@ -299,8 +301,8 @@ impl Drop for Ticket<'_> {
 }
 
 /// The spawner thread: install the filter on itself, then clone children on request. After
-/// the filter is installed it makes only `futex` and `clone3` calls carrying the secret, and
-/// never allocates, blocks a signal handler or exits.
+/// the filter is installed it makes only `futex` and `clone3` (or `clone`) calls carrying the
+/// secret, and never allocates, blocks a signal handler or exits.
 fn serve(sp: &'static Spawner, prog: Vec<Insn>) {
     // SAFETY: signal mask, no_new_privs and seccomp of this thread only, on locals and `prog`.
     let rc = unsafe {

@@ -1,80 +1,12 @@
-//! Where an allowed name may lead: pinned names (`--resolve NAME:ADDR`), the address classes a
-//! resolved name must not reach (loopback, private, link-local, CGNAT, cloud metadata...), and
-//! resolution itself.
+//! Where an allowed name may lead: the address classes a resolved name must not reach
+//! (loopback, private, link-local, CGNAT, cloud metadata...), and resolution itself, which a
+//! pin (`super::pins`) replaces.
 //!
 //! The check is on the addresses the proxy then connects to, never on a second lookup, so a
 //! name whose DNS answer changes between check and use (DNS rebinding) gains nothing.
 
-use super::domain::{Host, NameError};
-use std::collections::BTreeMap;
+use super::domain::Host;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
-
-/// Names pinned to an address by the user; a pinned name is not looked up, and its address
-/// is trusted (it may be loopback or private: pinning is how a user says so).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Pins {
-    map: BTreeMap<String, IpAddr>,
-}
-
-impl Pins {
-    /// Pins from `NAME:ADDR` texts (as given to `--resolve`; ADDR is IPv4 or IPv6, brackets
-    /// optional); the error carries the index of the first bad one.
-    pub fn parse_list<S: AsRef<str>>(entries: &[S]) -> Result<Pins, (usize, NameError)> {
-        let mut pins = Pins::default();
-        for (i, e) in entries.iter().enumerate() {
-            let e = e.as_ref();
-            let Some((name, addr)) = e.split_once(':') else {
-                return Err((
-                    i,
-                    pin_error(e, "must be NAME:ADDR (`example.com:127.0.0.1`)"),
-                ));
-            };
-            pins.add(name, addr).map_err(|err| (i, err))?;
-        }
-        Ok(pins)
-    }
-
-    /// Pins `name` to `addr`; a name pinned twice keeps the last address.
-    pub fn add(&mut self, name: &str, addr: &str) -> Result<(), NameError> {
-        let Host::Name(name) = Host::parse(name)? else {
-            return Err(pin_error(name, "is an address; pin a domain name"));
-        };
-        let unbracketed = addr
-            .strip_prefix('[')
-            .and_then(|a| a.strip_suffix(']'))
-            .unwrap_or(addr);
-        let ip = unbracketed
-            .parse::<IpAddr>()
-            .map_err(|_| pin_error(addr, "is not an IPv4 or IPv6 address"))?;
-        self.map.insert(name, ip);
-        Ok(())
-    }
-
-    /// The address `host` is pinned to, if any.
-    pub fn get(&self, host: &Host) -> Option<IpAddr> {
-        match host {
-            Host::Name(n) => self.map.get(n).copied(),
-            Host::Ip(_) => None,
-        }
-    }
-
-    /// Whether no name is pinned.
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-}
-
-fn pin_error(text: &str, reason: &str) -> NameError {
-    NameError {
-        text: text
-            .chars()
-            .take(80)
-            .collect::<String>()
-            .escape_debug()
-            .to_string(),
-        reason: reason.to_string(),
-    }
-}
 
 /// Why a destination's addresses were not used.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,11 +22,15 @@ pub enum Unreachable {
     NoAddress(String),
 }
 
-/// The addresses to try for `host:port`: the pinned one, or the permitted ones among those
-/// the resolver returns (internal addresses are dropped; if none is left, the destination is
-/// refused).
-pub fn resolve(host: &Host, port: u16, pins: &Pins) -> Result<Vec<SocketAddr>, Unreachable> {
-    if let Some(ip) = pins.get(host) {
+/// The addresses to try for `host:port`: `pinned` (the address the user pinned the name to
+/// for this port), or the permitted ones among those the resolver returns (internal addresses
+/// are dropped; if none is left, the destination is refused).
+pub fn resolve(
+    host: &Host,
+    port: u16,
+    pinned: Option<IpAddr>,
+) -> Result<Vec<SocketAddr>, Unreachable> {
+    if let Some(ip) = pinned {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
     let found: Vec<SocketAddr> = match host {
@@ -238,36 +174,10 @@ mod tests {
     }
 
     #[test]
-    fn pins_parse_and_win() {
-        let pins =
-            Pins::parse_list(&["api.example.com:127.0.0.1", "v6.example.com:[::1]"]).unwrap();
-        let api = Host::parse("API.example.com").unwrap();
-        assert_eq!(
-            resolve(&api, 8080, &pins).unwrap(),
-            vec!["127.0.0.1:8080".parse().unwrap()]
-        );
-        let v6 = Host::parse("v6.example.com").unwrap();
-        assert_eq!(pins.get(&v6), Some("::1".parse().unwrap()));
-        for bad in [
-            "noaddr",
-            "a.com:",
-            "a.com:1.2.3",
-            "a.com:localhost",
-            ":1.2.3.4",
-            "1.2.3.4:1.2.3.4",
-            "*.a.com:1.2.3.4",
-            "a.com:1.2.3.4:80",
-        ] {
-            assert!(Pins::parse_list(&[bad]).is_err(), "{bad:?} was accepted");
-        }
-    }
-
-    #[test]
     fn literal_internal_addresses_are_refused() {
-        let pins = Pins::default();
         let h = Host::parse("127.0.0.1").unwrap();
         assert_eq!(
-            resolve(&h, 80, &pins),
+            resolve(&h, 80, None),
             Err(Unreachable::Internal {
                 addr: "127.0.0.1".parse().unwrap(),
                 class: "loopback"
@@ -276,7 +186,7 @@ mod tests {
         // `localhost` resolves (from /etc/hosts) to loopback only.
         let h = Host::parse("localhost").unwrap();
         assert!(matches!(
-            resolve(&h, 80, &pins),
+            resolve(&h, 80, None),
             Err(Unreachable::Internal {
                 class: "loopback",
                 ..

@@ -1,7 +1,7 @@
 //! What a proxy allows and its bounds: the configuration every part of the proxy reads.
 
-use super::address::Pins;
 use super::domain::Allowlist;
+use super::pins::Pins;
 use std::time::Duration;
 
 /// Default limit on a request head (request line and headers), in bytes.
@@ -16,7 +16,7 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// How refusals name the option that would change them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Naming {
-    /// Command-line flags: `--allow-domain NAME`, `--resolve NAME:ADDR`.
+    /// Command-line flags: `--allow-domain NAME`, `--resolve NAME:PORT:ADDR`.
     #[default]
     Flags,
     /// JSON request fields: `allow_domains`, `resolve`.
@@ -28,7 +28,7 @@ pub enum Naming {
 pub struct Config {
     /// The domains it lets through.
     pub allow: Allowlist,
-    /// Names pinned to addresses.
+    /// Names pinned to addresses, each for one port (or every port of a public address).
     pub pins: Pins,
     /// How refusals name options.
     pub naming: Naming,

@@ -1,5 +1,5 @@
-//! Deciding on a destination and connecting to it: the allowlist, then the addresses (pinned,
-//! or resolved with internal ones dropped), then a connect with a timeout. Every decision is
+//! Deciding on a destination and connecting to it: the allowlist, then the addresses (pinned
+//! for the port asked, or resolved with internal ones dropped), then a connect with a timeout. Every decision is
 //! recorded; every refusal comes back as the status and the line the client will read.
 
 use super::address::{self, Unreachable};
@@ -67,19 +67,25 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
             ),
         });
     }
-    let addrs = match address::resolve(&target.host, port, &c.pins) {
+    // A pin holds for its port only: on another port the name is decided as if unpinned, and
+    // the refusal says which ports it is pinned for.
+    let addrs = match address::resolve(&target.host, port, c.pins.get(&target.host, port)) {
         Ok(a) => a,
         Err(Unreachable::Internal { addr, class }) => {
+            let pinned = pinned_elsewhere(&c.pins, &target.host);
             shared
                 .records
-                .refused(&host, port, format!("resolves to {addr} ({class})"));
+                .refused(&host, port, format!("resolves to {addr} ({class}){pinned}"));
             return Err(Refused {
                 status: 403,
-                message: internal_message(&target.host, port, addr, class, c.naming),
+                message: internal_message(&target.host, port, addr, class, c.naming, &pinned),
             });
         }
         Err(Unreachable::NoAddress(e)) => {
-            let e = format!("does not resolve: {e}");
+            let e = format!(
+                "does not resolve: {e}{}",
+                pinned_elsewhere(&c.pins, &target.host)
+            );
             shared.records.allowed(&host, port, Some(e.clone()));
             return Err(Refused {
                 status: 502,
@@ -118,24 +124,39 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
     })
 }
 
+/// `" (pinned for port 8080 only)"` when `host` has pins for ports other than the one asked
+/// (a request on an asked port never gets here), else nothing.
+fn pinned_elsewhere(pins: &super::pins::Pins, host: &Host) -> String {
+    let ports: Vec<String> = pins.ports(host).iter().map(u16::to_string).collect();
+    match ports.len() {
+        0 => String::new(),
+        1 => format!(" (pinned for port {} only)", ports[0]),
+        _ => format!(" (pinned for ports {} only)", ports.join(", ")),
+    }
+}
+
+/// The line for a destination refused for its internal address, with the exact pin for the
+/// port asked (a pin opens one port, so the suggestion names it).
 fn internal_message(
     host: &Host,
     port: u16,
     addr: std::net::IpAddr,
     class: &str,
     naming: Naming,
+    pinned: &str,
 ) -> String {
     let why = match host {
         Host::Ip(_) => format!("{addr} is a {class} address"),
         Host::Name(_) => format!("`{host}` resolves to {addr}, a {class} address"),
     };
     let change = match (host, naming) {
-        (Host::Name(n), Naming::Flags) => {
-            format!("if that is intended, pin it with --resolve {n}:{addr}")
-        }
-        (Host::Name(n), Naming::Fields) => {
-            format!("if that is intended, pin it with \"resolve\": {{\"{n}\": \"{addr}\"}}")
-        }
+        (Host::Name(n), Naming::Flags) => format!(
+            "if that is intended, pin it for this port with --resolve {}",
+            super::pins::flag_value(n, port, addr)
+        ),
+        (Host::Name(n), Naming::Fields) => format!(
+            "if that is intended, pin it for this port with \"resolve\": {{\"{n}:{port}\": \"{addr}\"}}"
+        ),
         (Host::Ip(_), Naming::Flags) => {
             "a port of the host's loopback is reachable with --allow-host-port PORT".to_string()
         }
@@ -144,7 +165,7 @@ fn internal_message(
         }
     };
     format!(
-        "sandbox: the proxy refused {}: {why}, which allowed names may not reach; {change}",
+        "sandbox: the proxy refused {}: {why}, which allowed names may not reach{pinned}; {change}",
         host.authority(port)
     )
 }

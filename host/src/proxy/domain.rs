@@ -149,7 +149,7 @@ pub struct NameError {
 }
 
 impl NameError {
-    fn new(text: &str, reason: impl Into<String>) -> NameError {
+    pub(super) fn new(text: &str, reason: impl Into<String>) -> NameError {
         let mut shown: String = text.chars().take(80).collect();
         if shown.len() < text.len() {
             shown.push_str("...");

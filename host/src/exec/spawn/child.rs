@@ -96,7 +96,8 @@ pub(super) struct Ctx {
     pub(super) stdio: [RawFd; 3],
     /// Becomes descriptor 3 across exec (-1: none).
     pub(super) report: RawFd,
-    /// The cgroup directory to join from the child (-1: none, or created in it by clone3).
+    /// The cgroup directory to join from the child (-1: none, or created in it by clone3;
+    /// joined here where clone3 is refused).
     pub(super) join_cgroup: RawFd,
     /// Cgroup directories in v1 hierarchies the child joins too (v1 has no `CLONE_INTO_CGROUP`).
     pub(super) join_v1: *const RawFd,
@@ -273,21 +274,19 @@ pub(super) extern "C" fn child_main(arg: *mut c_void) -> c_int {
         if rc < 0 {
             fail(c, Stage::Session, rc);
         }
+        // With the secret: where `clone3` is refused this child of a spawner thread joins
+        // its cgroup itself, under the profile's filter (see `clone::clone3_works`).
         if c.join_cgroup >= 0 {
-            let procs = sys!(
-                libc::SYS_openat,
-                c.join_cgroup,
-                c"cgroup.procs".as_ptr(),
-                libc::O_WRONLY | libc::O_CLOEXEC
-            );
+            let procs = ksys!(c; libc::SYS_openat, c.join_cgroup, c"cgroup.procs".as_ptr(),
+                libc::O_WRONLY | libc::O_CLOEXEC, 0);
             if procs < 0 {
                 fail(c, Stage::Cgroup, procs);
             }
-            let rc = sys!(libc::SYS_write, procs, b"0".as_ptr(), 1);
+            let rc = ksys!(c; libc::SYS_write, procs, b"0".as_ptr(), 1);
             if rc != 1 {
                 fail(c, Stage::Cgroup, rc.min(-libc::EIO as isize));
             }
-            sys!(libc::SYS_close, procs);
+            ksys!(c; libc::SYS_close, procs);
         }
         // Before anything of the program runs, so that all its memory and processes count.
         // Through `tasks` (this thread; the child has no other): moving the calling thread

@@ -1,0 +1,593 @@
+//! `sandbox` inside containers shaped like the two places agents are deployed, run by runc on
+//! the real kernel:
+//!
+//! - **docker**: Docker's default capabilities, the moby default seccomp profile
+//!   (`/work/shared/data/moby-seccomp/default.json`, or the copy under `policy/tests/data`)
+//!   turned into `linux.seccomp` as dockerd does for a container without `CAP_SYS_ADMIN`
+//!   (it answers `clone3` with ENOSYS and refuses `unshare` and `clone` with namespace flags),
+//!   and runc's default masked and read-only `/proc` paths;
+//! - **kubernetes**: a pod with seccomp `Unconfined` (no filter), the same capabilities and the
+//!   same masked `/proc`, which refuses a fresh `/proc` to a user namespace.
+//!
+//! In each, as root and as uid 1000: `sandbox run` works and names its tier (contained: the
+//! namespaces are refused), `sandbox check` reports the same tier and exit status, `exec
+//! --json` works, and Landlock still refuses a credential read and a write outside the
+//! workspace; the controls do the same read and write without the sandbox, which succeed.
+//!
+//! Where only `clone3` is refused (a filter answering ENOSYS, as older container profiles do,
+//! that leaves namespaces alone), runs take the `clone` path and keep the isolated tier and
+//! their cgroup; that test needs no runc.
+//!
+//! The root file system is a minimal one: the host's `/usr` and `/etc` and the directory of the
+//! binary under test bound read-only, a home and a workspace bound writable. Needs runc (.ci/run
+//! installs it); skipped, saying so, without it.
+
+mod common;
+
+use common::SANDBOX;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Docker's default capabilities (moby `oci/caps/defaults.go`).
+const DOCKER_CAPS: &[&str] = &[
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
+];
+
+/// What the credential file holds.
+const SECRET: &str = "PRIVATE-KEY-MATERIAL";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Docker,
+    Kubernetes,
+    /// As `Kubernetes`, with runc's read-only `/proc` paths but none masked: nothing tells the
+    /// host in advance that a fresh `/proc` will be refused, so the first spawn finds it.
+    ReadOnlyProc,
+}
+
+/// The moby profile's JSON.
+fn moby_profile() -> serde_json::Value {
+    let shared = Path::new("/work/shared/data/moby-seccomp/default.json");
+    let vendored =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy/tests/data/moby/default.json");
+    let path = if shared.exists() {
+        shared.to_path_buf()
+    } else {
+        vendored
+    };
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+/// The moby profile as dockerd gives it to runc for an x86_64 container with `caps`: rules
+/// kept or dropped by their `includes`/`excludes` (capabilities, architectures, minimum
+/// kernel: every kernel this runs on is newer than any the profile names).
+fn docker_seccomp(caps: &[&str]) -> serde_json::Value {
+    let moby = moby_profile();
+    let has = |list: &serde_json::Value, wanted: &dyn Fn(&str) -> bool| {
+        list.as_array()
+            .is_some_and(|a| a.iter().any(|v| v.as_str().is_some_and(wanted)))
+    };
+    let all = |list: &serde_json::Value, wanted: &dyn Fn(&str) -> bool| {
+        list.as_array()
+            .is_none_or(|a| a.iter().all(|v| v.as_str().is_some_and(wanted)))
+    };
+    let amd64 = |a: &str| a == "amd64";
+    let cap = |c: &str| caps.contains(&c);
+    let mut rules = Vec::new();
+    for rule in moby["syscalls"].as_array().unwrap() {
+        let inc = &rule["includes"];
+        let exc = &rule["excludes"];
+        if !all(&inc["caps"], &cap) || (inc["arches"].is_array() && !has(&inc["arches"], &amd64)) {
+            continue;
+        }
+        if has(&exc["caps"], &cap) || has(&exc["arches"], &amd64) {
+            continue;
+        }
+        let mut r = serde_json::json!({"names": rule["names"], "action": rule["action"]});
+        for k in ["errnoRet", "args"] {
+            if !rule[k].is_null() {
+                r[k] = rule[k].clone();
+            }
+        }
+        rules.push(r);
+    }
+    serde_json::json!({
+        "defaultAction": moby["defaultAction"],
+        "defaultErrnoRet": moby["defaultErrnoRet"],
+        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+        "syscalls": rules,
+    })
+}
+
+/// A bundle: the minimal root, a home with a credential, a workspace, runc's default config.
+struct Bundle {
+    dir: tempfile::TempDir,
+}
+
+impl Bundle {
+    fn new() -> Bundle {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("rootfs");
+        for d in [
+            "usr", "etc", "proc", "dev", "sys", "tmp", "home/u", "ws", "t",
+        ] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        // Debian's merged /usr: the top-level program and library directories are links.
+        for l in ["bin", "sbin", "lib", "lib64", "lib32", "libx32"] {
+            if Path::new("/").join(l).exists() {
+                std::os::unix::fs::symlink(format!("usr/{l}"), root.join(l)).unwrap();
+            }
+        }
+        for (name, uid) in [("root-home", 0), ("home", 1000)] {
+            let home = dir.path().join(name);
+            std::fs::create_dir_all(home.join(".ssh")).unwrap();
+            std::fs::write(home.join(".ssh/id_ed25519"), SECRET).unwrap();
+            for p in [
+                home.clone(),
+                home.join(".ssh"),
+                home.join(".ssh/id_ed25519"),
+            ] {
+                std::os::unix::fs::chown(&p, Some(uid), Some(uid)).unwrap();
+            }
+        }
+        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+        std::os::unix::fs::chown(dir.path().join("ws"), Some(1000), Some(1000)).unwrap();
+        std::fs::create_dir_all(dir.path().join("tmp")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            dir.path().join("tmp"),
+            std::fs::Permissions::from_mode(0o1777),
+        )
+        .unwrap();
+        let o = Command::new("runc")
+            .args(["spec", "--bundle"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "runc spec: {o:?}");
+        // Every container starts from runc's default config, kept aside.
+        std::fs::rename(
+            dir.path().join("config.json"),
+            dir.path().join("default.json"),
+        )
+        .unwrap();
+        Bundle { dir }
+    }
+
+    /// Runs `args` in a container of `shape` as `uid` (root with Docker's capabilities, any
+    /// other user with none, as Docker gives them), in the workspace `/ws`, HOME `/home/u`.
+    fn run(&self, shape: Shape, uid: u32, args: &[&str], stdin: Option<&[u8]>) -> Output {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let path = self.dir.path().join("config.json");
+        // Each user has a home of its own (what root's runs leave there is root's).
+        let home = if uid == 0 { "root-home" } else { "home" };
+        let default = self.dir.path().join("default.json");
+        let mut c: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(default).unwrap()).unwrap();
+        let caps = serde_json::json!(DOCKER_CAPS);
+        c["process"]["terminal"] = false.into();
+        c["process"]["args"] = serde_json::json!(args);
+        c["process"]["user"] = serde_json::json!({"uid": uid, "gid": uid});
+        c["process"]["cwd"] = "/ws".into();
+        c["process"]["env"] = serde_json::json!([
+            "PATH=/usr/local/bin:/usr/bin:/bin",
+            "HOME=/home/u",
+            "LANG=C.UTF-8"
+        ]);
+        c["process"]["noNewPrivileges"] = false.into();
+        c["process"]["capabilities"] = if uid == 0 {
+            serde_json::json!({"bounding": caps, "effective": caps, "permitted": caps})
+        } else {
+            serde_json::json!({"bounding": caps})
+        };
+        c["root"] = serde_json::json!({"path": self.dir.path().join("rootfs"), "readonly": true});
+        // The host's cgroup hierarchies are not the container's business here (a v1 host's
+        // cannot be mounted into a root this minimal); the sandbox then finds none to use.
+        let mut mounts: Vec<serde_json::Value> = c["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["destination"] != "/sys/fs/cgroup")
+            .cloned()
+            .collect();
+        let bin = Path::new(SANDBOX).parent().unwrap();
+        for (src, dst, mode) in [
+            (PathBuf::from("/usr"), "/usr", "ro"),
+            (PathBuf::from("/etc"), "/etc", "ro"),
+            (bin.to_path_buf(), "/t", "ro"),
+            (self.dir.path().join(home), "/home/u", "rw"),
+            (self.dir.path().join("ws"), "/ws", "rw"),
+            (self.dir.path().join("tmp"), "/tmp", "rw"),
+        ] {
+            mounts.push(serde_json::json!({
+                "destination": dst, "type": "bind", "source": src, "options": ["rbind", mode]
+            }));
+        }
+        c["mounts"] = mounts.into();
+        match shape {
+            Shape::Docker => c["linux"]["seccomp"] = docker_seccomp(DOCKER_CAPS),
+            Shape::Kubernetes | Shape::ReadOnlyProc => {
+                c["linux"].as_object_mut().unwrap().remove("seccomp");
+            }
+        }
+        assert!(
+            c["linux"]["maskedPaths"]
+                .as_array()
+                .is_some_and(|m| m.iter().any(|p| p == "/proc/kcore")),
+            "runc's default config masks /proc"
+        );
+        if shape == Shape::ReadOnlyProc {
+            c["linux"]["maskedPaths"] = serde_json::json!([]);
+        }
+        std::fs::write(&path, c.to_string()).unwrap();
+        let id = format!(
+            "sandbox-containers-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut cmd = Command::new("runc");
+        cmd.args(["run", "--bundle"])
+            .arg(self.dir.path())
+            .arg(&id)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let o = match stdin {
+            None => cmd.stdin(Stdio::null()).output().unwrap(),
+            Some(input) => {
+                use std::io::Write;
+                let mut child = cmd.stdin(Stdio::piped()).spawn().unwrap();
+                child.stdin.take().unwrap().write_all(input).unwrap();
+                child.wait_with_output().unwrap()
+            }
+        };
+        let _ = Command::new("runc").args(["delete", "-f", &id]).output();
+        o
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A bundle, or `None` (said on stderr) when runc is not installed.
+fn runnable() -> Option<Bundle> {
+    if Command::new("runc").arg("--version").output().is_err() {
+        eprintln!("skipped: runc is not installed (.ci/run installs it)");
+        return None;
+    }
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "runc needs root");
+    Some(Bundle::new())
+}
+
+/// Everything the task asks of one container shape, as root and as uid 1000. `why` is what
+/// the degraded run must name as the reason namespaces are missing.
+fn contained_tier_holds(shape: Shape, why: &str) {
+    let Some(b) = runnable() else { return };
+    // The container is shaped as claimed: what refuses namespaces there does refuse them.
+    // clone3 with arguments the kernel rejects (EINVAL) meets the filter first (ENOSYS).
+    let clone3 = "import ctypes, os; l = ctypes.CDLL(None, use_errno=True); \
+                  l.syscall(435, None, 0); print(ctypes.get_errno())";
+    let o = b.run(shape, 1000, &["python3", "-c", clone3], None);
+    let want = if shape == Shape::Docker {
+        "38\n"
+    } else {
+        "22\n"
+    };
+    assert_eq!(text(&o.stdout), want, "{shape:?}: clone3: {o:?}");
+    // A fresh /proc in new user, PID and mount namespaces (util-linux's unshare).
+    let fresh_proc = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "--pid",
+        "--fork",
+        "--mount",
+        "--mount-proc",
+        "true",
+    ];
+    let o = b.run(shape, 1000, &fresh_proc, None);
+    assert!(!o.status.success(), "{shape:?}: {o:?}");
+    let o = Command::new(fresh_proc[0])
+        .args(&fresh_proc[1..])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "outside the container it works: {o:?}");
+    for uid in [0, 1000] {
+        let who = format!("{shape:?} as uid {uid}");
+        // A default-shaped run works, in the contained tier, and says why in one line.
+        let o = b.run(
+            shape,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "-v",
+                "--profile",
+                "minimal",
+                "--",
+                "/bin/true",
+            ],
+            None,
+        );
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");
+        assert!(err.contains("tier: contained"), "{who}: {err}");
+        let warning: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("namespaces unavailable"))
+            .collect();
+        assert_eq!(warning.len(), 1, "{who}: {err}");
+        assert!(
+            warning[0].contains("ran in the contained tier"),
+            "{who}: {err}"
+        );
+        assert!(warning[0].contains(why), "{who}: {err}");
+        // Required refuses, with the same reason.
+        let o = b.run(
+            shape,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--isolation",
+                "required",
+                "--",
+                "/bin/true",
+            ],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(125), "{who}: {o:?}");
+        assert!(text(&o.stderr).contains(why), "{who}: {o:?}");
+
+        // check: the same tier, and success, as the run.
+        let o = b.run(shape, uid, &["/t/sandbox", "check", "--json"], None);
+        assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["ok"], true, "{who}: {report}");
+        assert_eq!(report["tier"], "contained", "{who}: {report}");
+        assert_eq!(report["run"]["exit_code"], 0, "{who}: {report}");
+
+        // exec --json: the result names the tier and the reason.
+        let o = b.run(
+            shape,
+            uid,
+            &["/t/sandbox", "exec", "--json"],
+            Some(br#"{"argv": ["/bin/echo", "hi"], "profile": "minimal"}"#),
+        );
+        let result: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+        assert_eq!(result["exit_code"], 0, "{who}: {result}");
+        assert_eq!(result["stdout"], "hi\n", "{who}: {result}");
+        assert_eq!(result["tier"], "contained", "{who}: {result}");
+        assert!(
+            result["warnings"].to_string().contains(why),
+            "{who}: {result}"
+        );
+
+        // Landlock holds without namespaces: the credential cannot be read...
+        let read = "cat /home/u/.ssh/id_ed25519";
+        let o = b.run(
+            shape,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--profile",
+                "shell",
+                "--",
+                "bash",
+                "-c",
+                read,
+            ],
+            None,
+        );
+        assert!(!text(&o.stdout).contains(SECRET), "{who}: {o:?}");
+        assert_ne!(o.status.code(), Some(0), "{who}: {o:?}");
+        // ...which the same command reads without the sandbox (the control).
+        let o = b.run(shape, uid, &["bash", "-c", read], None);
+        assert_eq!(text(&o.stdout), SECRET, "{who}: control: {o:?}");
+
+        // A write outside the workspace is refused, one inside is not.
+        let outside = format!("echo x > /home/u/outside-{uid}");
+        let o = b.run(
+            shape,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--profile",
+                "shell",
+                "--",
+                "bash",
+                "-c",
+                &format!("echo in > /ws/inside-{uid} && {outside}"),
+            ],
+            None,
+        );
+        assert_ne!(o.status.code(), Some(0), "{who}: {o:?}");
+        let home = b
+            .dir
+            .path()
+            .join(if uid == 0 { "root-home" } else { "home" });
+        assert!(
+            !home.join(format!("outside-{uid}")).exists(),
+            "{who}: {o:?}"
+        );
+        assert!(
+            b.dir.path().join(format!("ws/inside-{uid}")).exists(),
+            "{who}: {o:?}"
+        );
+        let o = b.run(shape, uid, &["bash", "-c", &outside], None);
+        assert!(o.status.success(), "{who}: control: {o:?}");
+        assert!(
+            home.join(format!("outside-{uid}")).exists(),
+            "{who}: control"
+        );
+    }
+}
+
+#[test]
+fn in_a_docker_shaped_container_runs_are_contained_and_say_why() {
+    contained_tier_holds(Shape::Docker, "seccomp profile");
+}
+
+#[test]
+fn in_a_kubernetes_pod_with_a_masked_proc_runs_are_contained_and_say_why() {
+    contained_tier_holds(Shape::Kubernetes, "a fresh /proc is refused");
+}
+
+#[test]
+fn where_nothing_predicts_the_refused_proc_the_first_spawn_finds_it() {
+    let Some(b) = runnable() else { return };
+    let why = "a fresh /proc is refused";
+    for uid in [0, 1000] {
+        let o = b.run(
+            Shape::ReadOnlyProc,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "-v",
+                "--profile",
+                "minimal",
+                "--",
+                "/bin/true",
+            ],
+            None,
+        );
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "uid {uid}: {o:?}");
+        assert!(err.contains("tier: contained"), "uid {uid}: {err}");
+        assert!(err.contains(why), "uid {uid}: {err}");
+        let o = b.run(
+            Shape::ReadOnlyProc,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--isolation",
+                "required",
+                "--",
+                "/bin/true",
+            ],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(125), "uid {uid}: {o:?}");
+        assert!(text(&o.stderr).contains(why), "uid {uid}: {o:?}");
+        let o = b.run(
+            Shape::ReadOnlyProc,
+            uid,
+            &["/t/sandbox", "check", "--json"],
+            None,
+        );
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(o.status.code(), Some(0), "uid {uid}: {report}");
+        assert_eq!(report["tier"], "contained", "uid {uid}: {report}");
+    }
+}
+
+/// A program that installs a filter answering `clone3` with ENOSYS (and allowing everything
+/// else), then execs its arguments.
+const NO_CLONE3_C: &str = r#"
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 38),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog p = {sizeof f / sizeof f[0], f};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p)) {
+        perror("seccomp");
+        return 125;
+    }
+    execvp(argv[1], argv + 1);
+    perror("exec");
+    return 127;
+}
+"#;
+
+#[test]
+fn where_only_clone3_is_refused_runs_keep_the_isolated_tier_and_their_cgroup() {
+    use common::{command, sandbox, As, BOTH};
+    let dir = tempfile::tempdir().unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let src = dir.path().join("no-clone3.c");
+    let bin = dir.path().join("no-clone3");
+    std::fs::write(&src, NO_CLONE3_C).unwrap();
+    let o = Command::new("gcc")
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let work = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(work.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // The filter does refuse clone3: ENOSYS under it, the kernel's EINVAL without (control).
+    let clone3 = "import ctypes; l = ctypes.CDLL(None, use_errno=True); \
+                  l.syscall(435, None, 0); print(ctypes.get_errno())";
+    let o = command(As::Nobody, &bin)
+        .args(["python3", "-c", clone3])
+        .output()
+        .unwrap();
+    assert_eq!(text(&o.stdout), "38\n", "{o:?}");
+    let o = command(As::Nobody, "python3")
+        .args(["-c", clone3])
+        .output()
+        .unwrap();
+    assert_eq!(text(&o.stdout), "22\n", "control: {o:?}");
+    let script = "echo pid $$; cat /proc/self/cgroup";
+    for who in BOTH {
+        let run = |under: bool| {
+            let mut c = if under {
+                let mut c = command(who, &bin);
+                c.arg(SANDBOX);
+                c
+            } else {
+                sandbox(who)
+            };
+            let o = c
+                .args(["run", "-v", "--allow-root", "--profile", "shell", "--"])
+                .args(["bash", "-c", script])
+                .current_dir(work.path())
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{who:?} under={under}: {o:?}");
+            (text(&o.stdout), text(&o.stderr))
+        };
+        let (plain_out, _) = run(false);
+        let (out, err) = run(true);
+        assert!(err.contains("tier: isolated"), "{who:?}: {err}");
+        // PID 1 is the namespaces' init, cloned by `clone`; the program is its child.
+        assert!(out.starts_with("pid 2\n"), "{who:?}: {out}");
+        // The child joined the request's cgroups itself: where the clone3 run is in one of
+        // the sandbox's, so is this one.
+        let own = |t: &str| t.lines().filter(|l| l.contains("sandbox-")).count();
+        assert_eq!(own(&out), own(&plain_out), "{who:?}: {out} vs {plain_out}");
+    }
+}
