@@ -244,6 +244,14 @@ pub enum Cmd {
     /// Run a program under the sandbox.
     Run(RunArgs),
     /// Print the variables that sandbox a program (for agents in other languages).
+    ///
+    /// What the preload route cannot stop: code that runs before the library's constructor
+    /// (a program's `.preinit_array`, other preloaded or linked libraries' constructors),
+    /// setuid and setgid programs (`su`, `sg`: the loader ignores LD_PRELOAD for them),
+    /// statically linked programs, and daemons or background processes that outlive the
+    /// command (nothing ends them). System V IPC is refused (ENOSYS): the route has no IPC
+    /// namespace. `sandbox run` and `sandbox exec` confine all of these with the outer filter
+    /// and namespaces. The first `sandbox env` of each user says so on stderr, once.
     Env {
         #[command(flatten)]
         policy: PolicyArgs,
@@ -252,6 +260,9 @@ pub enum Cmd {
         /// Print a JSON object instead of shell `export KEY='value'` lines.
         #[arg(long)]
         json: bool,
+        /// Leave out the one-time note on what the preload route cannot stop.
+        #[arg(long)]
+        quiet: bool,
     },
     /// Write libsandbox.so to a path (default: the per-user directory) and print the path.
     Extract {

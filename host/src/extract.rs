@@ -104,6 +104,27 @@ pub enum ExtractError {
     /// No candidate directory was usable; each one's reason is listed.
     #[error("no usable directory for the preload: {}", join_reasons(.0))]
     NoDirectory(Vec<ExtractError>),
+    /// The library (or a directory it would go into) lies in a place the commands that load
+    /// it may write: one of them could replace it and run the later ones unconfined.
+    #[error("{} is inside {}, which the commands may write", path.display(), place.display())]
+    InsideWritable {
+        /// The library, or the candidate directory.
+        path: PathBuf,
+        /// The writable place that holds it.
+        place: PathBuf,
+    },
+}
+
+impl ExtractError {
+    /// The writable place that ruled out the library's directory, when that is why no
+    /// directory was usable (the first such place of the candidates, in order).
+    pub fn writable_place(&self) -> Option<&Path> {
+        match self {
+            ExtractError::InsideWritable { place, .. } => Some(place),
+            ExtractError::NoDirectory(all) => all.iter().find_map(ExtractError::writable_place),
+            _ => None,
+        }
+    }
 }
 
 fn join_reasons(errors: &[ExtractError]) -> String {
@@ -140,8 +161,9 @@ pub fn extracted() -> Result<PathBuf, ExtractError> {
     ONCE.get_or_init(extract_default).clone()
 }
 
-fn extract_default() -> Result<PathBuf, ExtractError> {
-    let mut skipped = Vec::new();
+/// The directories tried first: `$XDG_RUNTIME_DIR/sandbox`, then `$XDG_CACHE_HOME/sandbox`
+/// (or `~/.cache/sandbox`).
+fn default_dirs() -> Vec<PathBuf> {
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let candidates = [
         std::env::var_os("XDG_RUNTIME_DIR")
@@ -156,16 +178,37 @@ fn extract_default() -> Result<PathBuf, ExtractError> {
                     .map(|h| h.join(".cache"))
             }),
     ];
-    for base in candidates.into_iter().flatten() {
-        let dir = base.join("sandbox");
+    candidates
+        .into_iter()
+        .flatten()
+        .map(|base| base.join("sandbox"))
+        .collect()
+}
+
+/// Tries `dirs` in order: the first that can be made private and holds (or now holds) the
+/// verified library wins. Reasons for skipping go to `skipped`; a library file owned by
+/// someone else is a hard error.
+fn first_usable(
+    dirs: impl IntoIterator<Item = PathBuf>,
+    skipped: &mut Vec<ExtractError>,
+) -> Result<Option<PathBuf>, ExtractError> {
+    for dir in dirs {
         match prepare_dir(&dir).and_then(|()| extract_into(&dir)) {
-            Ok(path) => return Ok(path),
+            Ok(path) => return Ok(Some(path)),
             Err(e @ ExtractError::ForeignOwner { .. }) => return Err(e),
             Err(e) => {
                 tracing::debug!(error = %e, "skipping preload directory");
                 skipped.push(e);
             }
         }
+    }
+    Ok(None)
+}
+
+fn extract_default() -> Result<PathBuf, ExtractError> {
+    let mut skipped = Vec::new();
+    if let Some(path) = first_usable(default_dirs(), &mut skipped)? {
+        return Ok(path);
     }
     let tmp = tempfile::Builder::new()
         .prefix("sandbox-")
@@ -183,6 +226,81 @@ fn extract_default() -> Result<PathBuf, ExtractError> {
         Err(e) => skipped.push(e),
     }
     Err(ExtractError::NoDirectory(skipped))
+}
+
+/// Extracts the embedded library into a directory outside every place of `writable` (the
+/// places the commands that will load it may write: workspace, `--allow-write` paths, their
+/// TMPDIR) and returns its path.
+///
+/// The default directories come first, as for [`extracted`]; one that lies in a writable
+/// place is skipped before anything is created in it. Then, in order: `lib` in the per-user
+/// state directory, `/run/user/<uid>/sandbox` (when that runtime directory exists),
+/// `sandbox-lib-<uid>` in the temporary directory and in `/tmp`. Directories another user
+/// owns fail the usual checks and are skipped. With every candidate ruled out the error lists
+/// each one's reason, and [`ExtractError::writable_place`] names the place that ruled out
+/// the first of them (for the message naming the flag that made it writable).
+pub fn extracted_outside(writable: &[PathBuf]) -> Result<PathBuf, ExtractError> {
+    let uid = euid();
+    let mut dirs = default_dirs();
+    dirs.extend(crate::state_dir::get().ok().map(|d| d.join("lib")));
+    let run_user = PathBuf::from(format!("/run/user/{uid}"));
+    if run_user.is_dir() {
+        dirs.push(run_user.join("sandbox"));
+    }
+    for tmp in [std::env::temp_dir(), PathBuf::from("/tmp")] {
+        let dir = tmp.join(format!("sandbox-lib-{uid}"));
+        if tmp.is_absolute() && !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    let mut skipped = Vec::new();
+    let mut outside = Vec::new();
+    for dir in dirs {
+        match writable_container(&dir.join(file_name()), writable) {
+            Some(place) => skipped.push(ExtractError::InsideWritable {
+                path: dir,
+                place: place.to_path_buf(),
+            }),
+            None => outside.push(dir),
+        }
+    }
+    match first_usable(outside, &mut skipped)? {
+        Some(path) => Ok(path),
+        None => Err(ExtractError::NoDirectory(skipped)),
+    }
+}
+
+/// The place of `writable` that holds `path` (is `path` itself or a directory above it), as
+/// the kernel resolves both: a command that may write there could replace what is at `path`.
+/// A path whose existing part cannot be resolved, or that climbs with `..` below it, counts
+/// as held by the first place (when there is one): what cannot be shown outside is not.
+pub fn writable_container<'a>(path: &Path, writable: &'a [PathBuf]) -> Option<&'a Path> {
+    let Some(path) = resolved(path) else {
+        return writable.first().map(PathBuf::as_path);
+    };
+    writable
+        .iter()
+        .find(|w| resolved(w).is_some_and(|w| path.starts_with(w)))
+        .map(PathBuf::as_path)
+}
+
+/// `path` with the symlinks of its longest existing prefix resolved; the missing rest is
+/// appended as written. `None` when the rest holds `..` or `.`, or nothing of it resolves.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    let mut rest = Vec::new();
+    let mut here = path;
+    loop {
+        if let Ok(real) = fs::canonicalize(here) {
+            return Some(rest.iter().rev().fold(real, |p, name| p.join(name)));
+        }
+        match (here.parent(), here.file_name()) {
+            (Some(parent), Some(name)) if name != ".." && name != "." => {
+                rest.push(name.to_os_string());
+                here = parent;
+            }
+            _ => return None,
+        }
+    }
 }
 
 /// Creates `dir` (mode 0700, parents as needed) if it does not exist.
@@ -681,6 +799,55 @@ mod tests {
     #[test]
     fn embedded_library_is_a_shared_object() {
         check_shared_object(LIBSANDBOX).unwrap();
+    }
+
+    #[test]
+    fn a_place_holds_what_is_below_it_through_symlinks_and_dot_dot_counts_as_held() {
+        let t = tempfile::tempdir().unwrap();
+        let ws = t.path().join("ws");
+        fs::create_dir_all(ws.join("cache")).unwrap();
+        let other = t.path().join("other");
+        fs::create_dir(&other).unwrap();
+        let places = [ws.clone()];
+        let lib = |p: &Path| p.join("sandbox").join(file_name());
+        // Missing below an existing directory of the place, and the place itself.
+        assert_eq!(
+            writable_container(&lib(&ws.join("cache")), &places),
+            Some(ws.as_path())
+        );
+        assert_eq!(writable_container(&ws, &places), Some(ws.as_path()));
+        // Control: beside it, and a name that only starts with the same text.
+        assert_eq!(writable_container(&lib(&other), &places), None);
+        assert_eq!(
+            writable_container(&lib(&t.path().join("wsx")), &places),
+            None
+        );
+        // A symlink outside that leads into it.
+        let link = t.path().join("link");
+        std::os::unix::fs::symlink(&ws, &link).unwrap();
+        assert_eq!(writable_container(&lib(&link), &places), Some(ws.as_path()));
+        // A writable place given through a symlink holds what its target holds.
+        assert_eq!(
+            writable_container(&lib(&ws), std::slice::from_ref(&link)),
+            Some(link.as_path())
+        );
+        // `..` in the missing part cannot be shown outside: held.
+        let climbing = other.join("missing/../../ws/x");
+        assert_eq!(writable_container(&climbing, &places), Some(ws.as_path()));
+        assert_eq!(writable_container(&climbing, &[]), None);
+    }
+
+    #[test]
+    fn extracted_outside_skips_directories_in_writable_places() {
+        let t = tempfile::tempdir().unwrap();
+        // Every place: no directory is left, and the error names the place.
+        let all = [PathBuf::from("/")];
+        let e = extracted_outside(&all).unwrap_err();
+        assert_eq!(e.writable_place(), Some(Path::new("/")), "{e}");
+        // A place that holds none of them changes nothing of the choice's safety.
+        let got = extracted_outside(&[t.path().to_path_buf()]).unwrap();
+        assert!(!got.starts_with(t.path()), "{got:?}");
+        assert_eq!(writable_container(&got, &[t.path().to_path_buf()]), None);
     }
 
     #[test]

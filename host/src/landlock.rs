@@ -461,14 +461,22 @@ impl Prepared {
         Ok(self.status.clone())
     }
 
-    /// Whether the paths the ruleset was built from are unchanged: same directories with the
-    /// same entries along the carve-out, same writable inodes, absent deny paths still absent.
+    /// Whether the paths the ruleset was built from are unchanged: same directories (same
+    /// ctime: no entry added, removed or renamed, see [`Stamp`]) along the carve-out, same
+    /// writable inodes, absent deny paths still absent.
     fn is_current(&self) -> bool {
         self.stamps.iter().all(Stamp::is_current)
     }
 }
 
 /// One fact the ruleset depends on, rechecked before a cached ruleset is reused.
+///
+/// Nothing in a stamp can be set back by the programs the ruleset confines: a directory's
+/// mtime (and atime) can be set to any value by its owner (`touch -d`, `utimensat`), so a
+/// request could add an entry beside a carved path and restore the mtime, and the next
+/// request would reuse a ruleset that never saw the entry. The change time (`ctime`) is set
+/// by the kernel to the current time on every change, `utimensat` included, and only a
+/// clock change (`CAP_SYS_TIME`) could make it repeat.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamp {
     path: PathBuf,
@@ -477,18 +485,34 @@ struct Stamp {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum StampKind {
-    /// A carved ancestor: its entries must not have changed (mtime).
+    /// A carved ancestor: its entries must not have changed (device, inode, ctime seconds
+    /// and nanoseconds; `None`: it did not exist).
     Dir(Option<(u64, u64, i64, i64)>),
+    /// A directory changed within [`UNSETTLED`] of its stamp: a later change could get the
+    /// same ctime (a coarse clock tick, a file system that keeps whole seconds), so the
+    /// ruleset built from it is never reused.
+    Unsettled,
     /// A writable path: the same inode (its contents change all the time).
     Inode(Option<(u64, u64)>),
 }
 
+/// How old a directory's ctime must be for a change after the stamp to be sure to give
+/// another one: more than the coarsest timestamp granularity of a native Linux file system
+/// (one second: ext4 with 128-byte inodes) plus one clock tick.
+const UNSETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Stamp {
     fn dir(path: &Path) -> Stamp {
+        // The time first: a change after this instant gets a ctime at or after it.
+        let now = std::time::SystemTime::now();
         let m = fs::metadata(path).ok();
+        let kind = match m {
+            Some(m) if !settled(m.ctime(), m.ctime_nsec(), now) => StampKind::Unsettled,
+            m => StampKind::Dir(m.map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))),
+        };
         Stamp {
             path: path.to_owned(),
-            kind: StampKind::Dir(m.map(|m| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec()))),
+            kind,
         }
     }
 
@@ -503,10 +527,21 @@ impl Stamp {
     fn is_current(&self) -> bool {
         let now = match self.kind {
             StampKind::Dir(_) => Stamp::dir(&self.path),
+            StampKind::Unsettled => return false,
             StampKind::Inode(_) => Stamp::inode(&self.path),
         };
         now == *self
     }
+}
+
+/// Whether a ctime of `sec`.`nsec` is older than `now` by more than [`UNSETTLED`]. A ctime
+/// in the future (a clock set back) is not.
+fn settled(sec: i64, nsec: i64, now: std::time::SystemTime) -> bool {
+    let Ok(since) = now.duration_since(std::time::UNIX_EPOCH) else {
+        return false;
+    };
+    let ctime = std::time::Duration::new(sec.max(0) as u64, nsec.clamp(0, 999_999_999) as u32);
+    sec >= 0 && since.checked_sub(ctime).is_some_and(|age| age > UNSETTLED)
 }
 
 /// A path with its `O_PATH` fd, opened once while planning so the rule binds the inode that
@@ -1171,4 +1206,53 @@ pub fn preload_value(
     }
     out.pop();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// A ctime is settled only when it is more than two seconds old: one within the margin
+    /// (a later change could repeat it), in the future (a clock set back) or before 1970 is not.
+    #[test]
+    fn only_a_ctime_older_than_the_margin_is_settled() {
+        let now = UNIX_EPOCH + Duration::new(1_000_000, 500);
+        assert!(settled(999_997, 0, now));
+        assert!(settled(999_997, 999_999_999, now));
+        assert!(!settled(999_998, 500, now));
+        assert!(!settled(999_999, 0, now));
+        assert!(!settled(1_000_000, 500, now));
+        assert!(!settled(1_000_005, 0, now));
+        assert!(!settled(-1, 0, now));
+    }
+
+    /// A directory's stamp changes when an entry is added, even when its mtime is set back
+    /// (the ctime moves on); the old key, device, inode and mtime, did not change.
+    #[test]
+    fn a_stamp_sees_an_entry_added_behind_a_reset_mtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = fs::metadata(dir.path()).unwrap();
+        // Settled by hand: the stamp as it would be two seconds later.
+        let stamp = Stamp {
+            path: dir.path().to_owned(),
+            kind: StampKind::Dir(Some((old.dev(), old.ino(), old.ctime(), old.ctime_nsec()))),
+        };
+        fs::write(dir.path().join("login.keyring"), "k").unwrap();
+        let times = fs::FileTimes::new()
+            .set_modified(old.modified().unwrap())
+            .set_accessed(old.accessed().unwrap());
+        fs::File::open(dir.path())
+            .unwrap()
+            .set_times(times)
+            .unwrap();
+        let new = fs::metadata(dir.path()).unwrap();
+        let mtime_key = |m: &fs::Metadata| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec());
+        assert_eq!(mtime_key(&new), mtime_key(&old), "control: mtime reset");
+        assert!(!stamp.is_current());
+        assert!(
+            !Stamp::dir(dir.path()).is_current(),
+            "just changed: unsettled"
+        );
+    }
 }

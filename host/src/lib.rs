@@ -81,6 +81,8 @@ mod peer;
 #[doc(hidden)]
 pub mod platform;
 #[doc(hidden)]
+pub mod preload_notice;
+#[doc(hidden)]
 pub mod proxy;
 mod refusal;
 #[doc(hidden)]
@@ -90,6 +92,8 @@ pub mod run;
 #[doc(hidden)]
 pub mod sandbox;
 mod state_dir;
+#[doc(hidden)]
+pub mod sysv_ipc;
 #[doc(hidden)]
 pub use sandbox::{Options, Sandbox};
 #[doc(hidden)]

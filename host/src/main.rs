@@ -162,7 +162,8 @@ fn main() {
             policy,
             paths,
             json,
-        } => cmd_env(&policy, &paths, json),
+            quiet,
+        } => cmd_env(&policy, &paths, json, quiet),
         Cmd::Extract { to } => cmd_extract(to),
         Cmd::Check { json } => cmd_check(json),
         Cmd::Profiles { what } => cmd_profiles(what),
@@ -269,7 +270,7 @@ fn run_setup(
     Ok((sandbox, settings))
 }
 
-fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
+fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool, quiet: bool) -> i32 {
     // Programs started with these variables get no namespaces: what only they provide cannot
     // be promised here, so it is refused rather than left out.
     if !paths.read_only.is_empty() {
@@ -292,6 +293,12 @@ fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
+    // No IPC namespace on this route: the System V IPC calls are refused unless the profile
+    // names them (module `sysv_ipc`).
+    opts.profile = match sandbox_host::sysv_ipc::refuse(opts.profile) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
     // The preload has no supervisor to report to: `report` is the profile's own action.
     if opts.on_violation == Some(Action::Errno(0)) {
         opts.on_violation = None;
@@ -300,17 +307,28 @@ fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let mut vars = match sandbox.env() {
-        Ok(v) => v,
-        Err(e) => return fail(e),
-    };
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => return fail(format_args!("working directory: {e}")),
     };
-    match sandbox_host::exec::preload_layer(&rules, &sandbox, &cwd) {
-        Ok(None) => {}
-        Ok(Some(layer)) => {
+    let layer = match sandbox_host::exec::preload_layer(&rules, &sandbox, &cwd) {
+        Ok(l) => l,
+        Err(r) => return fail(paths.flag_message(&r)),
+    };
+    // The library goes where none of the commands may write, before `env` hands out its path:
+    // one that could be rewritten would run the later commands unconfined.
+    if let Some(layer) = &layer {
+        if let Err(e) = sandbox.preload_outside(&layer.writable) {
+            return fail(preload_placement(&e, layer, &rules, paths));
+        }
+    }
+    let mut vars = match sandbox.env() {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    match layer {
+        None => {}
+        Some(layer) => {
             if !vars.iter().any(|(k, _)| *k == "LD_PRELOAD") {
                 match sandbox.preload_path() {
                     Some(p) => vars.insert(0, ("LD_PRELOAD", p.display().to_string())),
@@ -328,7 +346,9 @@ fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
             vars.push(("SANDBOX_LANDLOCK", layer.value));
             vars.push(("TMPDIR", layer.tmpdir.display().to_string()));
         }
-        Err(r) => return fail(paths.flag_message(&r)),
+    }
+    if !quiet && sandbox_host::preload_notice::due() {
+        eprintln!("{}", sandbox_host::preload_notice::LINE);
     }
     if json {
         let map: serde_json::Map<String, serde_json::Value> = vars
@@ -346,6 +366,46 @@ fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool) -> i32 {
         }
     }
     0
+}
+
+/// Why the preload could not be placed outside the places the commands may write, worded
+/// with the flag that made the place writable when that is the reason.
+fn preload_placement(
+    e: &sandbox_host::SandboxError,
+    layer: &sandbox_host::exec::PreloadLayer,
+    rules: &sandbox_host::exec::PathRules,
+    paths: &PathArgs,
+) -> String {
+    use sandbox_host::extract::ExtractError;
+    let (place, reason) = match e {
+        // A library provided before (libsandboxPath): it cannot be moved.
+        sandbox_host::SandboxError::Extract(ExtractError::InsideWritable { path, place }) => (
+            place.as_path(),
+            format!(
+                "the preload library {} is inside {}, which the commands may write: one could \
+                 replace the library the later ones load; give a narrower place, or put the \
+                 library elsewhere (libsandboxPath)",
+                path.display(),
+                place.display()
+            ),
+        ),
+        sandbox_host::SandboxError::Extract(x) => match x.writable_place() {
+            Some(place) => (
+                place,
+                format!(
+                    "{} holds every directory the preload library could go to ({x}); give a \
+                     narrower place, or set XDG_RUNTIME_DIR to a private directory outside it",
+                    place.display()
+                ),
+            ),
+            None => return x.to_string(),
+        },
+        other => return other.to_string(),
+    };
+    paths.flag_message(&sandbox_host::exec::Refusal::new(
+        layer.field_of(rules, place),
+        reason,
+    ))
 }
 
 fn cmd_extract(to: Option<PathBuf>) -> i32 {

@@ -243,6 +243,41 @@ impl Sandbox {
         self.preload_file().ok()
     }
 
+    /// Provides the preload outside `writable`, the places the commands that load it may
+    /// write (the preload route's workspace, `--allow-write` paths and TMPDIR), and returns its
+    /// path: the embedded library is extracted to a directory none of them holds
+    /// ([`extract::extracted_outside`]); a library provided before (one the caller named, or
+    /// one already extracted) that lies in one of them is refused. `None` when the sandbox is
+    /// unavailable here (nothing is extracted). Call it before [`Sandbox::env`], which then
+    /// hands out the same path.
+    pub fn preload_outside(&self, writable: &[PathBuf]) -> Result<Option<&Path>, SandboxError> {
+        if self.available.is_err() {
+            return Ok(None);
+        }
+        let path = self
+            .preload
+            .get_or_init(|| extract::extracted_outside(writable))
+            .as_deref()
+            .map_err(|e| SandboxError::Extract(e.clone()))?;
+        match extract::writable_container(path, writable) {
+            Some(place) => Err(SandboxError::Extract(ExtractError::InsideWritable {
+                path: path.to_path_buf(),
+                place: place.to_path_buf(),
+            })),
+            None => Ok(Some(path)),
+        }
+    }
+
+    /// The preload a job of this sandbox loads: the library already provided, when the
+    /// profile needs the preload's exact filter (its outer filter is not exact by itself).
+    /// `None` for every built-in profile, whose jobs do not load it.
+    pub(crate) fn loaded_preload(&self) -> Option<&Path> {
+        if self.outer_exact || self.outer.is_none() {
+            return None;
+        }
+        self.preload.get()?.as_deref().ok()
+    }
+
     /// The preload's variables for this sandbox's profile (for `sandbox env`); fails when the
     /// library cannot be provided.
     pub fn env(&self) -> Result<Vec<(&'static str, String)>, SandboxError> {

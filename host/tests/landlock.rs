@@ -38,9 +38,14 @@ fn write(p: &Path, text: &str, m: u32) {
 }
 
 fn world() -> World {
+    world_in(&std::env::temp_dir())
+}
+
+/// A [`world`] below `base`.
+fn world_in(base: &Path) -> World {
     let dir = tempfile::Builder::new()
         .prefix("landlock-t")
-        .tempdir()
+        .tempdir_in(base)
         .unwrap();
     let root = dir.path().to_path_buf();
     mode(&root, 0o755);
@@ -698,29 +703,44 @@ fn deny_paths_sharing_a_listed_parent_and_dot_dot() {
     );
 }
 
-#[test]
-fn one_cached_ruleset_serves_many_children() {
-    let w = world();
-    let spec = w.spec();
+/// How long after its last change a watched directory lets a cached ruleset be reused
+/// (`UNSETTLED` in landlock.rs), with a margin.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(2200);
+
+/// A world below the target's temporary directory, which the other tests of this binary
+/// (working in /tmp) leave alone, once its directories have settled: a cached ruleset is not
+/// reused while a directory it watches changed within the last two seconds.
+fn settled_world() -> World {
+    let w = world_in(Path::new(env!("CARGO_TARGET_TMPDIR")));
+    std::thread::sleep(SETTLE);
+    w
+}
+
+/// The same ruleset twice from the cache, once nothing it watches changes.
+fn cached_twice(spec: &Spec) -> Arc<Prepared> {
     let get = || {
-        ll::prepare_cached(&spec, Mode::Required, None)
+        ll::prepare_cached(spec, Mode::Required, None)
             .unwrap()
             .unwrap()
     };
-    // Other tests running beside this one create and remove entries in /tmp, an ancestor the
-    // carve-out watches, which rightly invalidates the cache; in a quiet moment the second
-    // call must return the very same ruleset.
     let mut a = get();
-    let mut same = false;
-    for _ in 0..50 {
+    for _ in 0..20 {
         let b = get();
         if Arc::ptr_eq(&a, &b) {
-            same = true;
-            break;
+            return a;
         }
+        // Something watched changed (a directory above the world): wait until it settles.
+        std::thread::sleep(SETTLE);
         a = b;
     }
-    assert!(same, "the cache never served the same ruleset twice");
+    panic!("the cache never served the same ruleset twice");
+}
+
+#[test]
+fn one_cached_ruleset_serves_many_children() {
+    let w = settled_world();
+    let spec = w.spec();
+    let a = cached_twice(&spec);
     // The integrator's route: the raw fd, after no_new_privs, in several children.
     for _ in 0..3 {
         let fd = a.raw_fd().unwrap();
@@ -753,6 +773,57 @@ fn one_cached_ruleset_serves_many_children() {
         &w.sh(Some(&c), false, "cat ../new.txt"),
         "new sibling after rebuild",
     );
+}
+
+/// The stale-cache attack: a keyring file is created after a ruleset was cached, in a directory
+/// the carve-out watches (the deny path's nearest existing directory), and that directory's
+/// mtime and atime are set back with `utimensat`, as any writer can. The next request must not
+/// reuse the ruleset. Control: the directory's old stamp (device, inode, mtime) is the same
+/// after the reset, and the stale ruleset reads the new keyring.
+#[test]
+fn a_reset_mtime_does_not_keep_a_stale_cached_ruleset() {
+    use std::os::unix::fs::MetadataExt;
+    let w = settled_world();
+    let share = w.home.join(".local/share");
+    fs::create_dir_all(&share).unwrap();
+    for d in [w.home.join(".local"), share.clone()] {
+        mode(&d, 0o755);
+    }
+    std::thread::sleep(SETTLE);
+    let spec = w.spec();
+    let stale = cached_twice(&spec);
+    let old_stamp = |m: &fs::Metadata| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec());
+    let before = fs::metadata(&share).unwrap();
+
+    write(
+        &share.join("keyrings/login.keyring"),
+        "SECRET-KEYRING",
+        0o644,
+    );
+    let times = fs::FileTimes::new()
+        .set_modified(before.modified().unwrap())
+        .set_accessed(before.accessed().unwrap());
+    fs::File::open(&share).unwrap().set_times(times).unwrap();
+    let after = fs::metadata(&share).unwrap();
+    let keyring = format!("cat {}", share.join("keyrings/login.keyring").display());
+
+    // Control: by its mtime the directory has not changed, and the ruleset built before the
+    // keyring existed reads it.
+    assert_eq!(old_stamp(&after), old_stamp(&before), "mtime reset");
+    let o = w.sh(Some(&stale), false, &keyring);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "SECRET-KEYRING");
+
+    // The cache rebuilds, and the new ruleset denies the keyring.
+    let fresh = ll::prepare_cached(&spec, Mode::Required, None)
+        .unwrap()
+        .unwrap();
+    assert!(!Arc::ptr_eq(&stale, &fresh), "the stale ruleset was reused");
+    for nobody in [false, true] {
+        denied(
+            &w.sh(Some(&fresh), nobody, &keyring),
+            "keyring after the reset",
+        );
+    }
 }
 
 /// Python code connecting to `port` with an MPTCP socket (protocol 0 for plain TCP).

@@ -248,8 +248,14 @@ fn sandbox_env_refuses_a_broad_workspace_and_says_when_allowed() {
             &format!("{who:?} env"),
         );
         assert_eq!(text(&o.stdout), "", "{who:?}: printed variables");
-        // Control: from a project directory it prints the variables, quietly.
-        let o = agent(who, &home, &h.path("project"), "env --profile shell");
+        // Control: from a project directory it prints the variables, quietly (`--quiet`: the
+        // preload route's one-time note is not what this test is about).
+        let o = agent(
+            who,
+            &home,
+            &h.path("project"),
+            "env --quiet --profile shell",
+        );
         assert_eq!(o.status.code(), Some(0), "{who:?}: {}", text(&o.stderr));
         assert!(text(&o.stdout).contains("SANDBOX_LANDLOCK"), "{who:?}");
         assert_eq!(text(&o.stderr), "", "{who:?}");
@@ -259,7 +265,7 @@ fn sandbox_env_refuses_a_broad_workspace_and_says_when_allowed() {
             &home,
             &home,
             &format!(
-                "env --profile shell --workspace '{}' --allow-broad-workspace",
+                "env --quiet --profile shell --workspace '{}' --allow-broad-workspace",
                 home.display()
             ),
         );

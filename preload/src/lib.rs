@@ -94,6 +94,12 @@ fn setup(envp: *mut *mut libc::c_char) -> Result<(), (Failure, Option<i32>)> {
     // The program must not see its configuration; the values are not needed past this point.
     env::scrub(envp);
     if !wanted {
+        if vars.landlock.is_some() {
+            // Landlock without a seccomp list (`sandbox env --profile unrestricted`): a filter
+            // that allows everything, so the process still carries the seccomp mark `sandbox
+            // serve` refuses peers by (a Landlock domain cannot be seen from outside).
+            mark().map_err(|e| fail(Failure::Install(e)))?;
+        }
         // No list: no filter of ours. `trap` alone still arms the handler, so the calls a
         // filter installed by someone else traps (the host's outer filter) are named.
         if trap_alone {
@@ -133,6 +139,19 @@ fn setup(envp: *mut *mut libc::c_char) -> Result<(), (Failure, Option<i32>)> {
         out::line(fd, format_args!("ready {len}"));
     }
     sandbox_policy::install(&prog[..len]).map_err(|e| fail(Failure::Install(e)))
+}
+
+/// Installs a one-instruction filter that allows every call: the kernel counts it in
+/// `Seccomp_filters` of this process and of everything it starts, and its constant result is
+/// cached per syscall by the kernel, so it costs nothing per call.
+fn mark() -> Result<(), sandbox_policy::InstallError> {
+    let allow = Insn {
+        code: bpf::RET_K,
+        jt: 0,
+        jf: 0,
+        k: Action::Allow.ret(),
+    };
+    sandbox_policy::install(&[allow])
 }
 
 extern "C" fn init(

@@ -186,6 +186,8 @@ pub(crate) fn layer(
     cwd: &Path,
     own_tmp: bool,
 ) -> Result<Option<Layer>, Refusal> {
+    // With Landlock or without, the constructed view binds the same places writable.
+    preload_outside(rules, sandbox, &writable_set(rules, &allows(sandbox), cwd))?;
     if rules.mode == Mode::Off {
         return Ok(None);
     }
@@ -224,6 +226,38 @@ pub(crate) fn layer(
     }
 }
 
+/// Refuses a job whose writable places hold the preload library its program loads (a custom
+/// profile whose outer filter is not exact): the job could replace the library that later
+/// jobs of the same sandbox load. The library is extracted before the job's places are known
+/// (once per sandbox), so it is not moved here; the refusal names the field to narrow.
+fn preload_outside(
+    rules: &PathRules,
+    sandbox: &Sandbox,
+    writable: &[PathBuf],
+) -> Result<(), Refusal> {
+    let Some(lib) = sandbox.loaded_preload() else {
+        return Ok(());
+    };
+    let Some(place) = crate::extract::writable_container(lib, writable) else {
+        return Ok(());
+    };
+    let field = if rules.writable.iter().any(|w| w == place) {
+        "writable_paths"
+    } else {
+        "workspace"
+    };
+    Err(Refusal::new(
+        field,
+        format!(
+            "{} holds the preload library {} that this profile's jobs load: a job could replace \
+             it; give a place that does not hold it, or set XDG_RUNTIME_DIR to a private \
+             directory outside it",
+            crate::escape::path(place),
+            crate::escape::path(lib)
+        ),
+    ))
+}
+
 /// The layer for the preload route (`sandbox env`): what `libsandbox.so` reads from
 /// `SANDBOX_LANDLOCK`, and the temporary directory it grants.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -235,6 +269,24 @@ pub struct PreloadLayer {
     /// A private directory the commands may write, for `TMPDIR`: one per user, kept across
     /// commands (nobody is there to remove it after each one).
     pub tmpdir: PathBuf,
+    /// Every place the commands may write (workspace, `--allow-write` paths, `tmpdir`): the
+    /// library they load must lie outside all of them.
+    pub writable: Vec<PathBuf>,
+}
+
+impl PreloadLayer {
+    /// The request field that made `place` writable, for a refusal worded with its flag:
+    /// `workspace` for the workspace (given or the working directory), `writable_paths` for
+    /// an `--allow-write` path, `landlock` for the private TMPDIR.
+    pub fn field_of(&self, rules: &PathRules, place: &Path) -> &'static str {
+        if rules.writable.iter().any(|w| w == place) {
+            "writable_paths"
+        } else if place == self.tmpdir {
+            "landlock"
+        } else {
+            "workspace"
+        }
+    }
 }
 
 /// Resolves `rules` for commands started with the preload route from `cwd`; `None` when the
@@ -262,6 +314,7 @@ pub fn preload_layer(
         value,
         tmpdir,
         warning,
+        writable: spec.writable,
     }))
 }
 
