@@ -40,6 +40,14 @@ pub(crate) fn set_umask(mask: u32) -> u32 {
     unsafe { libc::umask(mask) }
 }
 
+/// Whether this process may write `path` (`faccessat(W_OK, AT_EACCESS)`): its permission
+/// bits, its mount's read-only flag and, as root, only the latter.
+pub(crate) fn may_write(path: &Path) -> bool {
+    let Some(c) = c_path(path) else { return false };
+    // SAFETY: `c` is a NUL-terminated path; faccessat only reads it.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+}
+
 /// Whether this process may execute `path` (`faccessat(X_OK, AT_EACCESS)`): root passes only
 /// when some execute bit is set, as `execve` requires.
 pub(crate) fn executable(path: &Path) -> bool {

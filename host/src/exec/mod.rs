@@ -44,6 +44,7 @@ mod paths;
 mod placeholder;
 #[doc(hidden)]
 pub mod record;
+mod refusals;
 #[doc(hidden)]
 pub mod request;
 mod run;
@@ -51,6 +52,7 @@ mod schema;
 mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
+mod tee;
 mod tier;
 mod view;
 mod workspace;
@@ -61,6 +63,7 @@ pub use contain::Containment;
 pub use isolation::Status as IsolationStatus;
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use net::Report as NetworkReport;
+pub use refusals::Refused;
 pub use request::{Limits, OnViolation, Refusal, Request};
 pub use run::{
     exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, StartFrom, Violation,

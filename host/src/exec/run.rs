@@ -150,6 +150,12 @@ pub struct ExecResult {
     pub isolation: Option<super::isolation::Status>,
     /// The network mode and, through the proxy and host ports, every destination tried.
     pub network: super::net::Report,
+    /// What the view, Landlock or the network mode refused, as the program's stderr reported
+    /// it, each with the change that allows it (module `refusals`); at most 32, each also
+    /// said in `warnings`.
+    pub refusals: Vec<super::refusals::Refused>,
+    /// Refusals not itemized in `refusals` because it was full.
+    pub refusals_omitted: u64,
 }
 
 /// A syscall the filter refused.
@@ -572,15 +578,6 @@ fn dev_null() -> std::io::Result<RawFd> {
     Ok(NULL.get_or_init(|| fd).as_raw_fd())
 }
 
-/// The host's standard streams, duplicated above them for the child (`Streams::Inherit`).
-fn inherited() -> std::io::Result<[OwnedFd; 3]> {
-    Ok([
-        spawn::dup_above(0, 3)?,
-        spawn::dup_above(1, 3)?,
-        spawn::dup_above(2, 3)?,
-    ])
-}
-
 fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
     let (stdin, child_in) = if with_stdin {
         let (r, w) = spawn::pipe()?;
@@ -733,13 +730,18 @@ fn run(
         Some((pipe, above))
     };
     let mut limits = v.rlimits.plan().map_err(ExecError::Setup)?;
+    // `sandbox run`'s stderr passes through the host when it is not a terminal (module `tee`).
+    let mut tee = None;
     let io = match v.streams {
         Streams::Capture => pipes(v.stdin.is_some()),
-        Streams::Inherit => inherited().map(|[i, o, e]| Pipes {
-            child: [Some(i), Some(o), Some(e)],
-            stdin: None,
-            stdout: None,
-            stderr: None,
+        Streams::Inherit => super::tee::inherit().map(|([i, o, e], t)| {
+            tee = t;
+            Pipes {
+                child: [Some(i), Some(o), Some(e)],
+                stdin: None,
+                stdout: None,
+                stderr: None,
+            }
         }),
     }
     .map_err(ExecError::Setup)?;
@@ -1012,6 +1014,7 @@ fn run(
     let (mut stdout, stdout_truncated) = out.finish();
     let (mut stderr, stderr_truncated) = err.finish();
     let leaks = scan_leaks(v, &mut stdout, &mut stderr);
+    let teed = tee.map(|t| t.finish(DRAIN));
     let network = served
         .as_ref()
         .map_or_else(super::net::Report::host, super::net::Running::finish);
@@ -1181,6 +1184,18 @@ fn run(
             NATIVE.syscall_name(nr).unwrap_or("unknown")
         ));
     }
+    let refusals = super::refusals::name(
+        teed.as_deref().unwrap_or(&stderr),
+        &super::refusals::Policy::of(
+            v,
+            sandbox,
+            &here,
+            layer.as_ref(),
+            isolation.as_ref(),
+            network.mode,
+        ),
+    );
+    warnings.extend(super::refusals::warnings(&refusals, &warnings));
     Ok(ExecResult {
         program: v.program.to_string_lossy().into_owned(),
         exit_code,
@@ -1206,6 +1221,8 @@ fn run(
         leaks,
         isolation,
         network,
+        refusals: refusals.entries,
+        refusals_omitted: refusals.omitted,
     })
 }
 

@@ -1,0 +1,876 @@
+//! Refusals outside the filter, named from what the program printed.
+//!
+//! The view, Landlock and the network mode refuse without a word of their own: the program
+//! gets `EROFS`, `EACCES`, `ECONNREFUSED` or a failed name lookup and prints it in its own
+//! words. After a job ends, its standard error is searched for those words (the `strerror`
+//! texts and the forms Python, node, git, cargo, pip and curl print), the absolute paths on
+//! each such line are taken out, and each path is classified against the job's actual policy:
+//! a credential of the deny list, a protected repository file, a host socket the view hid, or
+//! a place outside the writable ones that the caller itself could write. Anything else (a
+//! genuine permission problem on the host) is left alone, and so is every text from a job
+//! whose policy could not have refused it (no view and no Landlock: no read-only entry).
+//!
+//! What the program prints is untrusted: it may name any path. The result is advice only (an
+//! entry and a warning line); nothing here changes a policy, and every path is printed
+//! escaped. The work is bounded: one automaton pass over the text, at most [`MAX_LINES`]
+//! matching lines and [`MAX_PATHS`] distinct paths looked at on the file system.
+
+use super::request::Audience;
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use serde::Serialize;
+use std::collections::HashSet;
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Most entries in `refusals`; the rest are counted in `refusals_omitted`.
+pub const MAX_ENTRIES: usize = 32;
+/// Most matching lines read from one job's output (a program that prints the same error a
+/// million times costs no more than this).
+const MAX_LINES: usize = 4096;
+/// Most distinct paths classified (each costs a few `lstat`s and an `access`).
+const MAX_PATHS: usize = 256;
+/// Longest path taken from the text.
+const MAX_PATH_BYTES: usize = 4096;
+/// Most bytes of candidate lines a tee keeps (`sandbox run`, module `tee`).
+pub(crate) const MAX_KEPT: usize = 256 * 1024;
+
+/// One refusal of the view, Landlock or the network mode, named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Refused {
+    /// The file or socket refused, as the program printed it (normalized).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The host name a lookup failed for (no network), when the text names one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// What the program was doing (`touch`, `mkdir`, `open`, `connect`, `resolve`), when the
+    /// text says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    /// Which rule refused it, in words.
+    pub rule: String,
+    /// The narrowest change that allows it, in the caller's terms; `null` when none is
+    /// offered (credentials, protected files).
+    pub allow: Option<String>,
+}
+
+/// What the refusals found in one job's output.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    /// At most [`MAX_ENTRIES`], in order of first appearance.
+    pub entries: Vec<Refused>,
+    /// Distinct refusals beyond them.
+    pub omitted: u64,
+}
+
+/// The job's policy as it ran: what the classification compares each path with.
+pub(crate) struct Policy<'a> {
+    /// The places the job could write (workspace, writable paths).
+    pub writable: Vec<PathBuf>,
+    /// The workspace, for the wording.
+    pub workspace: Option<&'a Path>,
+    /// Writes outside `writable` were refused (the view's read-only tree, or Landlock's
+    /// write rule).
+    pub writes_confined: bool,
+    /// The deny list Landlock enforced (empty when it did not).
+    pub deny_read: Vec<PathBuf>,
+    /// Paths mounted read-only over themselves (the repository's hooks and config).
+    pub protected: &'a [PathBuf],
+    /// Host sockets covered in the view.
+    pub hidden_sockets: &'a [PathBuf],
+    /// Why the job had no network (`profile shell has none`), when it had none.
+    pub no_network: Option<String>,
+    /// The caller asked for the network mode (a domain then needs the proxy mode too).
+    pub explicit_network: bool,
+    /// The caller's home directories (never offered as a writable path).
+    pub homes: Vec<PathBuf>,
+    /// Whom the changes are written for.
+    pub audience: Audience,
+}
+
+/// The kind of error a line reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `EROFS`.
+    ReadOnly,
+    /// `EACCES`.
+    Denied,
+    /// `EBUSY` (renaming over a file mounted over itself, as git does with its config).
+    Busy,
+    /// `ECONNREFUSED`.
+    ConnRefused,
+    /// A failed name lookup.
+    Dns,
+}
+
+/// The texts searched for, as programs spell them, and what each means. Case-sensitive on
+/// purpose: with fewer than 64 literal patterns the automaton's SIMD prefilter finds them at
+/// memory speed, where a case-insensitive search was several times slower (docs/benchmarks.md).
+const NEEDLES: &[(&str, Kind)] = &[
+    ("Read-only file system", Kind::ReadOnly),
+    ("read-only file system", Kind::ReadOnly),
+    ("os error 30", Kind::ReadOnly),
+    ("EROFS", Kind::ReadOnly),
+    ("Permission denied", Kind::Denied),
+    ("permission denied", Kind::Denied),
+    ("os error 13", Kind::Denied),
+    ("EACCES", Kind::Denied),
+    ("Device or resource busy", Kind::Busy),
+    ("Connection refused", Kind::ConnRefused),
+    ("connection refused", Kind::ConnRefused),
+    ("ECONNREFUSED", Kind::ConnRefused),
+    ("Temporary failure in name resolution", Kind::Dns),
+    ("Could not resolve host", Kind::Dns),
+    ("could not resolve host", Kind::Dns),
+    ("ENOTFOUND", Kind::Dns),
+    ("EAI_AGAIN", Kind::Dns),
+    ("Name or service not known", Kind::Dns),
+    ("No address associated with hostname", Kind::Dns),
+    ("failed to lookup address information", Kind::Dns),
+];
+
+fn automaton() -> &'static AhoCorasick {
+    static AC: OnceLock<AhoCorasick> = OnceLock::new();
+    AC.get_or_init(|| {
+        AhoCorasickBuilder::new()
+            .match_kind(MatchKind::LeftmostFirst)
+            .kind(Some(AhoCorasickKind::DFA))
+            .build(NEEDLES.iter().map(|(n, _)| n))
+            .expect("constant patterns")
+    })
+}
+
+/// Whether `line` holds one of the texts (what a tee keeps).
+pub(crate) fn is_candidate(line: &[u8]) -> bool {
+    automaton().is_match(line)
+}
+
+/// The matching lines of `text`, each once, with where it starts and the kind of its first
+/// match.
+fn lines(text: &str) -> Vec<(usize, &str, Kind)> {
+    let mut out: Vec<(usize, &str, Kind)> = Vec::new();
+    let mut last_end = 0usize;
+    for m in automaton().find_iter(text) {
+        if m.start() < last_end {
+            continue;
+        }
+        let start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+        let end = text[m.end()..]
+            .find('\n')
+            .map_or(text.len(), |i| m.end() + i);
+        last_end = end;
+        out.push((start, &text[start..end], NEEDLES[m.pattern().as_usize()].1));
+        if out.len() >= MAX_LINES {
+            break;
+        }
+    }
+    out
+}
+
+/// The paths of the error a `Caused by:` chain (cargo, and Rust programs using `anyhow`)
+/// ends in: `line` (starting at `start` in `text`) names none, and is the chain's last cause,
+/// so the nearest cause above that names a path is the one that failed
+/// (`failed to create directory `/x``). At most a few lines are looked at.
+fn chain_paths(text: &str, start: usize) -> Vec<String> {
+    let above: Vec<&str> = text[..start].lines().rev().take(12).collect();
+    if above.first().map(|l| l.trim()) != Some("Caused by:") {
+        return Vec::new();
+    }
+    for l in &above[1..] {
+        let t = l.trim();
+        if t.is_empty() || t == "Caused by:" {
+            continue;
+        }
+        let found = paths_in(l);
+        if !found.is_empty() || !l.starts_with(' ') {
+            return found;
+        }
+    }
+    Vec::new()
+}
+
+/// The absolute paths a line names: quoted ('', "", ``, ‘’, “”) or bare (after a space, `(`
+/// or `=`), normalized; URLs and relative paths are not taken.
+fn paths_in(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut quoted_spans: Vec<(usize, usize)> = Vec::new();
+    for (open, close) in [('\'', '\''), ('"', '"'), ('`', '`'), ('‘', '’'), ('“', '”')] {
+        let mut rest = 0usize;
+        while let Some(i) = line[rest..].find(open) {
+            let s = rest + i + open.len_utf8();
+            let Some(j) = line[s..].find(close) else {
+                break;
+            };
+            let inner = &line[s..s + j];
+            if inner.starts_with('/') {
+                out.push(inner.to_string());
+                quoted_spans.push((s, s + j));
+            }
+            rest = s + j + close.len_utf8();
+        }
+    }
+    let bytes = line.as_bytes();
+    for (i, c) in line.char_indices() {
+        if c != '/' || quoted_spans.iter().any(|(a, b)| i >= *a && i < *b) {
+            continue;
+        }
+        let before = if i == 0 { b' ' } else { bytes[i - 1] };
+        if !matches!(before, b' ' | b'\t' | b'(' | b'=') {
+            continue;
+        }
+        let end = line[i..]
+            .find(|c: char| c.is_whitespace())
+            .map_or(line.len(), |e| i + e);
+        let token = line[i..end].trim_end_matches([':', ',', ';', ')', '\'', '"', '.']);
+        out.push(token.to_string());
+    }
+    let mut seen = HashSet::new();
+    out.into_iter()
+        .filter_map(|p| normalize(&p))
+        .filter(|p| seen.insert(p.clone()))
+        .collect()
+}
+
+/// `p` with `.`, `..` and repeated slashes resolved by the text alone; `None` for what is no
+/// usable path (too long, control characters, the root itself, a URL's `//`).
+fn normalize(p: &str) -> Option<String> {
+    if p.len() > MAX_PATH_BYTES || p.starts_with("//") || p.chars().any(char::is_control) {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for c in Path::new(p).components() {
+        match c {
+            Component::Normal(s) => parts.push(s.to_str()?),
+            Component::ParentDir => {
+                parts.pop();
+            }
+            _ => {}
+        }
+    }
+    (!parts.is_empty()).then(|| format!("/{}", parts.join("/")))
+}
+
+/// What the program was doing, when the line says: node's `EACCES: ..., mkdir '/x'`, the
+/// `cannot VERB` of coreutils, git's `could not lock`.
+fn operation(line: &str, kind: Kind) -> Option<String> {
+    if kind == Kind::Dns {
+        return Some("resolve".into());
+    }
+    if kind == Kind::ConnRefused {
+        return Some("connect".into());
+    }
+    let lower = line.to_ascii_lowercase();
+    for marker in [
+        "read-only file system, ",
+        "permission denied, ",
+        "cannot ",
+        "could not ",
+        "failed to ",
+        "unable to ",
+    ] {
+        if let Some(i) = lower.find(marker) {
+            let word: String = lower[i + marker.len()..]
+                .chars()
+                .take_while(char::is_ascii_alphabetic)
+                .collect();
+            let word = match word.as_str() {
+                "create" if lower[i..].contains("directory") => "mkdir".to_string(),
+                _ => word,
+            };
+            if !word.is_empty() && word.len() <= 16 {
+                return Some(word);
+            }
+        }
+    }
+    None
+}
+
+/// The host name a failed lookup names: curl's and git's `Could not resolve host: NAME`,
+/// node's `getaddrinfo ENOTFOUND NAME`, urllib3's `host='NAME'`.
+fn destination(line: &str) -> Option<String> {
+    let lower = line.to_ascii_lowercase();
+    let after = [
+        "could not resolve host: ",
+        "enotfound ",
+        "eai_again ",
+        "host='",
+    ]
+    .iter()
+    .find_map(|m| lower.find(m).map(|i| i + m.len()))?;
+    let name: String = line[after..]
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        .collect();
+    let name = name.trim_end_matches('.').to_string();
+    (!name.is_empty() && name.len() <= 253 && name.contains(|c: char| c.is_ascii_alphabetic()))
+        .then_some(name)
+}
+
+/// `p` with its existing part resolved (symbolic links), the rest appended.
+fn resolved(p: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut cur = p;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(cur) {
+            let mut out = c;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (cur.parent(), cur.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                cur = parent;
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}
+
+/// The nearest existing directory holding or being `p` (resolved).
+fn nearest_dir(p: &Path) -> PathBuf {
+    let mut cur = p;
+    loop {
+        if cur.is_dir() {
+            return cur.to_path_buf();
+        }
+        match cur.parent() {
+            Some(parent) => cur = parent,
+            None => return PathBuf::from("/"),
+        }
+    }
+}
+
+/// Whether this process (the caller, same user as the job) may write `p` on the host: the
+/// file itself when it exists, else the directory it would be created in.
+fn host_may_write(p: &Path) -> bool {
+    let target = if p.symlink_metadata().is_ok() {
+        p.to_path_buf()
+    } else {
+        nearest_dir(p)
+    };
+    crate::sys::may_write(&target)
+}
+
+/// A path or word made safe to print on one line.
+fn shown(s: &str) -> String {
+    s.escape_debug().to_string()
+}
+
+/// `s` as one shell word.
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@%=".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// `s` as a JSON string.
+fn json_string(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+impl<'a> Policy<'a> {
+    /// The policy a job ran under: its Landlock layer (`None`: off), its namespace layer's
+    /// status and the network mode it got, with the job's working directory `cwd`.
+    pub(crate) fn of(
+        v: &'a super::request::Validated,
+        sandbox: &crate::sandbox::Sandbox,
+        cwd: &'a Path,
+        landlock: Option<&super::paths::Layer>,
+        isolation: Option<&'a super::isolation::Status>,
+        network: crate::network::Mode,
+    ) -> Policy<'a> {
+        let writable = match landlock {
+            Some(l) => l.writable.clone(),
+            None => super::paths::writable_set(&v.paths, &super::paths::allows(sandbox), cwd),
+        };
+        let enforced = |what: &str| {
+            landlock.is_some_and(|l| l.prepared.status().enforced.iter().any(|e| e == what))
+        };
+        let deny_read = if enforced("fs-read-deny") {
+            // The list the layer was built from (paths.rs): the credential list, then the
+            // request's own.
+            crate::credentials::deny_read(&crate::credentials::Context::current())
+                .into_iter()
+                .chain(v.paths.deny_read.iter().cloned())
+                .map(|d| resolved(&d))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let no_network =
+            (network == crate::network::Mode::None).then(|| match (v.network.mode, v.audience) {
+                (Some(_), Audience::Json) => "\"network\": \"none\"".to_string(),
+                (Some(_), Audience::Cli) => "--network none".to_string(),
+                (None, _) => format!("profile {} has none", v.profile),
+            });
+        Policy {
+            writable: writable.iter().map(|w| resolved(w)).collect(),
+            workspace: v
+                .paths
+                .workspace
+                .as_deref()
+                .or_else(|| super::paths::default_workspace(&v.paths, sandbox, cwd)),
+            writes_confined: isolation.is_some_and(|i| i.read_only_root) || enforced("fs-write"),
+            deny_read,
+            protected: isolation.map_or(&[], |i| &i.read_only),
+            hidden_sockets: isolation.map_or(&[], |i| &i.hidden_sockets),
+            no_network,
+            explicit_network: v.network.mode.is_some(),
+            homes: super::workspace::homes(),
+            audience: v.audience,
+        }
+    }
+}
+
+impl Policy<'_> {
+    /// The change that lets `dir` be written, or a workspace when `dir` is too broad.
+    fn allow_write(&self, dir: &Path) -> String {
+        let text = dir.to_string_lossy();
+        if let Some(why) = super::workspace::too_broad(dir, &self.homes) {
+            let ws = match self.audience {
+                Audience::Json => "\"workspace\"",
+                Audience::Cli => "--workspace",
+            };
+            return format!(
+                "{ws} naming a directory of the job's own ({} is {why}, too broad to make writable)",
+                shown(&text)
+            );
+        }
+        match self.audience {
+            Audience::Json => format!("\"writable_paths\": [{}]", json_string(&text)),
+            Audience::Cli => format!("--allow-write {}", shell_word(&text)),
+        }
+    }
+
+    fn allow_socket(&self, p: &str) -> String {
+        match self.audience {
+            Audience::Json => format!("\"allow_unix_sockets\": [{}]", json_string(p)),
+            Audience::Cli => format!("--allow-unix-socket {}", shell_word(p)),
+        }
+    }
+
+    fn allow_domain(&self, name: Option<&str>) -> String {
+        let change = self.domain(name);
+        match (self.explicit_network, self.audience) {
+            (false, _) => change,
+            (true, Audience::Json) => format!("\"network\": \"proxy\", {change}"),
+            (true, Audience::Cli) => format!("--network proxy {change}"),
+        }
+    }
+
+    fn domain(&self, name: Option<&str>) -> String {
+        match (self.audience, name) {
+            (Audience::Json, Some(n)) => format!("\"allow_domains\": [{}]", json_string(n)),
+            (Audience::Json, None) => "\"allow_domains\": [\"NAME\"] (the host it needs)".into(),
+            (Audience::Cli, Some(n)) => format!("--allow-domain {}", shell_word(n)),
+            (Audience::Cli, None) => "--allow-domain NAME (the host it needs)".into(),
+        }
+    }
+
+    fn outside_writable(&self) -> String {
+        match self.workspace {
+            Some(w) => format!(
+                "read-only in the sandbox: outside the writable places (workspace {})",
+                shown(&w.to_string_lossy())
+            ),
+            None => "read-only in the sandbox: outside the writable places (no workspace)".into(),
+        }
+    }
+
+    /// The entry for a file path printed with an error of `kind`, if the sandbox refused it.
+    fn file(&self, kind: Kind, p: &str) -> Option<(String, Option<String>)> {
+        let path = resolved(Path::new(p));
+        let under = |list: &[PathBuf]| list.iter().any(|d| path.starts_with(d));
+        if matches!(kind, Kind::ConnRefused) {
+            return self
+                .hidden_sockets
+                .iter()
+                .any(|s| path == *s || Path::new(p) == s)
+                .then(|| {
+                    (
+                        "hidden: a host unix socket outside the workspace".to_string(),
+                        Some(self.allow_socket(p)),
+                    )
+                });
+        }
+        if kind == Kind::Dns {
+            return None;
+        }
+        if under(&self.deny_read) && kind != Kind::Busy {
+            return Some((CREDENTIAL.into(), None));
+        }
+        // git writes `config.lock` beside the config and renames it over.
+        let unlocked = p.strip_suffix(".lock").map(|u| resolved(Path::new(u)));
+        if self
+            .protected
+            .iter()
+            .any(|d| path.starts_with(d) || unlocked.as_ref().is_some_and(|u| u.starts_with(d)))
+        {
+            return Some((
+                "protected: the repository's hooks and config are read-only".into(),
+                None,
+            ));
+        }
+        // Virtual file systems are the kernel's, made fresh in the view: not a rule of ours.
+        let virtual_fs = ["/proc", "/sys", "/dev"]
+            .iter()
+            .any(|v| path.starts_with(v));
+        if kind == Kind::Busy
+            || virtual_fs
+            || !self.writes_confined
+            || under(&self.writable)
+            || !host_may_write(&path)
+        {
+            return None;
+        }
+        let dir = if path.is_dir() {
+            path.clone()
+        } else {
+            nearest_dir(path.parent().unwrap_or(Path::new("/")))
+        };
+        Some((self.outside_writable(), Some(self.allow_write(&dir))))
+    }
+}
+
+/// Names the refusals `text` (the job's standard error) reports under `policy`.
+pub(crate) fn name(text: &str, policy: &Policy) -> Found {
+    let mut found = Found::default();
+    if text.is_empty() {
+        return found;
+    }
+    let mut seen: HashSet<(String, String)> = HashSet::new();
+    let mut looked = 0usize;
+    let mut classified: HashSet<String> = HashSet::new();
+    let mut add = |found: &mut Found, entry: Refused| {
+        let key = (
+            entry
+                .path
+                .clone()
+                .or_else(|| entry.destination.clone())
+                .unwrap_or_default(),
+            entry.rule.clone(),
+        );
+        if !seen.insert(key) {
+            return;
+        }
+        if found.entries.len() < MAX_ENTRIES {
+            found.entries.push(entry);
+        } else {
+            found.omitted += 1;
+        }
+    };
+    for (start, line, kind) in lines(text) {
+        if kind == Kind::Dns {
+            let Some(why) = &policy.no_network else {
+                continue;
+            };
+            let dest = destination(line);
+            add(
+                &mut found,
+                Refused {
+                    allow: Some(policy.allow_domain(dest.as_deref())),
+                    path: None,
+                    destination: dest,
+                    operation: operation(line, kind),
+                    rule: format!("no network: {why}"),
+                },
+            );
+            continue;
+        }
+        let mut paths = paths_in(line);
+        if paths.is_empty() {
+            paths = chain_paths(text, start);
+        }
+        for p in paths {
+            // Each distinct path is classified once (a program may print one error a
+            // thousand times); at most MAX_PATHS of them.
+            if looked >= MAX_PATHS || !classified.insert(p.clone()) {
+                continue;
+            }
+            looked += 1;
+            if let Some((rule, allow)) = policy.file(kind, &p) {
+                add(
+                    &mut found,
+                    Refused {
+                        path: Some(p),
+                        destination: None,
+                        operation: operation(line, kind),
+                        rule,
+                        allow,
+                    },
+                );
+            }
+        }
+    }
+    found
+}
+
+/// The rule of a credential's entry.
+const CREDENTIAL: &str = "unreadable: a credential (the deny list)";
+
+/// The warning line of each entry, and one for those not itemized. A credential read that
+/// `said` names already (module `denied`'s line, which says which entry of the list and why)
+/// is not said twice.
+pub(crate) fn warnings(found: &Found, said: &[String]) -> Vec<String> {
+    let named = |path: &str| {
+        said.iter()
+            .any(|w| w.starts_with("sandbox: refused: reading ") && w.contains(path))
+    };
+    let mut out: Vec<String> = found
+        .entries
+        .iter()
+        .filter(|e| !(e.rule == CREDENTIAL && e.path.as_deref().is_some_and(named)))
+        .map(|e| {
+            let what = e
+                .path
+                .as_deref()
+                .or(e.destination.as_deref())
+                .map_or_else(|| "a name lookup".to_string(), shown);
+            let op = e
+                .operation
+                .as_deref()
+                .map(|o| format!(" ({o})"))
+                .unwrap_or_default();
+            let allow = e
+                .allow
+                .as_deref()
+                .map(|a| format!("; to allow: {a}"))
+                .unwrap_or_else(|| "; no change offered".into());
+            format!("sandbox: refused {what}{op}: {}{allow}", e.rule)
+        })
+        .collect();
+    if found.omitted > 0 {
+        out.push(format!(
+            "sandbox: {} more refusals not itemized (at most {MAX_ENTRIES})",
+            found.omitted
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy<'a>(protected: &'a [PathBuf], hidden: &'a [PathBuf]) -> Policy<'a> {
+        Policy {
+            writable: vec![PathBuf::from("/nonexistent-ws")],
+            workspace: Some(Path::new("/nonexistent-ws")),
+            writes_confined: true,
+            deny_read: vec![PathBuf::from("/nonexistent-home/.ssh")],
+            protected,
+            hidden_sockets: hidden,
+            no_network: Some("profile shell has none".into()),
+            explicit_network: false,
+            homes: vec![PathBuf::from("/nonexistent-home")],
+            audience: Audience::Cli,
+        }
+    }
+
+    #[test]
+    fn paths_are_taken_from_every_quoting() {
+        assert_eq!(
+            paths_in("touch: cannot touch '/etc/x': Read-only file system"),
+            ["/etc/x"]
+        );
+        assert_eq!(
+            paths_in("mkdir: cannot create directory ‘/opt/zz’: Read-only file system"),
+            ["/opt/zz"]
+        );
+        assert_eq!(paths_in("bash: /etc/z: Read-only file system"), ["/etc/z"]);
+        assert_eq!(
+            paths_in("error: could not lock config file /w/.git/config: Read-only"),
+            ["/w/.git/config"]
+        );
+        assert_eq!(
+            paths_in("Error: EACCES: permission denied, mkdir \"/a/b/../c\""),
+            ["/a/c"]
+        );
+        assert!(paths_in("see http://x/y: Permission denied").is_empty());
+        assert!(paths_in("open 'rel/x': Permission denied").is_empty());
+        assert!(paths_in("'/': Permission denied").is_empty());
+        // Hostile text: NUL, escapes, a path beyond PATH_MAX, an empty quote.
+        assert!(paths_in("'/a\0b': Permission denied").is_empty());
+        assert!(paths_in("'/a\u{1b}[2J': Permission denied").is_empty());
+        let huge = format!("'/{}': Permission denied", "a".repeat(MAX_PATH_BYTES));
+        assert!(paths_in(&huge).is_empty());
+        assert!(paths_in("'': Permission denied \"\"").is_empty());
+        assert_eq!(
+            paths_in("'/a\tb': Read-only file system"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_cause_chain_names_the_path_above() {
+        let text = "error: failed to create package `n` at `/opt/n`\n\nCaused by:\n  \
+                    failed to create directory `/opt/n`\n\nCaused by:\n  \
+                    Read-only file system (os error 30)\n";
+        let (start, _, kind) = lines(text)[0];
+        assert_eq!(kind, Kind::ReadOnly);
+        assert_eq!(chain_paths(text, start), ["/opt/n"]);
+        // Not a chain: nothing is borrowed from another line.
+        let text = "wrote '/opt/a'\nRead-only file system (os error 30)\n";
+        let (start, _, _) = lines(text)[0];
+        assert!(chain_paths(text, start).is_empty());
+    }
+
+    #[test]
+    fn operations_and_destinations() {
+        let l = "Error: EROFS: read-only file system, open '/x'";
+        assert_eq!(operation(l, Kind::ReadOnly).as_deref(), Some("open"));
+        let l = "mkdir: cannot create directory '/x': Read-only file system";
+        assert_eq!(operation(l, Kind::ReadOnly).as_deref(), Some("mkdir"));
+        assert_eq!(
+            destination("curl: (6) Could not resolve host: example.invalid").as_deref(),
+            Some("example.invalid")
+        );
+        assert_eq!(
+            destination("npm error getaddrinfo ENOTFOUND registry.npmjs.org").as_deref(),
+            Some("registry.npmjs.org")
+        );
+        assert_eq!(destination("Temporary failure in name resolution"), None);
+    }
+
+    #[test]
+    fn credentials_protected_sockets_and_network_are_named() {
+        let protected = [PathBuf::from("/nonexistent-ws/.git/config")];
+        let hidden = [PathBuf::from("/nonexistent-run/agent.sock")];
+        let p = policy(&protected, &hidden);
+        let text = "PermissionError: [Errno 13] Permission denied: '/nonexistent-home/.ssh/id_rsa'\n\
+                    error: could not lock config file /nonexistent-ws/.git/config.lock: Read-only file system\n\
+                    connect /nonexistent-run/agent.sock: Connection refused\n\
+                    curl: (6) Could not resolve host: example.invalid\n";
+        let f = name(text, &p);
+        let rules: Vec<&str> = f.entries.iter().map(|e| e.rule.as_str()).collect();
+        assert_eq!(
+            rules,
+            [
+                "unreadable: a credential (the deny list)",
+                "protected: the repository's hooks and config are read-only",
+                "hidden: a host unix socket outside the workspace",
+                "no network: profile shell has none",
+            ]
+        );
+        assert_eq!(
+            f.entries[2].allow.as_deref(),
+            Some("--allow-unix-socket /nonexistent-run/agent.sock")
+        );
+        assert_eq!(
+            f.entries[3].allow.as_deref(),
+            Some("--allow-domain example.invalid")
+        );
+    }
+
+    #[test]
+    fn nothing_is_named_without_the_rule() {
+        let p = Policy {
+            no_network: None,
+            writes_confined: false,
+            ..policy(&[], &[])
+        };
+        let text = "curl: (6) Could not resolve host: example.invalid\n\
+                    touch: cannot touch '/tmp/x': Read-only file system\n";
+        assert!(name(text, &p).entries.is_empty());
+        assert!(name("", &p).entries.is_empty());
+        assert!(name("all is well\n", &policy(&[], &[])).entries.is_empty());
+    }
+
+    #[test]
+    fn entries_are_bounded_and_counted() {
+        let mut text = String::new();
+        for i in 0..100 {
+            text.push_str(&format!("curl: (6) Could not resolve host: h{i}.example\n"));
+        }
+        let f = name(&text, &policy(&[], &[]));
+        assert_eq!(f.entries.len(), MAX_ENTRIES);
+        assert_eq!(f.omitted, 100 - MAX_ENTRIES as u64);
+        assert!(warnings(&f, &[])
+            .last()
+            .unwrap()
+            .contains("68 more refusals"));
+    }
+
+    /// The figures of docs/benchmarks.md ("Refusals named from stderr"): `cargo test
+    /// --release -p sandbox-host --lib -- --ignored refusal_cost --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn refusal_cost() {
+        let mib = 1 << 20;
+        let fill = |line: &dyn Fn(usize) -> String| {
+            let mut t = String::with_capacity(mib + 200);
+            let mut i = 0;
+            while t.len() < mib {
+                t.push_str(&line(i));
+                t.push('\n');
+                i += 1;
+            }
+            t
+        };
+        let cases = [
+            (
+                "1 MiB of ordinary output",
+                fill(&|i| format!("   Compiling crate-{i} v0.1.{i} (/work/src/crate-{i})")),
+            ),
+            (
+                "1 MiB of one refusal repeated",
+                fill(&|_| "touch: cannot touch '/etc/x': Read-only file system".into()),
+            ),
+            (
+                "1 MiB of refusals, every path different",
+                fill(&|i| format!("touch: cannot touch '/etc/d{i}/x': Read-only file system")),
+            ),
+        ];
+        let p = policy(&[], &[]);
+        for (what, text) in &cases {
+            let _ = name(text, &p);
+            let rounds = 50;
+            let start = std::time::Instant::now();
+            for _ in 0..rounds {
+                std::hint::black_box(name(std::hint::black_box(text), &p));
+            }
+            let per = start.elapsed() / rounds;
+            let mut line = Vec::new();
+            let mut kept = super::super::tee::Kept::default();
+            let start = std::time::Instant::now();
+            for _ in 0..rounds {
+                // In the pipe's reads of 64 KiB, as the tee gets them.
+                for chunk in text.as_bytes().chunks(64 * 1024) {
+                    super::super::tee::collect(chunk, &mut line, &mut kept);
+                }
+                kept.text.clear();
+            }
+            let tee = start.elapsed() / rounds;
+            let start = std::time::Instant::now();
+            for _ in 0..rounds {
+                std::hint::black_box(memchr::memchr_iter(b'\n', text.as_bytes()).count());
+            }
+            let newlines = start.elapsed() / rounds;
+            println!(
+                "{what}: name {per:?}, tee's line filter {tee:?} (counting its newlines: \
+                 {newlines:?})"
+            );
+        }
+    }
+
+    #[test]
+    fn hostile_paths_are_printed_escaped() {
+        let f = Found {
+            entries: vec![Refused {
+                path: Some("/a\u{1b}[31m".into()),
+                destination: None,
+                operation: None,
+                rule: "r".into(),
+                allow: None,
+            }],
+            omitted: 0,
+        };
+        assert!(!warnings(&f, &[])[0].contains('\u{1b}'));
+        assert_eq!(shell_word("/a b'c"), r"'/a b'\''c'");
+    }
+}

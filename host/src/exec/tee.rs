@@ -1,0 +1,219 @@
+//! `sandbox run`'s standard error, passed through the host so that refusals can be named.
+//!
+//! `run` hands the program the host's own streams. When the host's stderr is a terminal it
+//! stays so (the program keeps its colours, progress bars and `isatty(2)`), and nothing is
+//! seen. Otherwise (an agent's pipe, a log file) the program's stderr is a pipe the host
+//! reads on a thread of its own and copies to its stderr unchanged, keeping only the lines
+//! that hold a refusal's text (module `refusals`) and the few before each, at most
+//! [`super::refusals::MAX_KEPT`] bytes. When the host's stdout and stderr are one file
+//! (`2>&1`), the program gets the same pipe for both, so the order of its two streams is kept
+//! exactly (and its stdout is searched too).
+//!
+//! The thread writes with blocking writes, as the program would have: a slow reader slows the
+//! program, not the host's clock. When the host's stderr fails (its reader went away), the
+//! thread closes the pipe, and the program's next write fails as it would have.
+
+use super::spawn;
+use std::io::{IsTerminal, Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Longest line looked at; the rest of a longer line is not.
+const MAX_LINE: usize = 8 * 1024;
+
+/// A running copy of the program's stderr to the host's.
+pub(crate) struct Tee {
+    done: mpsc::Receiver<Vec<u8>>,
+}
+
+impl Tee {
+    /// The candidate lines seen, once the program's end of the pipe is closed (waiting at
+    /// most `wait`: a process that escaped the run may hold it; its lines are then not seen).
+    pub(crate) fn finish(self, wait: Duration) -> String {
+        match self.done.recv_timeout(wait) {
+            Ok(kept) => String::from_utf8_lossy(&kept).into_owned(),
+            Err(_) => String::new(),
+        }
+    }
+}
+
+/// Whether two descriptors are the same open file (`2>&1`).
+fn same_file(a: BorrowedFd<'_>, b: BorrowedFd<'_>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let meta = |fd: BorrowedFd<'_>| {
+        fd.try_clone_to_owned()
+            .map(std::fs::File::from)
+            .and_then(|f| f.metadata())
+    };
+    match (meta(a), meta(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// The program's descriptors 0, 1 and 2 for `sandbox run`: the host's own, duplicated above
+/// them, with stderr (and stdout, when it is the same file) replaced by a pipe the returned
+/// [`Tee`] copies, unless stderr is a terminal.
+pub(crate) fn inherit() -> std::io::Result<([OwnedFd; 3], Option<Tee>)> {
+    let stdin = spawn::dup_above(0, 3)?;
+    let stdout = spawn::dup_above(1, 3)?;
+    let stderr = std::io::stderr();
+    if stderr.is_terminal() {
+        return Ok(([stdin, stdout, spawn::dup_above(2, 3)?], None));
+    }
+    let joined = same_file(std::io::stdout().as_fd(), stderr.as_fd());
+    let host = std::fs::File::from(spawn::dup_above(2, 3)?);
+    let (read, write) = spawn::pipe()?;
+    let write = spawn::above_stdio(write)?;
+    let out = if joined { write.try_clone()? } else { stdout };
+    let (tx, rx) = mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("sandbox-tee".into())
+        .spawn(move || {
+            let _ = tx.send(copy(std::fs::File::from(read), host));
+        })?;
+    Ok(([stdin, out, write], Some(Tee { done: rx })))
+}
+
+/// Lines kept before each candidate line: a `Caused by:` chain names its path a few lines
+/// above the error (module `refusals`).
+const CONTEXT: usize = 4;
+
+/// The candidate lines seen so far, and the few lines before the next one.
+#[derive(Default)]
+pub(super) struct Kept {
+    pub(super) text: Vec<u8>,
+    before: std::collections::VecDeque<Vec<u8>>,
+}
+
+/// Copies `from` to `to` until either ends; returns the candidate lines.
+fn copy(mut from: std::fs::File, mut to: std::fs::File) -> Vec<u8> {
+    let mut kept = Kept::default();
+    let mut line = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        collect(&buf[..n], &mut line, &mut kept);
+    }
+    keep(&line, &mut kept);
+    kept.text
+}
+
+/// Splits `chunk` into lines (continuing `line`), keeping the candidates in `kept`. The
+/// complete lines of a chunk are searched at once: when none matches (nearly always), only
+/// the last few are remembered as context, and no line is looked at on its own.
+pub(super) fn collect(chunk: &[u8], line: &mut Vec<u8>, kept: &mut Kept) {
+    let Some(first) = memchr::memchr(b'\n', chunk) else {
+        extend(line, chunk);
+        return;
+    };
+    extend(line, &chunk[..first]);
+    keep(line, kept);
+    line.clear();
+    let rest = &chunk[first + 1..];
+    let Some(last) = memchr::memrchr(b'\n', rest) else {
+        extend(line, rest);
+        return;
+    };
+    let body = &rest[..last];
+    if super::refusals::is_candidate(body) {
+        for l in body.split(|b| *b == b'\n') {
+            keep(&l[..l.len().min(MAX_LINE)], kept);
+        }
+    } else {
+        let tail: Vec<&[u8]> = body.rsplit(|b| *b == b'\n').take(CONTEXT).collect();
+        for l in tail.into_iter().rev() {
+            remember(&l[..l.len().min(MAX_LINE)], kept);
+        }
+    }
+    extend(line, &rest[last + 1..]);
+}
+
+fn extend(line: &mut Vec<u8>, part: &[u8]) {
+    let room = MAX_LINE.saturating_sub(line.len());
+    line.extend_from_slice(&part[..part.len().min(room)]);
+}
+
+/// Remembers `line` as one of the lines before the next candidate.
+fn remember(line: &[u8], kept: &mut Kept) {
+    let mut slot = if kept.before.len() >= CONTEXT {
+        kept.before.pop_front().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    slot.clear();
+    slot.extend_from_slice(line);
+    kept.before.push_back(slot);
+}
+
+/// Keeps `line` with the lines before it when it is a candidate (and there is room), else
+/// remembers it as a line before the next.
+fn keep(line: &[u8], kept: &mut Kept) {
+    if !super::refusals::is_candidate(line) {
+        remember(line, kept);
+        return;
+    }
+    let size = line.len() + 1 + kept.before.iter().map(|l| l.len() + 1).sum::<usize>();
+    if kept.text.len() + size <= super::refusals::MAX_KEPT {
+        for l in kept.before.drain(..) {
+            kept.text.extend_from_slice(&l);
+            kept.text.push(b'\n');
+        }
+        kept.text.extend_from_slice(line);
+        kept.text.push(b'\n');
+    }
+    kept.before.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_candidate_lines_are_kept_across_chunks() {
+        let mut line = Vec::new();
+        let mut kept = Kept::default();
+        collect(
+            b"1\n2\n3\n4\nall well\ntouch: '/x': Read-on",
+            &mut line,
+            &mut kept,
+        );
+        collect(b"ly file system\nmore\n", &mut line, &mut kept);
+        keep(&line, &mut kept);
+        assert_eq!(
+            kept.text,
+            b"2\n3\n4\nall well\ntouch: '/x': Read-only file system\n"
+        );
+    }
+
+    #[test]
+    fn lines_are_the_same_in_any_chunking() {
+        let text: &[u8] = b"a\nb\nc: Permission denied '/p'\nd\ne\nf\ng\nh\ni\nEROFS '/q'\n\nj\nk";
+        let mut whole = Kept::default();
+        for l in text.split(|b| *b == b'\n') {
+            keep(l, &mut whole);
+        }
+        assert_eq!(
+            whole.text,
+            b"a\nb\nc: Permission denied '/p'\nf\ng\nh\ni\nEROFS '/q'\n"
+        );
+        for size in 1..text.len() {
+            let mut line = Vec::new();
+            let mut kept = Kept::default();
+            for c in text.chunks(size) {
+                collect(c, &mut line, &mut kept);
+            }
+            keep(&line, &mut kept);
+            assert_eq!(kept.text, whole.text, "chunks of {size}");
+        }
+    }
+}
