@@ -363,12 +363,25 @@ fn contained_tier_holds(shape: Shape, why: &str) {
         assert_eq!(report["tier"], "contained", "{who}: {report}");
         assert_eq!(report["run"]["exit_code"], 0, "{who}: {report}");
 
-        // exec --json: the result names the tier and the reason.
+        // exec --json: the result names the tier and the reason. Root below the isolated
+        // tier is refused unless the request says `allow_root`.
+        if uid == 0 {
+            let o = b.run(
+                shape,
+                uid,
+                &["/t/sandbox", "exec", "--json"],
+                Some(br#"{"argv": ["/bin/echo", "hi"], "profile": "minimal"}"#),
+            );
+            assert!(
+                text(&o.stdout).contains(r#""field":"allow_root""#),
+                "{who}: {o:?}"
+            );
+        }
         let o = b.run(
             shape,
             uid,
             &["/t/sandbox", "exec", "--json"],
-            Some(br#"{"argv": ["/bin/echo", "hi"], "profile": "minimal"}"#),
+            Some(br#"{"argv": ["/bin/echo", "hi"], "profile": "minimal", "allow_root": true}"#),
         );
         let result: serde_json::Value =
             serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
