@@ -28,6 +28,8 @@ mod denied;
 #[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;
+mod git_config;
+mod git_guard;
 mod hits;
 #[doc(hidden)]
 pub mod isolation;
@@ -57,6 +59,7 @@ mod workspace;
 pub use crate::landlock::Status as LandlockStatus;
 pub use builder::{Redaction, RequestBuilder, Requirement};
 pub use contain::Containment;
+pub use git_guard::Reverted as GitReverted;
 pub use isolation::Status as IsolationStatus;
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use net::Report as NetworkReport;

@@ -673,6 +673,9 @@ fn run(
         }
     }
     let isolation = isolation_layer(v, sandbox, &here, layer.as_ref(), private_tmp)?;
+    // The repository's control files, checked after the job (module `git_guard`).
+    let git_guard = (v.paths.isolation != super::isolation::Mode::Off)
+        .then(|| super::git_guard::Guard::take(v.paths.workspace.as_deref().unwrap_or(&here)));
     let isolated = isolation.as_ref().ok();
     // After the mounts the program changes to its directory by name: an inherited working
     // directory would still be the one beneath them.
@@ -1003,6 +1006,7 @@ fn run(
     let (memory_hits, process_hits) = group.hits();
     group.finish();
     drop(registration);
+    let reverted = git_guard.map(super::git_guard::Guard::check);
 
     let (mut stdout, stdout_truncated) = out.finish();
     let (mut stderr, stderr_truncated) = err.finish();
@@ -1077,7 +1081,7 @@ fn run(
             off,
         ));
     }
-    let isolation = match isolation {
+    let mut isolation = match isolation {
         Ok(l) => Some(l.status.clone()),
         Err(why) if why.is_empty() => None,
         Err(why) => {
@@ -1094,9 +1098,14 @@ fn run(
                 read_only_root: false,
                 hidden_sockets: Vec::new(),
                 unavailable: Some(why),
+                reverted: Vec::new(),
             })
         }
     };
+    if let (Some(i), Some(r)) = (isolation.as_mut(), reverted) {
+        warnings.extend(r.iter().map(|r| r.warning.clone()));
+        i.reverted = r;
+    }
     let signal = match libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)) {
         // Ended with SIGKILL in place of SIGSYS (it had SIGSYS blocked, ignored or caught):
         // reported as the filter's kill, whatever the program was doing at the time.

@@ -1,0 +1,737 @@
+//! What a job may not leave behind in the repository its workspace is in: anything that
+//! makes the user's next git command outside the sandbox run a program the job chose.
+//!
+//! The namespace layer keeps the hooks directories read-only during the job, but not the
+//! configuration files: git rewrites them by renaming `config.lock` over them, which a mount
+//! over `config` refuses (`git config --local`, `git remote add`, `git submodule add` failed
+//! with `EBUSY`). So the host takes a snapshot of the repository's control files before the
+//! job ([`Guard::take`]) and checks them after it ([`Guard::check`]):
+//!
+//! - configuration files (the repository's and its worktrees' and submodules' `config` and
+//!   `config.worktree`, and the files they include): a key that runs a command
+//!   ([`super::git_config::runs_command`]) that is new is removed from the file; a file whose
+//!   command keys were changed, or that git could not read, is restored from the snapshot.
+//!   Every other change (remotes, upstreams, `user.name`, submodule URLs) is kept;
+//! - hooks directories (the repository's, each submodule's, a `core.hooksPath`): a new or
+//!   changed hook is removed, or restored from the snapshot;
+//! - redirections (`commondir`, a work tree's `gitdir:` file): a changed one is restored, a new
+//!   one that points anywhere but the repository itself is removed;
+//! - a new `.git` between the workspace and the repository it was in (or at the workspace,
+//!   when there was none): a directory is checked as above with nothing allowed before it, a
+//!   `gitdir:` file or a symlink is removed.
+//!
+//! Only the control files are read: no walk of the work tree. Each item undone is one
+//! [`Reverted`] entry with its warning line. See docs/isolation.md.
+
+use super::git_config::{self, Entry};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Larger control files are not read (git's own are a few KiB): treated as unreadable.
+const MAX_FILE: u64 = 4 << 20;
+
+/// At most this many directories of `.git/modules` and `.git/worktrees` are looked at.
+const MAX_DIRS: usize = 4096;
+
+/// How deep includes are followed (git's own limit is 10).
+const MAX_INCLUDE_DEPTH: usize = 10;
+
+/// One thing the job left that was undone after it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reverted {
+    /// The file changed back (a configuration file, a hook, a redirection).
+    pub path: PathBuf,
+    /// What was undone: a configuration key (`core.fsmonitor`), `hook`, `commondir`,
+    /// `gitdir`, or `file` (a configuration file restored whole).
+    pub what: String,
+    /// `removed`, `restored`, or `failed` (it could not be undone: the warning says what to
+    /// remove by hand).
+    pub action: String,
+    /// The line said in `warnings` and on stderr.
+    #[serde(skip)]
+    pub warning: String,
+}
+
+/// A control file as read: absent, its bytes, or something that is not a regular file of a
+/// readable size (a directory, a FIFO, a device, a huge file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Content {
+    Absent,
+    Bytes(Vec<u8>),
+    Other,
+}
+
+/// A hook as listed: its identity and, for a regular file, its content (to restore it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Hook {
+    id: (u64, u64, i64, i64, u32),
+    content: Option<Vec<u8>>,
+    link: Option<PathBuf>,
+}
+
+/// The entries of a hooks directory (`*.sample` left out: git never runs them); `None` when
+/// the directory is absent, `Some(Err(target))` when it is a symlink.
+type Listing = Option<Result<BTreeMap<std::ffi::OsString, Hook>, PathBuf>>;
+
+/// The control set of the repository a workspace is in.
+#[derive(Debug, Default)]
+struct Controls {
+    /// The `.git` found upwards from the workspace.
+    dot_git: Option<PathBuf>,
+    /// The common git directory (canonical when it exists).
+    common: Option<PathBuf>,
+    /// Files in git's configuration syntax.
+    configs: BTreeSet<PathBuf>,
+    /// `commondir` files of git directories.
+    commondirs: BTreeSet<PathBuf>,
+    /// `gitdir:` files in work trees (the workspace's own, worktrees', submodules').
+    links: BTreeSet<PathBuf>,
+    /// Hooks directories.
+    hooks: BTreeSet<PathBuf>,
+}
+
+/// The snapshot of one job's repository control files.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    workspace: PathBuf,
+    controls: Controls,
+    files: BTreeMap<PathBuf, Content>,
+    hooks: BTreeMap<PathBuf, Listing>,
+}
+
+fn read(path: &Path) -> Content {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path);
+    let mut file = match file {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A dangling symlink is something, not nothing.
+            return if path.symlink_metadata().is_ok() {
+                Content::Other
+            } else {
+                Content::Absent
+            };
+        }
+        Err(_) => return Content::Other,
+    };
+    match file.metadata() {
+        Ok(m) if m.is_file() && m.len() <= MAX_FILE => {}
+        _ => return Content::Other,
+    }
+    let mut bytes = Vec::new();
+    match Read::by_ref(&mut file)
+        .take(MAX_FILE + 1)
+        .read_to_end(&mut bytes)
+    {
+        Ok(_) if bytes.len() as u64 <= MAX_FILE => Content::Bytes(bytes),
+        _ => Content::Other,
+    }
+}
+
+/// A real directory (not a symlink to one).
+fn is_dir(p: &Path) -> bool {
+    p.symlink_metadata().is_ok_and(|m| m.is_dir())
+}
+
+/// The directory a `gitdir:` file names, relative to the file's directory.
+fn gitdir_of(file: &Path) -> Option<PathBuf> {
+    let Content::Bytes(b) = read(file) else {
+        return None;
+    };
+    let text = String::from_utf8_lossy(&b);
+    let d = text.trim().strip_prefix("gitdir:")?.trim();
+    Some(file.parent().unwrap_or(Path::new("/")).join(d))
+}
+
+/// The value of `core.worktree` in a submodule's configuration: where its `.git` file is.
+fn core_worktree(config: &Path) -> Option<PathBuf> {
+    let Content::Bytes(b) = read(config) else {
+        return None;
+    };
+    let entries = git_config::parse(&b).ok()?;
+    let e = entries
+        .iter()
+        .rev()
+        .find(|e| e.section == "core" && e.subsection.is_none() && e.name == "worktree")?;
+    Some(config.parent()?.join(e.value.as_deref()?))
+}
+
+/// The `include.path` / `includeIf.*.path` files a configuration file names (relative to its
+/// directory; `~/` from `HOME`), and the `core.hooksPath` directories it names (relative to
+/// `work_tree`).
+fn named_by(config: &Path, work_tree: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let (mut includes, mut hooks) = (Vec::new(), Vec::new());
+    let Content::Bytes(b) = read(config) else {
+        return (includes, hooks);
+    };
+    let Ok(entries) = git_config::parse(&b) else {
+        return (includes, hooks);
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let expand = |v: &str, base: &Path| match v.strip_prefix("~/") {
+        Some(rest) => home.as_ref().map(|h| h.join(rest)),
+        None => Some(base.join(v)),
+    };
+    for e in &entries {
+        let Some(v) = e.value.as_deref().filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let include = e.name == "path" && matches!(e.section.as_str(), "include" | "includeif");
+        if include {
+            includes.extend(expand(v, config.parent().unwrap_or(Path::new("/"))));
+        } else if e.section == "core" && e.subsection.is_none() && e.name == "hookspath" {
+            hooks.extend(expand(v, work_tree));
+        }
+    }
+    (includes, hooks)
+}
+
+impl Controls {
+    /// Finds the repository `workspace` is in, as git does (the nearest `.git` upwards), and
+    /// its control files.
+    fn of(workspace: &Path) -> Controls {
+        let mut c = Controls::default();
+        let Some(dot_git) = workspace
+            .ancestors()
+            .map(|a| a.join(".git"))
+            .find(|g| g.symlink_metadata().is_ok())
+        else {
+            return c;
+        };
+        c.dot_git = Some(dot_git.clone());
+        let git_dir = if is_dir(&dot_git) {
+            dot_git.clone()
+        } else {
+            c.links.insert(dot_git.clone());
+            match gitdir_of(&dot_git) {
+                Some(d) if is_dir(&d) => d,
+                _ => return c,
+            }
+        };
+        let work_tree = dot_git.parent().unwrap_or(Path::new("/")).to_path_buf();
+        c.commondirs.insert(git_dir.join("commondir"));
+        let common = match read(&git_dir.join("commondir")) {
+            Content::Bytes(b) => {
+                let d = git_dir.join(String::from_utf8_lossy(&b).trim());
+                std::fs::canonicalize(&d).unwrap_or(d)
+            }
+            _ => git_dir.clone(),
+        };
+        c.configs.insert(git_dir.join("config.worktree"));
+        c.common = Some(std::fs::canonicalize(&common).unwrap_or(common.clone()));
+        let mut budget = MAX_DIRS;
+        c.git_dir(&common, &work_tree, &mut budget, 0);
+        c.includes();
+        c
+    }
+
+    /// A git directory's own control files, its worktrees' and its submodules'.
+    fn git_dir(&mut self, dir: &Path, work_tree: &Path, budget: &mut usize, depth: usize) {
+        for name in ["config", "config.worktree"] {
+            self.configs.insert(dir.join(name));
+        }
+        self.commondirs.insert(dir.join("commondir"));
+        self.hooks.insert(dir.join("hooks"));
+        let (_, hooks_paths) = named_by(&dir.join("config"), work_tree);
+        self.hooks.extend(hooks_paths);
+        for wt in subdirs(&dir.join("worktrees"), budget) {
+            self.configs.insert(wt.join("config.worktree"));
+            self.commondirs.insert(wt.join("commondir"));
+            if let Some(link) = read_path(&wt.join("gitdir")) {
+                self.links.insert(link);
+            }
+        }
+        if depth < 16 {
+            self.modules(&dir.join("modules"), budget, depth + 1);
+        }
+    }
+
+    /// The submodules' git directories under `modules` (a name may hold slashes: a
+    /// directory without `HEAD` or `config` is a part of a name).
+    fn modules(&mut self, modules: &Path, budget: &mut usize, depth: usize) {
+        for d in subdirs(modules, budget) {
+            if d.join("HEAD").exists() || d.join("config").exists() {
+                let work_tree = core_worktree(&d.join("config"));
+                if let Some(w) = &work_tree {
+                    self.links.insert(w.join(".git"));
+                }
+                let w = work_tree.unwrap_or_else(|| d.clone());
+                self.git_dir(&d, &w, budget, depth);
+            } else if depth < 16 {
+                self.modules(&d, budget, depth + 1);
+            }
+        }
+    }
+
+    /// The files the configuration files include, followed as git does.
+    fn includes(&mut self) {
+        let mut todo: Vec<(PathBuf, usize)> = self.configs.iter().map(|c| (c.clone(), 0)).collect();
+        while let Some((c, depth)) = todo.pop() {
+            if depth >= MAX_INCLUDE_DEPTH {
+                continue;
+            }
+            let (includes, _) = named_by(&c, Path::new("/"));
+            for i in includes {
+                if self.configs.insert(i.clone()) {
+                    todo.push((i, depth + 1));
+                }
+            }
+        }
+    }
+}
+
+/// A path a file holds (a worktree's `gitdir` back-pointer), when it is absolute.
+fn read_path(file: &Path) -> Option<PathBuf> {
+    let Content::Bytes(b) = read(file) else {
+        return None;
+    };
+    let p = PathBuf::from(String::from_utf8_lossy(&b).trim());
+    p.is_absolute().then_some(p)
+}
+
+/// The real subdirectories of `dir` (symlinks are not followed), within the budget.
+fn subdirs(dir: &Path, budget: &mut usize) -> Vec<PathBuf> {
+    if !is_dir(dir) {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        if *budget == 0 {
+            break;
+        }
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            *budget -= 1;
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The hooks a directory holds (see [`Listing`]).
+fn list(dir: &Path) -> Listing {
+    let m = dir.symlink_metadata().ok()?;
+    if m.file_type().is_symlink() {
+        return Some(Err(std::fs::read_link(dir).unwrap_or_default()));
+    }
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let name = e.file_name();
+        if name.to_string_lossy().ends_with(".sample") {
+            continue;
+        }
+        let Ok(m) = e.path().symlink_metadata() else {
+            continue;
+        };
+        let link = m
+            .file_type()
+            .is_symlink()
+            .then(|| std::fs::read_link(e.path()).unwrap_or_default());
+        let content = match (m.is_file(), read(&e.path())) {
+            (true, Content::Bytes(b)) => Some(b),
+            _ => None,
+        };
+        out.insert(
+            name,
+            Hook {
+                id: (m.ino(), m.len(), m.mtime(), m.mtime_nsec(), m.mode()),
+                content,
+                link,
+            },
+        );
+    }
+    Some(Ok(out))
+}
+
+/// Replaces `path` with a regular file holding `bytes` (a new file renamed over it, so that a
+/// symlink left there is replaced, never written through), with the mode and owner of
+/// `like` when given.
+fn replace(path: &Path, bytes: &[u8], like: Option<&std::fs::Metadata>) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("no file name"))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.sandbox-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let mode = like.map_or(0o644, |m| m.mode() & 0o7777);
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        if let Some(m) = like.filter(|_| crate::sys::euid() == 0) {
+            // Root restores a file of another user's repository as that user's.
+            std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Removes a file or symlink (never a directory's contents).
+fn remove(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// Collects what was undone, with the lines that say it.
+struct Report<'a> {
+    workspace: &'a Path,
+    items: Vec<Reverted>,
+}
+
+const RUNS: &str = "it would run on the next git command outside the sandbox";
+
+impl Report<'_> {
+    /// `path` as the user knows it: relative to the workspace when inside it.
+    fn shown(&self, path: &Path) -> String {
+        let p = path.strip_prefix(self.workspace).unwrap_or(path);
+        crate::escape::path(p).into_owned()
+    }
+
+    /// Records one item: `done` is the outcome of undoing it; `said` the line's body.
+    fn add(
+        &mut self,
+        path: &Path,
+        what: &str,
+        action: &str,
+        done: std::io::Result<()>,
+        said: String,
+    ) {
+        let (action, warning) = match done {
+            Ok(()) => (action.to_string(), format!("sandbox: {said}")),
+            Err(e) => (
+                "failed".to_string(),
+                format!(
+                    "sandbox: could not undo what the command left in {}: {said}; the attempt \
+                     failed ({e}): fix it by hand before running git there",
+                    self.shown(path)
+                ),
+            ),
+        };
+        self.items.push(Reverted {
+            path: path.to_path_buf(),
+            what: what.to_string(),
+            action,
+            warning,
+        });
+    }
+}
+
+impl Guard {
+    /// Takes the snapshot for a job whose workspace is `workspace`.
+    pub(crate) fn take(workspace: &Path) -> Guard {
+        let workspace = std::fs::canonicalize(workspace).unwrap_or(workspace.to_path_buf());
+        let controls = Controls::of(&workspace);
+        let files = controls
+            .configs
+            .iter()
+            .chain(&controls.commondirs)
+            .chain(&controls.links)
+            .map(|p| (p.clone(), read(p)))
+            .collect();
+        let hooks = controls
+            .hooks
+            .iter()
+            .map(|h| (h.clone(), list(h)))
+            .collect();
+        Guard {
+            workspace,
+            controls,
+            files,
+            hooks,
+        }
+    }
+
+    /// Checks the control files after the job and undoes what would run a command the job
+    /// chose; returns each item undone.
+    pub(crate) fn check(self) -> Vec<Reverted> {
+        let mut report = Report {
+            workspace: &self.workspace,
+            items: Vec::new(),
+        };
+        let mut after = Controls::of(&self.workspace);
+        // A new `.git` nearer than the repository's: a file or symlink is removed (git would
+        // follow it to a directory the command chose); a directory is checked below with
+        // nothing allowed before it.
+        for _ in 0..64 {
+            let Some(g) = after.dot_git.clone() else {
+                break;
+            };
+            if Some(&g) == self.controls.dot_git.as_ref() || is_dir(&g) {
+                break;
+            }
+            let said = format!(
+                "removed {} that the command created (a gitdir: file or symlink points git at \
+                 configuration and hooks the command chose; {RUNS}); create it outside the \
+                 sandbox if it is meant",
+                report.shown(&g)
+            );
+            report.add(&g, "gitdir", "removed", remove(&g), said);
+            after = Controls::of(&self.workspace);
+        }
+        let common = after.common.clone().or(self.controls.common.clone());
+        let configs: BTreeSet<&PathBuf> =
+            self.controls.configs.iter().chain(&after.configs).collect();
+        for c in configs {
+            self.config(c, &mut report);
+        }
+        let commondirs: BTreeSet<&PathBuf> = self
+            .controls
+            .commondirs
+            .iter()
+            .chain(&after.commondirs)
+            .collect();
+        for c in commondirs {
+            self.commondir(c, common.as_deref(), &mut report);
+        }
+        // Work trees' `gitdir:` files: the ones known before (a new one deeper in the work
+        // tree is a new worktree or submodule, whose git directory is checked above).
+        for l in &self.controls.links {
+            self.link(l, &mut report);
+        }
+        let hooks: BTreeSet<&PathBuf> = self.controls.hooks.iter().chain(&after.hooks).collect();
+        for h in hooks {
+            self.hooks_dir(h, &mut report);
+        }
+        report.items
+    }
+
+    fn before(&self, p: &Path) -> &Content {
+        self.files.get(p).unwrap_or(&Content::Absent)
+    }
+
+    /// A configuration file: new command keys removed; the file restored whole when its
+    /// command keys were changed or removed-and-replaced, or when it cannot be read.
+    fn config(&self, path: &Path, report: &mut Report) {
+        let before = self.before(path);
+        let now = read(path);
+        if &now == before {
+            return;
+        }
+        let old: Vec<Entry> = match before {
+            Content::Bytes(b) => git_config::parse(b).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let shown = report.shown(path);
+        let restore = |report: &mut Report, why: String| match before {
+            Content::Bytes(b) => {
+                let like = path.metadata().ok();
+                let done = replace(path, b, like.as_ref());
+                report.add(path, "file", "restored", done, format!("restored {shown} as it was before the command ({why}; its other changes there are undone too); make the change outside the sandbox if it is meant"));
+            }
+            _ => {
+                let done = remove(path);
+                report.add(path, "file", "removed", done, format!("removed {shown}, which the command created ({why}); create it outside the sandbox if it is meant"));
+            }
+        };
+        let bytes = match &now {
+            Content::Absent => return,
+            Content::Other => {
+                return restore(report, "it is not a regular file git can read".into());
+            }
+            Content::Bytes(b) => b,
+        };
+        let entries = match git_config::parse(bytes) {
+            Ok(e) => e,
+            Err(m) => {
+                return restore(
+                    report,
+                    format!(
+                        "it could not be read as git configuration at line {}",
+                        m.line
+                    ),
+                )
+            }
+        };
+        // The command keys before, as (key, value) with their counts.
+        let mut kept: BTreeMap<(String, Option<String>), usize> = BTreeMap::new();
+        for e in old.iter().filter(|e| git_config::runs_command(e)) {
+            *kept.entry((e.key(), e.value.clone())).or_default() += 1;
+        }
+        let mut new = Vec::new();
+        for e in entries.iter().filter(|e| git_config::runs_command(e)) {
+            match kept.get_mut(&(e.key(), e.value.clone())) {
+                Some(n) if *n > 0 => *n -= 1,
+                _ => new.push(e),
+            }
+        }
+        if new.is_empty() {
+            return;
+        }
+        let keys: Vec<String> = new.iter().map(|e| e.key()).collect();
+        if kept.values().any(|n| *n > 0) {
+            // A command key of the user's was changed or removed: the file as it was is the
+            // only version known to be the user's.
+            return restore(report, format!("the command changed {}", keys.join(", ")));
+        }
+        let spans: Vec<_> = new.iter().map(|e| e.span.clone()).collect();
+        let like = path.metadata().ok();
+        let done = replace(path, &git_config::without(bytes, &spans), like.as_ref());
+        for k in keys {
+            let said = format!(
+                "removed {k} that the command set in {shown} ({RUNS}); set it outside the \
+                 sandbox if it is meant"
+            );
+            let d = done
+                .as_ref()
+                .map(|_| ())
+                .map_err(|e| std::io::Error::new(e.kind(), e.to_string()));
+            report.add(path, &k, "removed", d, said);
+        }
+    }
+
+    /// A `commondir`: a changed one restored; a new one removed unless it names the git
+    /// directory it is in or the repository's common directory (what git itself writes).
+    fn commondir(&self, path: &Path, common: Option<&Path>, report: &mut Report) {
+        let before = self.before(path);
+        let now = read(path);
+        if &now == before || now == Content::Absent {
+            return;
+        }
+        let shown = report.shown(path);
+        let why =
+            format!("it points git at another repository's configuration and hooks, which {RUNS}");
+        if let Content::Bytes(b) = before {
+            let like = path.metadata().ok();
+            let done = replace(path, b, like.as_ref());
+            let said = format!(
+                "restored {shown} as it was before the command, which changed it ({why}); \
+                 change it outside the sandbox if it is meant"
+            );
+            return report.add(path, "commondir", "restored", done, said);
+        }
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        let names = |b: &[u8]| {
+            let target = dir.join(String::from_utf8_lossy(b).trim());
+            std::fs::canonicalize(target).ok()
+        };
+        if let Content::Bytes(b) = &now {
+            let target = names(b);
+            let own = std::fs::canonicalize(dir).ok();
+            if target.is_some() && (target == own || target.as_deref() == common) {
+                return;
+            }
+        }
+        let said = format!(
+            "removed {shown} that the command created ({why}); create it outside the sandbox \
+             if it is meant"
+        );
+        report.add(path, "commondir", "removed", remove(path), said);
+    }
+
+    /// A work tree's `gitdir:` file known before: restored when changed.
+    fn link(&self, path: &Path, report: &mut Report) {
+        let Content::Bytes(b) = self.before(path) else {
+            return;
+        };
+        let now = read(path);
+        if now == Content::Absent || &now == self.before(path) {
+            return;
+        }
+        let shown = report.shown(path);
+        let like = path.metadata().ok();
+        let done = replace(path, b, like.as_ref());
+        let said = format!(
+            "restored {shown} as it was before the command, which changed it (it points git at \
+             configuration and hooks the command chose; {RUNS}); change it outside the sandbox \
+             if it is meant"
+        );
+        report.add(path, "gitdir", "restored", done, said);
+    }
+
+    /// A hooks directory: new hooks removed, changed ones restored (or removed when their
+    /// content was not kept); a hooks directory made a symlink is removed.
+    fn hooks_dir(&self, dir: &Path, report: &mut Report) {
+        let before = self.hooks.get(dir).cloned().flatten();
+        let now = list(dir);
+        let shown_dir = report.shown(dir);
+        let now = match now {
+            None => return,
+            Some(Err(target)) => {
+                if before == Some(Err(target)) {
+                    return;
+                }
+                let said = format!(
+                    "removed {shown_dir}, a symlink the command made (git would run the hooks \
+                     it points to; {RUNS}); make it outside the sandbox if it is meant"
+                );
+                return report.add(dir, "hook", "removed", remove(dir), said);
+            }
+            Some(Ok(l)) => l,
+        };
+        let old = match before {
+            Some(Ok(l)) => l,
+            _ => BTreeMap::new(),
+        };
+        for (name, hook) in &now {
+            let path = dir.join(name);
+            let shown_name = crate::escape::path(Path::new(name)).into_owned();
+            match old.get(name) {
+                Some(o) if o == hook => {}
+                Some(Hook {
+                    content: Some(c),
+                    link: None,
+                    id,
+                }) => {
+                    let done = replace(&path, c, None).and_then(|()| {
+                        std::fs::set_permissions(
+                            &path,
+                            std::fs::Permissions::from_mode(id.4 & 0o7777),
+                        )
+                    });
+                    let said = format!(
+                        "restored the hook {shown_name} in {shown_dir} as it was before the \
+                         command, which changed it ({RUNS}); change it outside the sandbox if \
+                         it is meant"
+                    );
+                    report.add(&path, "hook", "restored", done, said);
+                }
+                _ => {
+                    // A directory is not a program git can run.
+                    if is_dir(&path) {
+                        continue;
+                    }
+                    let said = format!(
+                        "removed the hook {shown_name} that the command wrote in {shown_dir} \
+                         ({RUNS}); write it outside the sandbox if it is meant"
+                    );
+                    report.add(&path, "hook", "removed", remove(&path), said);
+                }
+            }
+        }
+    }
+}
+
+/// The hooks directories of the repository's submodules that exist (read-only in the job's
+/// view like the repository's own), under the common git directory `common`.
+pub(crate) fn module_hooks(common: &Path) -> Vec<PathBuf> {
+    let mut c = Controls::default();
+    let mut budget = MAX_DIRS;
+    c.modules(&common.join("modules"), &mut budget, 1);
+    let modules = common.join("modules");
+    // Only the submodules' own: a `core.hooksPath` they name is checked after the job.
+    c.hooks
+        .into_iter()
+        .filter(|h| h.starts_with(&modules) && is_dir(h))
+        .collect()
+}
