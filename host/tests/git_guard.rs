@@ -424,3 +424,118 @@ fn exec_json_names_what_it_undid_in_the_result() {
         assert_eq!(ok(who, &dir, &["remote", "get-url", "origin"]), "/x\n");
     }
 }
+
+#[test]
+fn without_namespaces_the_check_still_undoes_what_was_planted() {
+    // `preferred` on a machine without namespaces: the hooks are not read-only, so the hook
+    // is written, and the check after the job removes it.
+    for who in BOTH {
+        let ws = workspace(who);
+        let dir = ws.path().join("r");
+        fresh(who, &dir);
+        repository(who, &dir);
+        let marker = ws.path().join("MARK");
+        let plant = format!(
+            "printf '#!/bin/sh\\ntouch {}\\n' > .git/hooks/pre-commit && \
+             chmod +x .git/hooks/pre-commit",
+            marker.display()
+        );
+        let mut c = command(who, SANDBOX);
+        c.args([
+            "run",
+            "--allow-root",
+            "--profile",
+            "shell",
+            "--",
+            "bash",
+            "-c",
+        ])
+        .arg(&plant)
+        .env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
+        .current_dir(&dir);
+        let o = c.output().unwrap();
+        let err = stderr(&o);
+        assert!(o.status.success(), "{who:?}: {err}");
+        assert!(err.contains("namespaces unavailable"), "{who:?}: {err}");
+        assert!(
+            err.contains("removed the hook pre-commit that the command wrote in .git/hooks"),
+            "{who:?}: {err}"
+        );
+        git(who, &dir, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        assert!(!marker.exists(), "{who:?}");
+        // Control: with the layer off the hook stays and runs.
+        let o = run(who, &dir, &["--isolation", "off"], &plant);
+        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+        git(who, &dir, &["commit", "-q", "--allow-empty", "-m", "x"]);
+        assert!(marker.exists(), "{who:?}");
+    }
+}
+
+#[test]
+fn changed_or_unreadable_configuration_is_restored_whole() {
+    for who in BOTH {
+        let ws = workspace(who);
+        let dir = ws.path().join("r");
+        fresh(who, &dir);
+        repository(who, &dir);
+        ok(who, &dir, &["config", "core.pager", "less"]);
+        let before = fs::read(dir.join(".git/config")).unwrap();
+        let marker = ws.path().join("MARK");
+        let m = marker.display().to_string();
+        for plant in [
+            format!("git remote add origin /x && git config core.pager 'touch {m}; cat'"),
+            format!("printf '[core]\\n\\tfsmonitor = touch {m}\\n[[\\n' >> .git/config"),
+        ] {
+            let o = run(who, &dir, &[], &plant);
+            let err = stderr(&o);
+            assert!(
+                err.contains("sandbox: restored .git/config as it was before the command"),
+                "{who:?} {plant}: {err}"
+            );
+            assert_eq!(
+                fs::read(dir.join(".git/config")).unwrap(),
+                before,
+                "{who:?}"
+            );
+            git(who, &dir, &["-p", "log"]);
+            git(who, &dir, &["status"]);
+            assert!(!marker.exists(), "{who:?} {plant}");
+        }
+    }
+}
+
+#[test]
+fn what_the_command_points_at_outside_the_workspace_is_not_touched() {
+    // A repository made inside whose `commondir` names another repository of the user's: the
+    // planted `commondir` is removed, and the other repository's own command keys and hooks
+    // (set by the user) are left as they are. A `core.hooksPath` naming a directory of the
+    // work tree loses the key, not the directory's files.
+    for who in BOTH {
+        let ws = workspace(who);
+        let dir = ws.path().join("r");
+        fresh(who, &dir);
+        let other = ws.path().join("other");
+        fresh(who, &other);
+        repository(who, &other);
+        ok(who, &other, &["config", "core.fsmonitor", "false"]);
+        fs::write(other.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+        let o = run(
+            who,
+            &dir,
+            &[],
+            "mkdir -p .git/refs .git/objects && echo 'ref: refs/heads/main' > .git/HEAD && \
+             echo ../../other/.git > .git/commondir && mkdir tracked && \
+             echo x > tracked/pre-commit && printf '[core]\\n\\thooksPath = tracked\\n' > .git/config",
+        );
+        let err = stderr(&o);
+        assert!(
+            err.contains("removed .git/commondir that the command created"),
+            "{who:?}: {err}"
+        );
+        assert!(err.contains("removed core.hookspath"), "{who:?}: {err}");
+        assert!(!dir.join(".git/commondir").exists(), "{who:?}");
+        assert!(dir.join("tracked/pre-commit").exists(), "{who:?}");
+        assert_eq!(ok(who, &other, &["config", "core.fsmonitor"]), "false\n");
+        assert!(other.join(".git/hooks/pre-commit").exists(), "{who:?}");
+    }
+}

@@ -89,8 +89,13 @@ struct Controls {
     commondirs: BTreeSet<PathBuf>,
     /// `gitdir:` files in work trees (the workspace's own, worktrees', submodules').
     links: BTreeSet<PathBuf>,
-    /// Hooks directories.
+    /// The git directories' own hooks directories.
     hooks: BTreeSet<PathBuf>,
+    /// Directories `core.hooksPath` names, and the files `include.path` names: checked only
+    /// as the snapshot found them (one the command named is removed as a key; what it points
+    /// to is the command's own file, maybe a tracked one, and is left alone).
+    hooks_paths: BTreeSet<PathBuf>,
+    included: BTreeSet<PathBuf>,
 }
 
 /// The snapshot of one job's repository control files.
@@ -99,7 +104,39 @@ pub(crate) struct Guard {
     workspace: PathBuf,
     controls: Controls,
     files: BTreeMap<PathBuf, Content>,
+    owners: BTreeMap<PathBuf, Owner>,
     hooks: BTreeMap<PathBuf, Listing>,
+}
+
+/// The mode and owner a file restored or rewritten gets.
+#[derive(Clone, Copy, Debug)]
+struct Owner {
+    mode: u32,
+    uid: u32,
+    gid: u32,
+}
+
+impl Owner {
+    fn of(m: &std::fs::Metadata) -> Owner {
+        Owner {
+            mode: m.mode() & 0o7777,
+            uid: m.uid(),
+            gid: m.gid(),
+        }
+    }
+
+    /// What a file at `path` gets: as the snapshot found it there, else a plain file of the
+    /// directory's owner (never the metadata of what a symlink left there points to).
+    fn at(guard: &Guard, path: &Path) -> Owner {
+        guard.owners.get(path).copied().unwrap_or_else(|| {
+            let dir = path.parent().and_then(|d| d.symlink_metadata().ok());
+            Owner {
+                mode: 0o644,
+                uid: dir.as_ref().map_or(u32::MAX, MetadataExt::uid),
+                gid: dir.as_ref().map_or(u32::MAX, MetadataExt::gid),
+            }
+        })
+    }
 }
 
 fn read(path: &Path) -> Content {
@@ -222,7 +259,12 @@ impl Controls {
             }
             _ => git_dir.clone(),
         };
-        c.configs.insert(git_dir.join("config.worktree"));
+        // The git directory's own files too, as git would read them were `commondir` gone
+        // (a planted one is removed after the job).
+        for name in ["config", "config.worktree"] {
+            c.configs.insert(git_dir.join(name));
+        }
+        c.hooks.insert(git_dir.join("hooks"));
         c.common = Some(std::fs::canonicalize(&common).unwrap_or(common.clone()));
         let mut budget = MAX_DIRS;
         c.git_dir(&common, &work_tree, &mut budget, 0);
@@ -238,7 +280,7 @@ impl Controls {
         self.commondirs.insert(dir.join("commondir"));
         self.hooks.insert(dir.join("hooks"));
         let (_, hooks_paths) = named_by(&dir.join("config"), work_tree);
-        self.hooks.extend(hooks_paths);
+        self.hooks_paths.extend(hooks_paths);
         for wt in subdirs(&dir.join("worktrees"), budget) {
             self.configs.insert(wt.join("config.worktree"));
             self.commondirs.insert(wt.join("commondir"));
@@ -277,7 +319,7 @@ impl Controls {
             }
             let (includes, _) = named_by(&c, Path::new("/"));
             for i in includes {
-                if self.configs.insert(i.clone()) {
+                if !self.configs.contains(&i) && self.included.insert(i.clone()) {
                     todo.push((i, depth + 1));
                 }
             }
@@ -352,9 +394,9 @@ fn list(dir: &Path) -> Listing {
 }
 
 /// Replaces `path` with a regular file holding `bytes` (a new file renamed over it, so that a
-/// symlink left there is replaced, never written through), with the mode and owner of
-/// `like` when given.
-fn replace(path: &Path, bytes: &[u8], like: Option<&std::fs::Metadata>) -> std::io::Result<()> {
+/// symlink left there is replaced, never written through), with the mode of `like`, and its
+/// owner when the host is root.
+fn replace(path: &Path, bytes: &[u8], like: Owner) -> std::io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::other("no file name"))?;
@@ -363,7 +405,7 @@ fn replace(path: &Path, bytes: &[u8], like: Option<&std::fs::Metadata>) -> std::
         name.to_string_lossy(),
         std::process::id()
     ));
-    let mode = like.map_or(0o644, |m| m.mode() & 0o7777);
+    let mode = like.mode;
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -373,9 +415,9 @@ fn replace(path: &Path, bytes: &[u8], like: Option<&std::fs::Metadata>) -> std::
             .open(&tmp)?;
         f.write_all(bytes)?;
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        if let Some(m) = like.filter(|_| crate::sys::euid() == 0) {
+        if crate::sys::euid() == 0 && like.uid != u32::MAX {
             // Root restores a file of another user's repository as that user's.
-            std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
+            std::os::unix::fs::fchown(&f, Some(like.uid), Some(like.gid))?;
         }
         std::fs::rename(&tmp, path)
     })();
@@ -400,6 +442,18 @@ struct Report<'a> {
 }
 
 const RUNS: &str = "it would run on the next git command outside the sandbox";
+
+/// What a command key the job set would do, for its warning line.
+fn effect(key: &str) -> &'static str {
+    if key.starts_with("include.") || key.starts_with("includeif.") {
+        "git would read configuration from a file the command chose on the next git command \
+         outside the sandbox"
+    } else if key.starts_with("protocol.") {
+        "it would let git use a transport that runs commands"
+    } else {
+        RUNS
+    }
+}
 
 impl Report<'_> {
     /// `path` as the user knows it: relative to the workspace when inside it.
@@ -445,19 +499,30 @@ impl Guard {
         let files = controls
             .configs
             .iter()
+            .chain(&controls.included)
             .chain(&controls.commondirs)
             .chain(&controls.links)
             .map(|p| (p.clone(), read(p)))
             .collect();
+        let owners = controls
+            .configs
+            .iter()
+            .chain(&controls.included)
+            .chain(&controls.commondirs)
+            .chain(&controls.links)
+            .filter_map(|p| Some((p.clone(), Owner::of(&p.symlink_metadata().ok()?))))
+            .collect();
         let hooks = controls
             .hooks
             .iter()
+            .chain(&controls.hooks_paths)
             .map(|h| (h.clone(), list(h)))
             .collect();
         Guard {
             workspace,
             controls,
             files,
+            owners,
             hooks,
         }
     }
@@ -469,7 +534,8 @@ impl Guard {
             workspace: &self.workspace,
             items: Vec::new(),
         };
-        let mut after = Controls::of(&self.workspace);
+        let ws = &self.workspace;
+        let mut after = Controls::of(ws);
         // A new `.git` nearer than the repository's: a file or symlink is removed (git would
         // follow it to a directory the command chose); a directory is checked below with
         // nothing allowed before it.
@@ -477,7 +543,7 @@ impl Guard {
             let Some(g) = after.dot_git.clone() else {
                 break;
             };
-            if Some(&g) == self.controls.dot_git.as_ref() || is_dir(&g) {
+            if Some(&g) == self.controls.dot_git.as_ref() || is_dir(&g) || !g.starts_with(ws) {
                 break;
             }
             let said = format!(
@@ -487,11 +553,20 @@ impl Guard {
                 report.shown(&g)
             );
             report.add(&g, "gitdir", "removed", remove(&g), said);
-            after = Controls::of(&self.workspace);
+            after = Controls::of(ws);
         }
-        let common = after.common.clone().or(self.controls.common.clone());
-        let configs: BTreeSet<&PathBuf> =
-            self.controls.configs.iter().chain(&after.configs).collect();
+        // What only the job's repository names counts inside the workspace alone (the command
+        // could not make it elsewhere), so that a `commondir` it plants cannot make the host
+        // edit another repository.
+        let inside = |p: &&PathBuf| p.starts_with(ws);
+        let common = self.controls.common.clone();
+        let configs: BTreeSet<&PathBuf> = self
+            .controls
+            .configs
+            .iter()
+            .chain(&self.controls.included)
+            .chain(after.configs.iter().filter(inside))
+            .collect();
         for c in configs {
             self.config(c, &mut report);
         }
@@ -499,7 +574,7 @@ impl Guard {
             .controls
             .commondirs
             .iter()
-            .chain(&after.commondirs)
+            .chain(after.commondirs.iter().filter(inside))
             .collect();
         for c in commondirs {
             self.commondir(c, common.as_deref(), &mut report);
@@ -509,7 +584,13 @@ impl Guard {
         for l in &self.controls.links {
             self.link(l, &mut report);
         }
-        let hooks: BTreeSet<&PathBuf> = self.controls.hooks.iter().chain(&after.hooks).collect();
+        let hooks: BTreeSet<&PathBuf> = self
+            .controls
+            .hooks
+            .iter()
+            .chain(&self.controls.hooks_paths)
+            .chain(after.hooks.iter().filter(inside))
+            .collect();
         for h in hooks {
             self.hooks_dir(h, &mut report);
         }
@@ -535,8 +616,7 @@ impl Guard {
         let shown = report.shown(path);
         let restore = |report: &mut Report, why: String| match before {
             Content::Bytes(b) => {
-                let like = path.metadata().ok();
-                let done = replace(path, b, like.as_ref());
+                let done = replace(path, b, Owner::at(self, path));
                 report.add(path, "file", "restored", done, format!("restored {shown} as it was before the command ({why}; its other changes there are undone too); make the change outside the sandbox if it is meant"));
             }
             _ => {
@@ -585,12 +665,16 @@ impl Guard {
             return restore(report, format!("the command changed {}", keys.join(", ")));
         }
         let spans: Vec<_> = new.iter().map(|e| e.span.clone()).collect();
-        let like = path.metadata().ok();
-        let done = replace(path, &git_config::without(bytes, &spans), like.as_ref());
+        let done = replace(
+            path,
+            &git_config::without(bytes, &spans),
+            Owner::at(self, path),
+        );
         for k in keys {
             let said = format!(
-                "removed {k} that the command set in {shown} ({RUNS}); set it outside the \
-                 sandbox if it is meant"
+                "removed {k} that the command set in {shown} ({}); set it outside the sandbox \
+                 if it is meant",
+                effect(&k)
             );
             let d = done
                 .as_ref()
@@ -612,8 +696,7 @@ impl Guard {
         let why =
             format!("it points git at another repository's configuration and hooks, which {RUNS}");
         if let Content::Bytes(b) = before {
-            let like = path.metadata().ok();
-            let done = replace(path, b, like.as_ref());
+            let done = replace(path, b, Owner::at(self, path));
             let said = format!(
                 "restored {shown} as it was before the command, which changed it ({why}); \
                  change it outside the sandbox if it is meant"
@@ -649,8 +732,7 @@ impl Guard {
             return;
         }
         let shown = report.shown(path);
-        let like = path.metadata().ok();
-        let done = replace(path, b, like.as_ref());
+        let done = replace(path, b, Owner::at(self, path));
         let said = format!(
             "restored {shown} as it was before the command, which changed it (it points git at \
              configuration and hooks the command chose; {RUNS}); change it outside the sandbox \
@@ -693,12 +775,11 @@ impl Guard {
                     link: None,
                     id,
                 }) => {
-                    let done = replace(&path, c, None).and_then(|()| {
-                        std::fs::set_permissions(
-                            &path,
-                            std::fs::Permissions::from_mode(id.4 & 0o7777),
-                        )
-                    });
+                    let owner = Owner {
+                        mode: id.4 & 0o7777,
+                        ..Owner::at(self, &path)
+                    };
+                    let done = replace(&path, c, owner);
                     let said = format!(
                         "restored the hook {shown_name} in {shown_dir} as it was before the \
                          command, which changed it ({RUNS}); change it outside the sandbox if \
