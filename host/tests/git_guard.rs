@@ -539,3 +539,47 @@ fn what_the_command_points_at_outside_the_workspace_is_not_touched() {
         assert!(other.join(".git/hooks/pre-commit").exists(), "{who:?}");
     }
 }
+
+#[test]
+fn a_repository_the_command_adds_to_the_index_is_checked() {
+    // `git status` looks into every gitlink of the index with that repository's own
+    // configuration: a repository made inside and added with `git add` is one.
+    for who in BOTH {
+        let ws = workspace(who);
+        let dir = ws.path().join("r");
+        let marker = ws.path().join("MARK");
+        let plant = format!(
+            "git init -q inner && git -C inner commit -q --allow-empty -m i && \
+             git -C inner {} && git add inner 2>/dev/null",
+            fsmonitor(&marker).trim_start_matches("git ")
+        );
+        check_plant(
+            who,
+            &dir,
+            &repository,
+            &plant,
+            &dir,
+            &["status"],
+            &marker,
+            "removed core.fsmonitor that the command set in inner/.git/config",
+        );
+        // One that was there before is checked as well.
+        fresh(who, &dir);
+        repository(who, &dir);
+        ok(who, &dir, &["init", "-q", "inner"]);
+        ok(
+            who,
+            &dir.join("inner"),
+            &["commit", "-q", "--allow-empty", "-m", "i"],
+        );
+        let _ = git(who, &dir, &["add", "inner"]);
+        let plant = format!("cd inner && {}", fsmonitor(&marker));
+        let (o, made) = planted_then(who, &dir, &[], &plant, &dir, &["status"], &marker);
+        assert!(!made, "{who:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("removed core.fsmonitor that the command set in inner/.git/config"),
+            "{who:?}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -27,6 +27,7 @@ use super::git_config::{self, Entry};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -268,8 +269,54 @@ impl Controls {
         c.common = Some(std::fs::canonicalize(&common).unwrap_or(common.clone()));
         let mut budget = MAX_DIRS;
         c.git_dir(&common, &work_tree, &mut budget, 0);
+        if git_dir != common {
+            // A linked worktree's own index.
+            c.embedded(&git_dir, &common, &work_tree, &mut budget, 0);
+        }
         c.includes();
         c
+    }
+
+    /// The repositories the index of `dir` has as gitlinks: `git status` looks into each
+    /// with its own configuration. A `.git` directory there is checked as a git directory; a
+    /// `gitdir:` file as a redirection.
+    fn embedded(
+        &mut self,
+        dir: &Path,
+        common: &Path,
+        work_tree: &Path,
+        budget: &mut usize,
+        depth: usize,
+    ) {
+        let Content::Bytes(index) = read(&dir.join("index")) else {
+            return;
+        };
+        let sha256 = match read(&common.join("config")) {
+            Content::Bytes(b) => git_config::parse(&b).unwrap_or_default().iter().any(|e| {
+                e.section == "extensions"
+                    && e.name == "objectformat"
+                    && e.value
+                        .as_deref()
+                        .is_some_and(|v| v.eq_ignore_ascii_case("sha256"))
+            }),
+            _ => false,
+        };
+        let links = super::git_index::gitlinks(&index, if sha256 { 32 } else { 20 });
+        for link in links.unwrap_or_default() {
+            if *budget == 0 {
+                return;
+            }
+            *budget -= 1;
+            let tree = work_tree.join(std::ffi::OsStr::from_bytes(&link));
+            let dot_git = tree.join(".git");
+            if is_dir(&dot_git) {
+                if depth < 16 {
+                    self.git_dir(&dot_git, &tree, budget, depth + 1);
+                }
+            } else if dot_git.symlink_metadata().is_ok() {
+                self.links.insert(dot_git);
+            }
+        }
     }
 
     /// A git directory's own control files, its worktrees' and its submodules'.
@@ -290,6 +337,7 @@ impl Controls {
         }
         if depth < 16 {
             self.modules(&dir.join("modules"), budget, depth + 1);
+            self.embedded(dir, dir, work_tree, budget, depth);
         }
     }
 
@@ -584,6 +632,11 @@ impl Guard {
         for l in &self.controls.links {
             self.link(l, &mut report);
         }
+        for l in after.links.iter().filter(inside) {
+            if !self.controls.links.contains(l) {
+                self.new_link(l, common.as_deref(), &mut report);
+            }
+        }
         let hooks: BTreeSet<&PathBuf> = self
             .controls
             .hooks
@@ -658,7 +711,11 @@ impl Guard {
         if new.is_empty() {
             return;
         }
-        let keys: Vec<String> = new.iter().map(|e| e.key()).collect();
+        // A subsection may hold any byte but a newline: shown escaped.
+        let keys: Vec<String> = new
+            .iter()
+            .map(|e| crate::escape::bytes(e.key().as_bytes()).into_owned())
+            .collect();
         if kept.values().any(|n| *n > 0) {
             // A command key of the user's was changed or removed: the file as it was is the
             // only version known to be the user's.
@@ -739,6 +796,25 @@ impl Guard {
              if it is meant"
         );
         report.add(path, "gitdir", "restored", done, said);
+    }
+
+    /// A `gitdir:` file the job made in the work tree (a new submodule's, a new worktree's, a
+    /// repository it added to the index): kept when it names a git directory of the
+    /// repository (under `.git/modules` or `.git/worktrees`), removed otherwise.
+    fn new_link(&self, path: &Path, common: Option<&Path>, report: &mut Report) {
+        let target = gitdir_of(path).and_then(|d| std::fs::canonicalize(d).ok());
+        if let (Some(t), Some(c)) = (&target, common) {
+            if t.starts_with(c) && t != c {
+                return;
+            }
+        }
+        let shown = report.shown(path);
+        let said = format!(
+            "removed {shown} that the command created (a gitdir: file or symlink that points \
+             git at configuration and hooks the command chose; {RUNS}); create it outside the \
+             sandbox if it is meant"
+        );
+        report.add(path, "gitdir", "removed", remove(path), said);
     }
 
     /// A hooks directory: new hooks removed, changed ones restored (or removed when their

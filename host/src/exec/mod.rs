@@ -30,6 +30,7 @@ pub mod env;
 pub(crate) mod exec_events;
 mod git_config;
 mod git_guard;
+mod git_index;
 mod hits;
 #[doc(hidden)]
 pub mod isolation;
