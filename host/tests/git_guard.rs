@@ -563,6 +563,23 @@ fn a_repository_the_command_adds_to_the_index_is_checked() {
             &marker,
             "removed core.fsmonitor that the command set in inner/.git/config",
         );
+        // With a split index the entry may be in `sharedindex.*` only.
+        let split = format!(
+            "git config core.splitIndex true && git init -q inner && \
+             git -C inner commit -q --allow-empty -m i && git -C inner {} && \
+             git -c splitIndex.maxPercentChange=0 add inner 2>/dev/null",
+            fsmonitor(&marker).trim_start_matches("git ")
+        );
+        check_plant(
+            who,
+            &dir,
+            &repository,
+            &split,
+            &dir,
+            &["status"],
+            &marker,
+            "removed core.fsmonitor that the command set in inner/.git/config",
+        );
         // One that was there before is checked as well.
         fresh(who, &dir);
         repository(who, &dir);

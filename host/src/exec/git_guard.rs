@@ -34,6 +34,9 @@ use std::path::{Path, PathBuf};
 /// Larger control files are not read (git's own are a few KiB): treated as unreadable.
 const MAX_FILE: u64 = 4 << 20;
 
+/// An index is read up to this size (a repository of 100,000 files has one of about 10 MiB).
+const MAX_INDEX: u64 = 256 << 20;
+
 /// At most this many directories of `.git/modules` and `.git/worktrees` are looked at.
 const MAX_DIRS: usize = 4096;
 
@@ -141,6 +144,11 @@ impl Owner {
 }
 
 fn read(path: &Path) -> Content {
+    read_at_most(path, MAX_FILE)
+}
+
+/// [`read`] with another limit.
+fn read_at_most(path: &Path, max: u64) -> Content {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
@@ -158,15 +166,15 @@ fn read(path: &Path) -> Content {
         Err(_) => return Content::Other,
     };
     match file.metadata() {
-        Ok(m) if m.is_file() && m.len() <= MAX_FILE => {}
+        Ok(m) if m.is_file() && m.len() <= max => {}
         _ => return Content::Other,
     }
     let mut bytes = Vec::new();
     match Read::by_ref(&mut file)
-        .take(MAX_FILE + 1)
+        .take(max + 1)
         .read_to_end(&mut bytes)
     {
-        Ok(_) if bytes.len() as u64 <= MAX_FILE => Content::Bytes(bytes),
+        Ok(_) if bytes.len() as u64 <= max => Content::Bytes(bytes),
         _ => Content::Other,
     }
 }
@@ -288,9 +296,18 @@ impl Controls {
         budget: &mut usize,
         depth: usize,
     ) {
-        let Content::Bytes(index) = read(&dir.join("index")) else {
-            return;
-        };
+        // With `core.splitIndex` entries also live in `sharedindex.*`: every one is read (a
+        // gitlink since removed only adds a check).
+        let mut indexes = vec![dir.join("index")];
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            indexes.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().as_bytes().starts_with(b"sharedindex."))
+                    .map(|e| e.path())
+                    .take(16),
+            );
+        }
         let sha256 = match read(&common.join("config")) {
             Content::Bytes(b) => git_config::parse(&b).unwrap_or_default().iter().any(|e| {
                 e.section == "extensions"
@@ -301,8 +318,15 @@ impl Controls {
             }),
             _ => false,
         };
-        let links = super::git_index::gitlinks(&index, if sha256 { 32 } else { 20 });
-        for link in links.unwrap_or_default() {
+        let links = indexes
+            .iter()
+            .flat_map(|i| match read_at_most(i, MAX_INDEX) {
+                Content::Bytes(b) => {
+                    super::git_index::gitlinks(&b, if sha256 { 32 } else { 20 }).unwrap_or_default()
+                }
+                _ => Vec::new(),
+            });
+        for link in links {
             if *budget == 0 {
                 return;
             }
