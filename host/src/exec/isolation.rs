@@ -228,7 +228,7 @@ fn repository_files(workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     // The configuration files stay writable (git renames `config.lock` over them, which a
     // mount refuses): module `git_guard` checks them after the job instead.
     protect.push(common.join("hooks"));
-    protect.extend(super::git_guard::module_hooks(&common));
+    protect.extend(super::git_controls::module_hooks(&common));
     (pins, protect)
 }
 

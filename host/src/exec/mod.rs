@@ -29,6 +29,7 @@ mod denied;
 pub mod env;
 pub(crate) mod exec_events;
 mod git_config;
+mod git_controls;
 mod git_guard;
 mod git_index;
 mod hits;
