@@ -600,3 +600,39 @@ fn a_repository_the_command_adds_to_the_index_is_checked() {
         );
     }
 }
+
+#[test]
+fn a_hostile_key_name_is_named_escaped() {
+    // A subsection may hold control characters: the line names the key with them escaped, so
+    // it cannot rewrite the terminal or forge a line of its own.
+    for who in BOTH {
+        let ws = workspace(who);
+        let dir = ws.path().join("r");
+        fresh(who, &dir);
+        repository(who, &dir);
+        let req = serde_json::json!({
+            "argv": ["/bin/sh", "-c",
+                "printf '[diff \"a\\033[2Jb\\rsandbox: fake\"]\\n\\ttextconv = x\\n' >> .git/config"],
+            "profile": "shell",
+            "cwd": dir,
+        });
+        let mut c = command(who, SANDBOX);
+        c.args(["exec", "--json"]).current_dir(&dir);
+        let o = output_with_input(&mut c, req.to_string().as_bytes());
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let warnings = r["warnings"].to_string();
+        assert!(warnings.contains("removed diff.a"), "{who:?}: {r}");
+        let what = r["isolation"]["reverted"][0]["what"]
+            .as_str()
+            .unwrap_or_default();
+        for s in [warnings.as_str(), what] {
+            assert!(
+                !s.contains('\u{1b}') && !s.contains('\r') && !s.contains("\\u001b"),
+                "{who:?}: {s}"
+            );
+        }
+        assert!(!fs::read_to_string(dir.join(".git/config"))
+            .unwrap()
+            .contains("textconv"));
+    }
+}
