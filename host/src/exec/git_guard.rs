@@ -365,11 +365,19 @@ impl Guard {
         let restore = |report: &mut Report, why: String| match before {
             Content::Bytes(b) => {
                 let done = replace(path, b, Owner::at(self, path));
-                report.add(path, "file", "restored", done, format!("restored {shown} as it was before the command ({why}; its other changes there are undone too); make the change outside the sandbox if it is meant"));
+                let said = format!(
+                    "restored {shown} as it was before the command ({why}; its other changes \
+                     there are undone too); make the change outside the sandbox if it is meant"
+                );
+                report.add(path, "file", "restored", done, said);
             }
             _ => {
                 let done = remove(path);
-                report.add(path, "file", "removed", done, format!("removed {shown}, which the command created ({why}); create it outside the sandbox if it is meant"));
+                let said = format!(
+                    "removed {shown}, which the command created ({why}); create it outside \
+                     the sandbox if it is meant"
+                );
+                report.add(path, "file", "removed", done, said);
             }
         };
         let bytes = match &now {
