@@ -79,8 +79,9 @@ pub struct PathArgs {
     /// Landlock: required (refuse without it), preferred (default; say what is missing) or off.
     #[arg(long, value_name = "MODE")]
     pub landlock: Option<crate::landlock::Mode>,
-    /// Namespaces (own PID space and /proc, private /tmp, read-only .git/hooks and
-    /// .git/config): required, preferred (default; say when unavailable) or off.
+    /// Namespaces (own PID space and /proc, private /tmp, read-only .git/hooks, git
+    /// configuration checked after the job): required, preferred (default; say when
+    /// unavailable) or off.
     #[arg(long, value_name = "MODE")]
     pub isolation: Option<crate::exec::isolation::Mode>,
     /// A path mounted read-only over itself (repeatable); one that does not exist must be in

@@ -236,7 +236,10 @@ mod tests {
     fn this_process_and_its_parent_are_outside_any_job() {
         // The test harness's parent (cargo), not this process: other tests of this binary run
         // spawner threads that hold a filter, which every thread's status shows.
-        assert_eq!(text(reason(std::os::unix::process::parent_id() as i32)), None);
+        assert_eq!(
+            text(reason(std::os::unix::process::parent_id() as i32)),
+            None
+        );
         assert_eq!(
             text(reason(0)).map(|r| r.contains("not visible")),
             Some(true)

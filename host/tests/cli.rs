@@ -542,7 +542,7 @@ fn run_as_root_warns_below_the_isolated_tier_unless_allowed() {
 #[test]
 fn exec_and_serve_refuse_root_below_the_isolated_tier_unless_the_request_allows_it() {
     assert!(is_root(), "this test needs root (the tests run as root)");
-    let exec = |body: &str| {
+    let exec_env = |body: &str, unavailable: bool| {
         let mut c = Command::new(BIN);
         c.args(["exec", "--json"])
             .env_clear()
@@ -550,6 +550,12 @@ fn exec_and_serve_refuse_root_below_the_isolated_tier_unless_the_request_allows_
             .env("HOME", "/root")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
+        if unavailable {
+            c.env(
+                "SANDBOX_ISOLATION_UNAVAILABLE",
+                "a container without namespaces",
+            );
+        }
         let mut child = c.spawn().unwrap();
         use std::io::Write;
         child
@@ -561,23 +567,31 @@ fn exec_and_serve_refuse_root_below_the_isolated_tier_unless_the_request_allows_
         let o = child.wait_with_output().unwrap();
         text(&o.stdout)
     };
-    // The isolated tier: runs.
+    let exec = |body: &str| exec_env(body, false);
+    // The isolated tier: runs, nothing said.
     let out = exec(r#"{"argv":["/bin/echo","ran"]}"#);
     assert!(out.contains(r#""stdout":"ran\n""#), "{out}");
-    // Without namespaces, or without Landlock: refused, naming the field.
+    assert!(!out.contains("running as root"), "{out}");
+    // A machine without namespaces: refused, naming the field.
+    let out = exec_env(r#"{"argv":["/bin/echo","ran"]}"#, true);
+    assert!(
+        out.contains(r#""field":"allow_root""#) && !out.contains("ran\n"),
+        "{out}"
+    );
+    // Allowed by the request: runs (the control that the refusal is the only difference).
+    let out = exec_env(r#"{"argv":["/bin/echo","ran"],"allow_root":true}"#, true);
+    assert!(out.contains(r#""stdout":"ran\n""#), "{out}");
+    // A layer the request turned off itself: runs, and the result says what root keeps.
     for body in [
         r#"{"argv":["/bin/echo","ran"],"isolation":"off"}"#,
         r#"{"argv":["/bin/echo","ran"],"landlock":"off"}"#,
     ] {
         let out = exec(body);
         assert!(
-            out.contains(r#""field":"allow_root""#) && !out.contains("ran\n"),
+            out.contains(r#""stdout":"ran\n""#) && out.contains("running as root without"),
             "{body}: {out}"
         );
     }
-    // Allowed by the request: runs (the control that the refusal is the only difference).
-    let out = exec(r#"{"argv":["/bin/echo","ran"],"isolation":"off","allow_root":true}"#);
-    assert!(out.contains(r#""stdout":"ran\n""#), "{out}");
     // A hostile value is refused and runs nothing.
     let out = exec(r#"{"argv":["/bin/echo","ran"],"allow_root":"yes"}"#);
     assert!(out.contains(r#""field":"allow_root""#), "{out}");
@@ -587,6 +601,10 @@ fn exec_and_serve_refuse_root_below_the_isolated_tier_unless_the_request_allows_
         .env_clear()
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .env("HOME", "/root")
+        .env(
+            "SANDBOX_ISOLATION_UNAVAILABLE",
+            "a container without namespaces",
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     let mut child = c.spawn().unwrap();
@@ -595,8 +613,8 @@ fn exec_and_serve_refuse_root_below_the_isolated_tier_unless_the_request_allows_
         let mut stdin = child.stdin.take().unwrap();
         stdin
             .write_all(
-                b"{\"id\":\"a\",\"argv\":[\"/bin/true\"],\"isolation\":\"off\"}\n\
-                  {\"id\":\"b\",\"argv\":[\"/bin/true\"],\"isolation\":\"off\",\"allow_root\":true}\n",
+                b"{\"id\":\"a\",\"argv\":[\"/bin/true\"]}\n\
+                  {\"id\":\"b\",\"argv\":[\"/bin/true\"],\"allow_root\":true}\n",
             )
             .unwrap();
     }

@@ -192,11 +192,18 @@ fn git(dir: &Path, args: &[&str]) {
     assert!(st.success(), "git {args:?}");
 }
 
-/// Writes a hook, the repository config and a normal file; prints what worked.
+/// Writes a hook, a command key into the repository config and a normal file; prints what
+/// worked.
 const PLANT: &str = "for f in \"$HOOKS/pre-commit\" \"$GITDIR/config\" file.txt; do \
-    if echo evil >> \"$f\" 2>/dev/null; then echo \"wrote $f\"; else echo \"refused $f\"; fi; done";
+    if printf '[core]\\n\\tfsmonitor = evil\\n' >> \"$f\" 2>/dev/null; then echo \"wrote $f\"; \
+    else echo \"refused $f\"; fi; done";
 
 fn plant(who: As, cwd: &Path, gitdir: &Path, extra: &[&str]) -> String {
+    plant_output(who, cwd, gitdir, extra).0
+}
+
+/// [`plant`]'s stdout and stderr.
+fn plant_output(who: As, cwd: &Path, gitdir: &Path, extra: &[&str]) -> (String, String) {
     let script = PLANT
         .replace("$HOOKS", &gitdir.join("hooks").display().to_string())
         .replace("$GITDIR", &gitdir.display().to_string());
@@ -209,24 +216,37 @@ fn plant(who: As, cwd: &Path, gitdir: &Path, extra: &[&str]) -> String {
         "-c",
         script.as_str(),
     ]);
-    text(&run(who, cwd, &args)).0
+    text(&run(who, cwd, &args))
 }
 
+/// Hooks are read-only during the job; the config is writable (git renames `config.lock`
+/// over it), and a key that runs a command does not survive the job (module `git_guard`;
+/// tests/git_guard.rs has the rest).
 #[test]
-fn git_hooks_and_config_are_read_only_while_the_workspace_is_writable() {
+fn git_hooks_are_read_only_and_config_keys_that_run_code_do_not_survive() {
     for who in BOTH {
         let ws = workspace();
         git(ws.path(), &["init", "-q"]);
         fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
         chmod_r(ws.path());
         let gitdir = ws.path().join(".git");
-        let out = plant(who, ws.path(), &gitdir, &[]);
+        let (out, err) = plant_output(who, ws.path(), &gitdir, &[]);
         assert!(
             out.contains("refused") && out.contains("wrote file.txt"),
             "{who:?}: {out}"
         );
-        assert_eq!(out.matches("refused").count(), 2, "{who:?}: {out}");
+        assert_eq!(out.matches("refused").count(), 1, "{who:?}: {out}");
+        assert!(
+            out.contains("wrote") && out.contains(".git/config"),
+            "{who:?}: {out}"
+        );
         assert!(!gitdir.join("hooks/pre-commit").exists());
+        let config = fs::read_to_string(gitdir.join("config")).unwrap();
+        assert!(!config.contains("fsmonitor"), "{who:?}: {config}");
+        assert!(
+            err.contains("sandbox: removed core.fsmonitor that the command set in .git/config"),
+            "{who:?}: {err}"
+        );
         // `.git` itself cannot be moved aside and replaced.
         let (out, _) = text(&run(
             who,
@@ -245,6 +265,8 @@ fn git_hooks_and_config_are_read_only_while_the_workspace_is_writable() {
         let out = plant(who, ws.path(), &gitdir, &["--isolation", "off"]);
         assert!(!out.contains("refused"), "{who:?}: {out}");
         assert!(gitdir.join("hooks/pre-commit").exists());
+        let config = fs::read_to_string(gitdir.join("config")).unwrap();
+        assert!(config.contains("fsmonitor"), "{who:?}: {config}");
     }
 }
 
@@ -274,6 +296,7 @@ fn a_worktree_protects_the_hooks_its_gitdir_file_points_to() {
         assert!(wt.join(".git").is_file());
         chmod_r(root.path());
         let common = main.join(".git");
+        // The common config is outside the workspace (`wt`): read-only in the view.
         let out = plant(who, &wt, &common, &[]);
         assert_eq!(out.matches("refused").count(), 2, "{who:?}: {out}");
         assert!(out.contains("wrote file.txt"), "{who:?}: {out}");

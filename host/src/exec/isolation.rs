@@ -25,8 +25,8 @@ pub struct Status {
     pub mode: Mode,
     /// The namespaces the program ran in (empty when they were unavailable).
     pub namespaces: Vec<String>,
-    /// Paths mounted read-only over themselves (the repository's hooks and config, the
-    /// asked paths; placeholders for those that did not exist).
+    /// Paths mounted read-only over themselves (the repository's hooks directories and
+    /// redirections, the asked paths; placeholders for those that did not exist).
     pub read_only: Vec<PathBuf>,
     /// The host's tree is read-only in the job's view, apart from its writable places.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -37,6 +37,10 @@ pub struct Status {
     pub hidden_sockets: Vec<PathBuf>,
     /// Why there were no namespaces (`preferred` on a machine without them).
     pub unavailable: Option<String>,
+    /// What the job left in the repository's control files that would run a command on
+    /// the user's next git command, undone after it (module `git_guard`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reverted: Vec<super::git_guard::Reverted>,
 }
 
 /// The namespaces the layer creates.
@@ -282,8 +286,9 @@ fn c_path(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).expect("paths were checked for NUL")
 }
 
-/// The repository files that run code on the user's side later: for the repository the
-/// workspace is in (found upwards, as git does).
+/// The repository files that run code on the user's side later and are kept read-only
+/// during the job (hooks directories, redirections): for the repository the workspace is in
+/// (found upwards, as git does).
 fn repository_files(workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let mut pins = Vec::new();
     let mut protect = Vec::new();
@@ -320,11 +325,10 @@ fn repository_files(workspace: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
             git_dir.clone()
         }
     };
-    if git_dir.join("config.worktree").exists() {
-        protect.push(git_dir.join("config.worktree"));
-    }
+    // The configuration files stay writable (git renames `config.lock` over them, which a
+    // mount refuses): module `git_guard` checks them after the job instead.
     protect.push(common.join("hooks"));
-    protect.push(common.join("config"));
+    protect.extend(super::git_controls::module_hooks(&common));
     (pins, protect)
 }
 
@@ -497,6 +501,7 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
             read_only_root: view.read_only_root,
             hidden_sockets: view.hidden_sockets,
             unavailable: None,
+            reverted: Vec::new(),
         },
         holds,
     }))

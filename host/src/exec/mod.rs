@@ -28,6 +28,10 @@ mod denied;
 #[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;
+mod git_config;
+mod git_controls;
+mod git_guard;
+mod git_index;
 mod hits;
 #[doc(hidden)]
 pub mod isolation;
@@ -60,6 +64,7 @@ mod workspace;
 pub use crate::landlock::Status as LandlockStatus;
 pub use builder::{Redaction, RequestBuilder, Requirement};
 pub use contain::Containment;
+pub use git_guard::Reverted as GitReverted;
 pub use isolation::Status as IsolationStatus;
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use net::Report as NetworkReport;

@@ -178,7 +178,7 @@ pub(crate) fn cover(path: &Path, dir: bool) -> std::io::Result<Covered> {
             };
             // What no job could remove (a directory with entries, a file with other content:
             // the removal leaves those) needs no hold, and another process's exclusive lock
-            // on it (`.git/config`) then stalls nothing.
+            // on it (a populated `.git/hooks`) then stalls nothing.
             if !removable(&file, &target) {
                 return Ok(Covered { target, hold: None });
             }

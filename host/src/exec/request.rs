@@ -95,9 +95,9 @@ pub struct Request {
     pub deny: Vec<String>,
     /// A profile file (absolute path, TOML like `profiles/*.toml`) used instead of `profile`.
     pub profile_file: Option<String>,
-    /// Namespaces (own PID space and `/proc`, private `/tmp`, read-only `.git/hooks` and
-    /// `.git/config`): `required`, `preferred` (default: without them where the machine has
-    /// none, said on every run) or `off`.
+    /// Namespaces (own PID space and `/proc`, private `/tmp`, read-only `.git/hooks`, the
+    /// repository's git configuration checked after the job): `required`, `preferred`
+    /// (default: without them where the machine has none, said on every run) or `off`.
     pub isolation: IsolationMode,
     /// Paths mounted read-only over themselves (absolute; one that does not exist must be
     /// inside the workspace, and cannot be created).

@@ -674,8 +674,12 @@ fn run(
         }
     }
     let isolation = isolation_layer(v, sandbox, &here, layer.as_ref(), private_tmp)?;
+    // The repository's control files, checked after the job (module `git_guard`).
+    let git_guard = (v.paths.isolation != super::isolation::Mode::Off)
+        .then(|| super::git_guard::Guard::take(v.paths.workspace.as_deref().unwrap_or(&here)));
     let isolated = isolation.as_ref().ok();
-    refuse_root_below_isolated(v, isolated.is_some(), layer.as_ref())?;
+    let mut root_warning = Vec::new();
+    refuse_root_below_isolated(v, isolated.is_some(), layer.as_ref(), &mut root_warning)?;
     // After the mounts the program changes to its directory by name: an inherited working
     // directory would still be the one beneath them.
     let here_c = match isolated {
@@ -1010,6 +1014,7 @@ fn run(
     let (memory_hits, process_hits) = group.hits();
     group.finish();
     drop(registration);
+    let reverted = git_guard.map(super::git_guard::Guard::check);
 
     let (mut stdout, stdout_truncated) = out.finish();
     let (mut stderr, stderr_truncated) = err.finish();
@@ -1021,6 +1026,7 @@ fn run(
     let mut warnings = plan.warnings;
     warnings.extend(broad);
     warnings.extend(net_warning);
+    warnings.extend(root_warning);
     let mut filter = plan.planned;
     // The preload's handshake confirms the exact filter it stacks; without it only the
     // outer filter (with its loader exemptions) applied.
@@ -1089,7 +1095,7 @@ fn run(
         .as_ref()
         .is_some_and(|l| !l.prepared.status().enforced.is_empty());
     let tier = super::tier::Tier::of(filter, landlock_held, isolation.is_ok());
-    let isolation = match isolation {
+    let mut isolation = match isolation {
         Ok(l) => Some(l.status.clone()),
         Err(why) if why.is_empty() => None,
         Err(why) => {
@@ -1107,9 +1113,14 @@ fn run(
                 read_only_root: false,
                 hidden_sockets: Vec::new(),
                 unavailable: Some(why),
+                reverted: Vec::new(),
             })
         }
     };
+    if let (Some(i), Some(r)) = (isolation.as_mut(), reverted) {
+        warnings.extend(r.iter().map(|r| r.warning.clone()));
+        i.reverted = r;
+    }
     let signal = match libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)) {
         // Ended with SIGKILL in place of SIGSYS (it had SIGSYS blocked, ignored or caught):
         // reported as the filter's kill, whatever the program was doing at the time.
@@ -1226,15 +1237,17 @@ fn run(
     })
 }
 
-/// A root request below the isolated tier is refused unless it says `allow_root`: in its own
-/// namespaces with Landlock, root's reach is the job's view (the host's tree read-only,
-/// credentials unreadable); without them root passes every permission check Landlock does
-/// not cover (a file's mode and owner, anywhere). `sandbox run` warns instead (its own
-/// `--allow-root`).
+/// A root request that the machine put below the isolated tier is refused unless it says
+/// `allow_root`: in its own namespaces with Landlock, root's reach is the job's view (the
+/// host's tree read-only, credentials unreadable); without them root passes every permission
+/// check Landlock does not cover (a file's mode and owner, anywhere). A request that turned a
+/// layer off itself (`isolation` or `landlock` `off`) made that choice knowingly: it runs, and
+/// its result says what root keeps. `sandbox run` warns instead (its own `--allow-root`).
 fn refuse_root_below_isolated(
     v: &Validated,
     isolated: bool,
     landlock: Option<&super::paths::Layer>,
+    warnings: &mut Vec<String>,
 ) -> Result<(), ExecError> {
     let landlock_held = landlock.is_some_and(|l| !l.prepared.status().enforced.is_empty());
     if v.allow_root || crate::sys::euid() != 0 || (isolated && landlock_held) {
@@ -1245,12 +1258,24 @@ fn refuse_root_below_isolated(
         (false, true) => "namespaces",
         _ => "Landlock",
     };
+    let why = format!(
+        "running as root without {missing}: the program keeps root's permissions over every \
+         file's mode and owner outside the workspace"
+    );
+    let chosen = v.paths.isolation == super::isolation::Mode::Off
+        || v.paths.mode == crate::landlock::Mode::Off;
+    if chosen {
+        warnings.push(format!(
+            "sandbox: warning: {why} (a layer this request turned off); pass \"allow_root\": \
+             true to silence"
+        ));
+        return Ok(());
+    }
     Err(Refusal::new(
         "allow_root",
         format!(
-            "running as root without {missing}: the program would keep root's permissions over \
-             every file's mode and owner outside the workspace; pass \"allow_root\": true to run \
-             anyway, or run as an unprivileged user"
+            "{why}, and this machine gives no more; pass \"allow_root\": true to run anyway, or \
+             run as an unprivileged user"
         ),
     )
     .into())
