@@ -134,6 +134,9 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         }
     }
     let job = job(sandbox, &resolved, program, args, settings);
+    // The job keeps the caller's descriptor limit (read into `job`); the host's own work gets
+    // room above a low one.
+    crate::sys::raise_soft_nofile(256);
     // The spawner path, as for exec requests: its thread holds the filter's listener, so
     // violations are named without taking the listener from the child (which a non-dumpable
     // host cannot do without privileges).

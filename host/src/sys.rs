@@ -670,6 +670,27 @@ pub(crate) fn rlimit(res: Resource) -> io::Result<libc::rlimit> {
     Ok(cur)
 }
 
+/// Raises this process's soft descriptor limit to at least `want` (as far as the hard limit
+/// allows): the host's own work (placeholder locks, the view's tree copies, pipes) must not
+/// fail under a caller's low limit, which the program still gets (it is read before, and
+/// set in the child).
+pub(crate) fn raise_soft_nofile(want: u64) {
+    let Ok(cur) = rlimit(libc::RLIMIT_NOFILE) else {
+        return;
+    };
+    if cur.rlim_cur >= want {
+        return;
+    }
+    let new = libc::rlimit {
+        rlim_cur: want.min(cur.rlim_max),
+        rlim_max: cur.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct we pass; a failure leaves the limit as it was.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_NOFILE, &new);
+    }
+}
+
 /// `flock(op)` on `fd` (`LOCK_EX`, `LOCK_SH`, `LOCK_UN`, with `LOCK_NB`).
 pub(crate) fn flock(fd: BorrowedFd<'_>, op: libc::c_int) -> io::Result<()> {
     // SAFETY: flock on a descriptor the caller owns; no memory is involved.

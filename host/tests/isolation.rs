@@ -592,7 +592,9 @@ fn degraded_mode_forced_in_the_host() {
         ("preferred", "warnings"),
         ("required", "\"field\":\"isolation\""),
     ] {
-        let req = format!("{{\"argv\":[\"/bin/true\"],\"isolation\":\"{mode}\"}}");
+        // As root below the isolated tier a request must say allow_root (tests/cli.rs).
+        let req =
+            format!("{{\"argv\":[\"/bin/true\"],\"isolation\":\"{mode}\",\"allow_root\":true}}");
         let o = output_with_input(
             command(As::Root, SANDBOX)
                 .env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
@@ -693,7 +695,8 @@ fn json_runners_plan_again_when_the_kernel_refuses_namespaces() {
     let ws = workspace();
     let pid = r#""argv":["/bin/sh","-c","echo $$"],"profile":"shell""#;
     for mode in [&["exec", "--json"][..], &["serve"]] {
-        let line = |extra: &str| format!("{{\"id\":\"a\",{pid}{extra}}}\n");
+        // Root in the user namespace, below the isolated tier once refused: allow_root.
+        let line = |extra: &str| format!("{{\"id\":\"a\",{pid},\"allow_root\":true{extra}}}\n");
         let req = |extra: &str| match mode[0] {
             "serve" => line(extra),
             _ => line(extra).replacen("\"id\":\"a\",", "", 1),

@@ -201,18 +201,31 @@ pub(crate) fn cover(path: &Path, dir: bool) -> std::io::Result<Covered> {
         };
         let as_file = missing == path && !dir;
         let made = if as_file {
+            // Written aside and linked into place: the placeholder appears with its text or
+            // not at all (an empty `commondir` makes every git command in the repository fail).
             use std::io::Write;
-            std::fs::OpenOptions::new()
+            let tmp = missing.with_file_name(format!(
+                ".{}.sandbox-{}",
+                missing
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                std::process::id()
+            ));
+            let made = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .custom_flags(libc::O_NOFOLLOW)
                 .mode(0o444)
-                .open(&missing)
+                .open(&tmp)
                 .and_then(|mut f| {
                     f.write_all(placeholder_text(&missing))?;
                     // Readable by every user whatever the umask: their jobs hold it too.
                     f.set_permissions(std::fs::Permissions::from_mode(0o444))
                 })
+                .and_then(|()| std::fs::hard_link(&tmp, &missing));
+            let _ = std::fs::remove_file(&tmp);
+            made
         } else {
             std::fs::create_dir(&missing).and_then(|()| {
                 std::fs::set_permissions(&missing, std::fs::Permissions::from_mode(0o755))
@@ -233,10 +246,19 @@ pub(crate) fn cover(path: &Path, dir: bool) -> std::io::Result<Covered> {
         }
         // Canonical, as a later job that finds it existing names it: records match.
         let missing = std::fs::canonicalize(&missing).unwrap_or(missing);
-        let file = open(&missing)?;
-        hold_shared(&file, &missing)?;
+        // What this job made and cannot hold is removed again, not left behind unrecorded.
+        let undo = |e: std::io::Error| {
+            let _ = if as_file {
+                std::fs::remove_file(&missing)
+            } else {
+                std::fs::remove_dir(&missing)
+            };
+            e
+        };
+        let file = open(&missing).map_err(undo)?;
+        hold_shared(&file, &missing).map_err(undo)?;
         let hold = Hold {
-            id: id_of(&file)?,
+            id: id_of(&file).map_err(undo)?,
             file,
             path: missing.clone(),
             made: true,
