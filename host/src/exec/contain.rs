@@ -27,6 +27,9 @@
 
 use super::cgroup1::{counter_in, Controller, Dir};
 use super::cgroup_names::{prefix, remove_stale, stale_scan_due};
+use super::hits::{Counts, MemoryHit};
+use super::limits::MemoryBound;
+use super::memwatch::{Roster, Watchdog};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fs;
@@ -184,6 +187,12 @@ pub fn limit_cgroups() -> (Option<String>, Option<String>) {
         ),
         pick(Controller::Pids, v2.is_some_and(|b| b.pids), "pids.max"),
     )
+}
+
+/// Whether a request without a memory cgroup here has its memory limit watched for the whole
+/// job by the host (module `memwatch`), rather than held per process (`sandbox check`).
+pub(crate) fn memory_watchable() -> bool {
+    super::memwatch::available()
 }
 
 /// The number of the next request cgroup this host creates.
@@ -357,6 +366,12 @@ pub(crate) struct Group {
     v1: Vec<Dir>,
     /// The v2 counters of the limits set, when the request started.
     v2_before: Vec<(Controller, u64)>,
+    /// The memory limit the watchdog enforces (no memory cgroup for this request), bytes.
+    watch_memory: Option<u64>,
+    /// The watchdog, from [`Group::started`] until [`Group::hits`].
+    watchdog: Option<Watchdog>,
+    /// What ended the job for its memory, once known.
+    memory_hit: Option<MemoryHit>,
 }
 
 impl Group {
@@ -419,6 +434,9 @@ impl Group {
             finished: false,
             v1: Vec::new(),
             v2_before: Vec::new(),
+            watch_memory: None,
+            watchdog: None,
+            memory_hit: None,
         })
     }
 
@@ -450,11 +468,26 @@ impl Group {
         self.limit(Controller::Pids, Some(max))
     }
 
-    /// Sets the request's memory limit (`None`: unlimited): `memory.max` of its cgroup v2
-    /// (swap not counted: `memory.swap.max` 0), else `memory.limit_in_bytes` of a v1 memory
-    /// cgroup the child joins; `false` when neither is available to this caller.
-    pub(crate) fn limit_memory(&mut self, bytes: Option<u64>) -> bool {
-        self.limit(Controller::Memory, bytes)
+    /// Sets the request's memory limit (`None`: unlimited) for the job as a whole:
+    /// `memory.max` of its cgroup v2 (swap not counted: `memory.swap.max` 0), else
+    /// `memory.limit_in_bytes` of a v1 memory cgroup the child joins, else the host's watchdog
+    /// (module `memwatch`, started with the child), else, where the host cannot read `/proc`,
+    /// only a per-process limit the caller sets in the child (`RLIMIT_DATA`).
+    pub(crate) fn limit_memory(&mut self, bytes: Option<u64>) -> MemoryBound {
+        if self.limit(Controller::Memory, bytes) {
+            return match bytes {
+                Some(_) => MemoryBound::Cgroup,
+                None => MemoryBound::Unlimited,
+            };
+        }
+        match bytes {
+            None => MemoryBound::Unlimited,
+            Some(b) if super::memwatch::available() => {
+                self.watch_memory = Some(b);
+                MemoryBound::Watchdog
+            }
+            Some(b) => MemoryBound::PerProcess(b),
+        }
     }
 
     fn limit(&mut self, c: Controller, value: Option<u64>) -> bool {
@@ -504,14 +537,16 @@ impl Group {
         self.v1.iter().map(Dir::raw_fd).collect()
     }
 
-    /// How often each limit set with [`Group::limit_memory`] and [`Group::limit_processes`]
-    /// stopped something during the request (kills by the out-of-memory killer, refused
-    /// forks): `(memory, processes)`. Read once every process of the request is gone.
-    pub(crate) fn hits(&self) -> (u64, u64) {
-        let mut hits = (0, 0);
+    /// What each limit set with [`Group::limit_memory`] and [`Group::limit_processes`]
+    /// stopped during the request: the memory limit's out-of-memory kills or the watchdog's
+    /// end of the job, and the forks the process limit refused. Read once every process of
+    /// the request is gone (it stops the watchdog).
+    pub(crate) fn hits(&mut self) -> Counts {
+        let mut killed = 0;
+        let mut processes = 0;
         let mut add = |c: Controller, n: u64| match c {
-            Controller::Memory => hits.0 += n,
-            Controller::Pids => hits.1 += n,
+            Controller::Memory => killed += n,
+            Controller::Pids => processes += n,
         };
         if let Some(cg) = &self.cg {
             for (c, before) in &self.v2_before {
@@ -522,12 +557,42 @@ impl Group {
         for d in &self.v1 {
             add(d.controller(), d.hits());
         }
-        hits
+        self.stop_watchdog();
+        let memory = self
+            .memory_hit
+            .clone()
+            .or((killed > 0).then_some(MemoryHit::Killed(killed)));
+        Counts { memory, processes }
+    }
+
+    /// Stops the memory watchdog, keeping what it saw if it ended the job (before the
+    /// cgroup it lists can be reused by another request).
+    fn stop_watchdog(&mut self) {
+        if let Some(fired) = self.watchdog.take().and_then(|mut w| w.stop()) {
+            self.memory_hit = Some(MemoryHit::Watchdog(fired));
+        }
     }
 
     /// Records the direct child's pid (it leads its own session).
     pub(crate) fn started(&mut self, pid: i32) {
         self.child = pid;
+        if let Some(limit) = self.watch_memory {
+            let roster = match &self.cg {
+                Some(cg) => Roster::Cgroup(cg.dir.clone()),
+                None => Roster::Tree(pid),
+            };
+            // The child is ours and unreaped: its pid names it until the run reaps it.
+            let watched =
+                crate::sys::pidfd_open(pid, 0).and_then(|fd| Watchdog::start(limit, roster, fd));
+            match watched {
+                Ok(w) => self.watchdog = Some(w),
+                Err(e) => {
+                    // Fail closed: a limit that cannot be watched does not let the job run.
+                    kill(pid, libc::SIGKILL);
+                    self.memory_hit = Some(MemoryHit::Unwatched(e.to_string()));
+                }
+            }
+        }
     }
 
     /// Sends `sig` to every process of the request that is still running.
@@ -658,6 +723,7 @@ impl Group {
             return;
         }
         self.finished = true;
+        self.stop_watchdog();
         let Some(cg) = self.cg.take() else {
             for d in self.v1.drain(..) {
                 d.finish(self.emptied);
@@ -834,6 +900,16 @@ fn stat(pid: i32) -> Option<Stat> {
         sid: f.get(3)?.parse().ok()?,
         start: f.get(19)?.parse().ok()?,
     })
+}
+
+/// The live processes of the request led by `child`, as [`tree`] finds them (the memory
+/// watchdog's list where no cgroup holds the request).
+pub(super) fn tree_pids(child: i32) -> Vec<i32> {
+    tree(child)
+        .into_iter()
+        .filter(|(_, st)| st.state != 'Z')
+        .map(|(p, _)| p)
+        .collect()
 }
 
 /// The processes of the request led by `child` (fallback mode): its session and process

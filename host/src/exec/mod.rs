@@ -36,6 +36,7 @@ pub mod json;
 pub mod leaks;
 #[doc(hidden)]
 pub mod limits;
+mod memwatch;
 mod namespaces;
 mod net;
 mod notify;
