@@ -137,10 +137,58 @@ fn host_cgroup() -> Option<&'static (PathBuf, String)> {
     HOST.get_or_init(|| {
         let mount = usual_mount().or_else(mount_from_mountinfo)?;
         let own = super::cgroup_names::own_cgroups()?;
-        let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+        let own_rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+        // Root keeps its own cgroup: a cgroup higher up would take its jobs out of the limits
+        // that the service it runs in has.
+        let euid = crate::sys::euid();
+        let rel = (euid != 0)
+            .then(|| delegated_memory_parent(&mount, &own_rel, euid))
+            .flatten()
+            .unwrap_or(own_rel);
         Some((mount.join(rel.trim_start_matches('/')), rel))
     })
     .as_ref()
+}
+
+/// For an unprivileged caller whose own cgroup has no memory controller for its children:
+/// the nearest cgroup above it, within the part of the tree delegated to `uid` (each cgroup
+/// from its own up to that one is owned by `uid`, as systemd's `user@UID.service` and those
+/// below it are), that has the memory controller enabled for its children
+/// (`cgroup.subtree_control`) and whose directory and `cgroup.procs` its owner may write (so
+/// that request cgroups can be created there and a child moved into one: the kernel asks for
+/// write access to `cgroup.procs` of the common ancestor of both cgroups). Such a cgroup has
+/// no processes of its own (cgroup v2's "no internal processes" rule), so request cgroups
+/// are created beside its children, not by moving anything. `None` when the own cgroup has
+/// the controller already, or none above it qualifies.
+fn delegated_memory_parent(mount: &Path, own_rel: &str, uid: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let has_memory = |dir: &Path| {
+        fs::read_to_string(dir.join("cgroup.subtree_control"))
+            .is_ok_and(|t| t.split_whitespace().any(|c| c == "memory"))
+    };
+    let owned_writable =
+        |p: &Path| fs::metadata(p).is_ok_and(|m| m.uid() == uid && m.mode() & 0o200 != 0);
+    let dir_of = |rel: &str| mount.join(rel.trim_start_matches('/'));
+    if has_memory(&dir_of(own_rel)) {
+        return None;
+    }
+    let mut rel = own_rel.trim_end_matches('/').to_string();
+    // Up from the own cgroup while each one is the caller's (the delegated part).
+    while owned_writable(&dir_of(&rel)) {
+        let (parent, _) = rel.rsplit_once('/')?;
+        if parent.is_empty() {
+            return None;
+        }
+        let dir = dir_of(parent);
+        if !owned_writable(&dir) {
+            return None;
+        }
+        if has_memory(&dir) && owned_writable(&dir.join("cgroup.procs")) {
+            return Some(parent.to_string());
+        }
+        rel = parent.to_string();
+    }
+    None
 }
 
 /// Whether request cgroups v2 would carry a limit here (the pids or memory controller is
@@ -953,6 +1001,56 @@ fn tree(child: i32) -> Vec<(i32, Stat)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unprivileged_caller_uses_the_nearest_delegated_cgroup_with_the_memory_controller() {
+        use std::os::unix::fs::PermissionsExt;
+        // A fake cgroup2 tree as systemd lays it out for a user session; this test's own uid
+        // plays the caller, and a uid it does not have plays root.
+        let me = crate::sys::euid();
+        let other = me.wrapping_add(1);
+        let t = tempfile::tempdir().unwrap();
+        let m = t.path();
+        let user = "user.slice/user-1000.slice/user@1000.service";
+        let scope = format!("{user}/app.slice/agent.scope");
+        fs::create_dir_all(m.join(&scope)).unwrap();
+        for (dir, controllers) in [
+            ("", "cpu memory pids"),
+            ("user.slice", "memory pids"),
+            ("user.slice/user-1000.slice", "memory pids"),
+            (user, "memory pids"),
+            (&format!("{user}/app.slice"), ""),
+            (&scope, ""),
+        ] {
+            fs::write(m.join(dir).join("cgroup.subtree_control"), controllers).unwrap();
+            fs::write(m.join(dir).join("cgroup.procs"), "").unwrap();
+        }
+        let own = format!("/{scope}");
+        let pick = |uid| delegated_memory_parent(m, &own, uid);
+        // Everything is this test's: the nearest with the controller is user@1000.service.
+        assert_eq!(pick(me), Some(format!("/{user}")));
+        // Not the caller's (the tree belongs to another uid): nothing, not a cgroup above.
+        assert_eq!(pick(other), None);
+        // cgroup.procs there not writable: the kernel would refuse the move; the next one up
+        // that qualifies is used (here the caller's too; under systemd it is root's, so none).
+        let procs = m.join(user).join("cgroup.procs");
+        fs::set_permissions(&procs, fs::Permissions::from_mode(0o444)).unwrap();
+        assert_eq!(pick(me), Some("/user.slice/user-1000.slice".to_string()));
+        fs::set_permissions(&procs, fs::Permissions::from_mode(0o644)).unwrap();
+        // The controller not enabled in the delegated cgroup: the next one up that has it.
+        fs::write(m.join(user).join("cgroup.subtree_control"), "pids").unwrap();
+        assert_eq!(pick(me), Some("/user.slice/user-1000.slice".to_string()));
+        // The own cgroup already gives its children the controller: it is used as it is.
+        fs::write(m.join(&scope).join("cgroup.subtree_control"), "memory").unwrap();
+        assert_eq!(pick(me), None);
+        // The root cgroup is never chosen, nor anything for a relative or root own path.
+        fs::write(m.join(&scope).join("cgroup.subtree_control"), "").unwrap();
+        for d in ["user.slice", "user.slice/user-1000.slice", user] {
+            fs::write(m.join(d).join("cgroup.subtree_control"), "pids").unwrap();
+        }
+        assert_eq!(pick(me), None);
+        assert_eq!(delegated_memory_parent(m, "/", me), None);
+    }
 
     use crate::sys::is_child_subreaper as is_subreaper;
 
