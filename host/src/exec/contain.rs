@@ -8,8 +8,9 @@
 //!   waiting until it is a zombie, which it becomes only once the namespace is empty. No
 //!   cgroup is created for this alone; one is when it carries a limit (a cgroup v2 with the
 //!   pids or memory controller), and then it holds the tree as below.
-//! - **cgroup** (preferred otherwise): a cgroup v2 directory per request, next to the host's
-//!   own cgroup. The child is created in it (`clone3` with `CLONE_INTO_CGROUP`, or it joins
+//! - **cgroup** (preferred otherwise): a cgroup v2 directory per request, in the host's own
+//!   cgroup (for an unprivileged caller, in the delegated cgroup above it that has the memory
+//!   controller, where there is one). The child is created in it (`clone3` with `CLONE_INTO_CGROUP`, or it joins
 //!   before exec where that is not available), so every descendant is in it whatever it does
 //!   with sessions and process groups. Killing: freeze, record the members, `cgroup.kill`, wait until the
 //!   cgroup is empty, reap. An emptied cgroup is thawed and kept for the next request (up to
@@ -78,12 +79,13 @@ impl std::fmt::Display for Mechanism {
 /// How long killing may take before the host gives up waiting (and says so in the log).
 const KILL_DEADLINE: Duration = Duration::from_secs(5);
 
-/// Where request cgroups are created: the host's own cgroup v2 directory.
+/// Where request cgroups are created: the host's own cgroup v2 directory, or for an
+/// unprivileged caller the delegated cgroup above it that has the memory controller.
 #[derive(Debug)]
 struct Base {
     /// The directory in the mounted hierarchy.
     dir: PathBuf,
-    /// The host's cgroup path as `/proc/PID/cgroup` shows it (`/` for the root).
+    /// Its path as `/proc/PID/cgroup` shows it (`/` for the root).
     rel: String,
     /// Request cgroups have the pids controller (`pids.max`): a process limit per request.
     pids: bool,
@@ -130,8 +132,9 @@ fn detect() -> Option<Base> {
     })
 }
 
-/// The host's cgroup v2 directory and its path as `/proc/PID/cgroup` shows it (`/` for the
-/// root), found once per process.
+/// The cgroup v2 directory request cgroups are created in and its path as `/proc/PID/cgroup`
+/// shows it (`/` for the root), found once per process: the host's own, or the one
+/// [`delegated_memory_parent`] finds for an unprivileged caller.
 fn host_cgroup() -> Option<&'static (PathBuf, String)> {
     static HOST: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
     HOST.get_or_init(|| {
@@ -627,7 +630,7 @@ impl Group {
         if let Some(limit) = self.watch_memory {
             let roster = match &self.cg {
                 Some(cg) => Roster::Cgroup(cg.dir.clone()),
-                None => Roster::Tree(pid),
+                None => Roster::tree(pid),
             };
             // The child is ours and unreaped: its pid names it until the run reaps it.
             let watched =
@@ -928,15 +931,15 @@ fn read_procs(dir: &Path) -> Vec<i32> {
 
 /// The fields of `/proc/PID/stat` this module needs.
 #[derive(Clone, Copy, Debug)]
-struct Stat {
-    state: char,
-    ppid: i32,
-    pgrp: i32,
-    sid: i32,
+pub(super) struct Stat {
+    pub(super) state: char,
+    pub(super) ppid: i32,
+    pub(super) pgrp: i32,
+    pub(super) sid: i32,
     start: u64,
 }
 
-fn stat(pid: i32) -> Option<Stat> {
+pub(super) fn stat(pid: i32) -> Option<Stat> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may contain anything: split after the last `)`.
     let rest = &text[text.rfind(')')? + 2..];
@@ -948,16 +951,6 @@ fn stat(pid: i32) -> Option<Stat> {
         sid: f.get(3)?.parse().ok()?,
         start: f.get(19)?.parse().ok()?,
     })
-}
-
-/// The live processes of the request led by `child`, as [`tree`] finds them (the memory
-/// watchdog's list where no cgroup holds the request).
-pub(super) fn tree_pids(child: i32) -> Vec<i32> {
-    tree(child)
-        .into_iter()
-        .filter(|(_, st)| st.state != 'Z')
-        .map(|(p, _)| p)
-        .collect()
 }
 
 /// The processes of the request led by `child` (fallback mode): its session and process
