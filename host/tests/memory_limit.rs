@@ -372,13 +372,19 @@ fn three_processes(each: u64, limit: u64, per_process_ulimit: bool) -> Value {
 #[test]
 fn three_processes_of_300_mib_are_stopped_by_the_512_mib_job_limit_as_root_and_as_nobody() {
     for runner in both_users() {
-        let v = run(runner, &three_processes(300, LARGE, false));
-        assert_ne!(v["stdout"], "0 failed\n", "{runner:?}: {v}");
-        assert_eq!(hits(&v), vec!["memory"], "{runner:?}: {v}");
-        assert!(
-            warnings(&v).contains("limit hit: memory"),
-            "{runner:?}: {v}"
-        );
+        // In the request's own PID namespace, and without one (isolation off: the watchdog
+        // follows the process tree, as uid 65534 here).
+        for isolation in ["preferred", "off"] {
+            let mut request = three_processes(300, LARGE, false);
+            request["isolation"] = json!(isolation);
+            let v = run(runner, &request);
+            assert_ne!(v["stdout"], "0 failed\n", "{runner:?} {isolation}: {v}");
+            assert_eq!(hits(&v), vec!["memory"], "{runner:?} {isolation}: {v}");
+            assert!(
+                warnings(&v).contains("limit hit: memory"),
+                "{runner:?} {isolation}: {v}"
+            );
+        }
         // Control: under a 2 GiB job limit the same job finishes, and a per-process limit of
         // 512 MiB would not have stopped it (each process stays below it).
         for per_process in [false, true] {
