@@ -940,7 +940,10 @@ pub(super) struct Stat {
 }
 
 pub(super) fn stat(pid: i32) -> Option<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // One read into a buffer on the stack: the line is well under 1 KiB, and the memory
+    // watchdog reads it for every new process of the machine.
+    let mut buf = [0u8; 1024];
+    let text = super::memwatch::read_proc(&format!("/proc/{pid}/stat"), &mut buf)?;
     // The command name is in parentheses and may contain anything: split after the last `)`.
     let rest = &text[text.rfind(')')? + 2..];
     let f: Vec<&str> = rest.split(' ').collect();
