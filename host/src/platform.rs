@@ -282,15 +282,23 @@ fn cgroup_delegation() -> Result<String, String> {
     }
 }
 
-/// How exec requests get their memory limit here: a cgroup, or the address-space fallback.
+/// How exec requests get their memory limit here: a cgroup, the host's watchdog, or (no
+/// readable `/proc`) a per-process limit.
 fn memory_limit(cgroup: &Option<String>) -> Result<String, String> {
     match cgroup {
         Some(c) => Ok(c.clone()),
+        None if crate::exec::contain::memory_watchable() => Err(
+            "no memory cgroup for this caller: limits.memory_bytes (default 512 MiB) bounds \
+             the whole job through the host's watchdog, which sums its processes' resident \
+             memory every 10-250 ms and ends the job past the limit (files in a tmpfs are not \
+             counted; docs/exec.md); delegate the memory controller (systemd: Delegate=yes) \
+             for a limit the kernel enforces"
+                .into(),
+        ),
         None => Err(
-            "no memory cgroup for this caller: limits.memory_bytes (default 512 MiB) is an \
-             address-space limit (RLIMIT_AS), which runtimes that reserve address space (node, \
-             Java, Go) may not start under (docs/exec.md); run as root or delegate the memory \
-             controller (systemd: Delegate=yes)"
+            "no memory cgroup for this caller and no readable /proc: limits.memory_bytes \
+             (default 512 MiB) holds each process's private memory (RLIMIT_DATA), not the \
+             job's (docs/exec.md); delegate the memory controller (systemd: Delegate=yes)"
                 .into(),
         ),
     }

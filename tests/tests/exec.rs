@@ -424,7 +424,8 @@ fn exit_status_and_cwd() {
 #[test]
 fn resource_limits_apply() {
     // The memory limit is the request cgroup's where the caller has one (v1 memory, or cgroup
-    // v2 `memory.max`), else RLIMIT_AS: printed in KiB either way.
+    // v2 `memory.max`; root here), printed in KiB; without one it is the host's watchdog, which
+    // nothing inside the job shows (and never RLIMIT_AS, checked first).
     let memory = r#"m=$(ulimit -v); if [ "$m" = unlimited ]; then
         p=$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup)
         v=$(sed -n 's/^0:://p' /proc/self/cgroup)

@@ -8,8 +8,9 @@
 //!   waiting until it is a zombie, which it becomes only once the namespace is empty. No
 //!   cgroup is created for this alone; one is when it carries a limit (a cgroup v2 with the
 //!   pids or memory controller), and then it holds the tree as below.
-//! - **cgroup** (preferred otherwise): a cgroup v2 directory per request, next to the host's
-//!   own cgroup. The child is created in it (`clone3` with `CLONE_INTO_CGROUP`, or it joins
+//! - **cgroup** (preferred otherwise): a cgroup v2 directory per request, in the host's own
+//!   cgroup (for an unprivileged caller, in the delegated cgroup above it that has the memory
+//!   controller, where there is one). The child is created in it (`clone3` with `CLONE_INTO_CGROUP`, or it joins
 //!   before exec where that is not available), so every descendant is in it whatever it does
 //!   with sessions and process groups. Killing: freeze, record the members, `cgroup.kill`, wait until the
 //!   cgroup is empty, reap. An emptied cgroup is thawed and kept for the next request (up to
@@ -27,6 +28,9 @@
 
 use super::cgroup1::{counter_in, Controller, Dir};
 use super::cgroup_names::{prefix, remove_stale, stale_scan_due};
+use super::hits::{Counts, MemoryHit};
+use super::limits::MemoryBound;
+use super::memwatch::{Roster, Watchdog};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fs;
@@ -75,12 +79,13 @@ impl std::fmt::Display for Mechanism {
 /// How long killing may take before the host gives up waiting (and says so in the log).
 const KILL_DEADLINE: Duration = Duration::from_secs(5);
 
-/// Where request cgroups are created: the host's own cgroup v2 directory.
+/// Where request cgroups are created: the host's own cgroup v2 directory, or for an
+/// unprivileged caller the delegated cgroup above it that has the memory controller.
 #[derive(Debug)]
 struct Base {
     /// The directory in the mounted hierarchy.
     dir: PathBuf,
-    /// The host's cgroup path as `/proc/PID/cgroup` shows it (`/` for the root).
+    /// Its path as `/proc/PID/cgroup` shows it (`/` for the root).
     rel: String,
     /// Request cgroups have the pids controller (`pids.max`): a process limit per request.
     pids: bool,
@@ -127,17 +132,66 @@ fn detect() -> Option<Base> {
     })
 }
 
-/// The host's cgroup v2 directory and its path as `/proc/PID/cgroup` shows it (`/` for the
-/// root), found once per process.
+/// The cgroup v2 directory request cgroups are created in and its path as `/proc/PID/cgroup`
+/// shows it (`/` for the root), found once per process: the host's own, or the one
+/// [`delegated_memory_parent`] finds for an unprivileged caller.
 fn host_cgroup() -> Option<&'static (PathBuf, String)> {
     static HOST: OnceLock<Option<(PathBuf, String)>> = OnceLock::new();
     HOST.get_or_init(|| {
         let mount = usual_mount().or_else(mount_from_mountinfo)?;
         let own = super::cgroup_names::own_cgroups()?;
-        let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+        let own_rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.to_string();
+        // Root keeps its own cgroup: a cgroup higher up would take its jobs out of the limits
+        // that the service it runs in has.
+        let euid = crate::sys::euid();
+        let rel = (euid != 0)
+            .then(|| delegated_memory_parent(&mount, &own_rel, euid))
+            .flatten()
+            .unwrap_or(own_rel);
         Some((mount.join(rel.trim_start_matches('/')), rel))
     })
     .as_ref()
+}
+
+/// For an unprivileged caller whose own cgroup has no memory controller for its children:
+/// the nearest cgroup above it, within the part of the tree delegated to `uid` (each cgroup
+/// from its own up to that one is owned by `uid`, as systemd's `user@UID.service` and those
+/// below it are), that has the memory controller enabled for its children
+/// (`cgroup.subtree_control`) and whose directory and `cgroup.procs` its owner may write (so
+/// that request cgroups can be created there and a child moved into one: the kernel asks for
+/// write access to `cgroup.procs` of the common ancestor of both cgroups). Such a cgroup has
+/// no processes of its own (cgroup v2's "no internal processes" rule), so request cgroups
+/// are created beside its children, not by moving anything. `None` when the own cgroup has
+/// the controller already, or none above it qualifies.
+fn delegated_memory_parent(mount: &Path, own_rel: &str, uid: u32) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let has_memory = |dir: &Path| {
+        fs::read_to_string(dir.join("cgroup.subtree_control"))
+            .is_ok_and(|t| t.split_whitespace().any(|c| c == "memory"))
+    };
+    let owned_writable =
+        |p: &Path| fs::metadata(p).is_ok_and(|m| m.uid() == uid && m.mode() & 0o200 != 0);
+    let dir_of = |rel: &str| mount.join(rel.trim_start_matches('/'));
+    if has_memory(&dir_of(own_rel)) {
+        return None;
+    }
+    let mut rel = own_rel.trim_end_matches('/').to_string();
+    // Up from the own cgroup while each one is the caller's (the delegated part).
+    while owned_writable(&dir_of(&rel)) {
+        let (parent, _) = rel.rsplit_once('/')?;
+        if parent.is_empty() {
+            return None;
+        }
+        let dir = dir_of(parent);
+        if !owned_writable(&dir) {
+            return None;
+        }
+        if has_memory(&dir) && owned_writable(&dir.join("cgroup.procs")) {
+            return Some(parent.to_string());
+        }
+        rel = parent.to_string();
+    }
+    None
 }
 
 /// Whether request cgroups v2 would carry a limit here (the pids or memory controller is
@@ -184,6 +238,12 @@ pub fn limit_cgroups() -> (Option<String>, Option<String>) {
         ),
         pick(Controller::Pids, v2.is_some_and(|b| b.pids), "pids.max"),
     )
+}
+
+/// Whether a request without a memory cgroup here has its memory limit watched for the whole
+/// job by the host (module `memwatch`), rather than held per process (`sandbox check`).
+pub(crate) fn memory_watchable() -> bool {
+    super::memwatch::available()
 }
 
 /// The number of the next request cgroup this host creates.
@@ -357,6 +417,12 @@ pub(crate) struct Group {
     v1: Vec<Dir>,
     /// The v2 counters of the limits set, when the request started.
     v2_before: Vec<(Controller, u64)>,
+    /// The memory limit the watchdog enforces (no memory cgroup for this request), bytes.
+    watch_memory: Option<u64>,
+    /// The watchdog, from [`Group::started`] until [`Group::hits`].
+    watchdog: Option<Watchdog>,
+    /// What ended the job for its memory, once known.
+    memory_hit: Option<MemoryHit>,
 }
 
 impl Group {
@@ -419,6 +485,9 @@ impl Group {
             finished: false,
             v1: Vec::new(),
             v2_before: Vec::new(),
+            watch_memory: None,
+            watchdog: None,
+            memory_hit: None,
         })
     }
 
@@ -450,11 +519,26 @@ impl Group {
         self.limit(Controller::Pids, Some(max))
     }
 
-    /// Sets the request's memory limit (`None`: unlimited): `memory.max` of its cgroup v2
-    /// (swap not counted: `memory.swap.max` 0), else `memory.limit_in_bytes` of a v1 memory
-    /// cgroup the child joins; `false` when neither is available to this caller.
-    pub(crate) fn limit_memory(&mut self, bytes: Option<u64>) -> bool {
-        self.limit(Controller::Memory, bytes)
+    /// Sets the request's memory limit (`None`: unlimited) for the job as a whole:
+    /// `memory.max` of its cgroup v2 (swap not counted: `memory.swap.max` 0), else
+    /// `memory.limit_in_bytes` of a v1 memory cgroup the child joins, else the host's watchdog
+    /// (module `memwatch`, started with the child), else, where the host cannot read `/proc`,
+    /// only a per-process limit the caller sets in the child (`RLIMIT_DATA`).
+    pub(crate) fn limit_memory(&mut self, bytes: Option<u64>) -> MemoryBound {
+        if self.limit(Controller::Memory, bytes) {
+            return match bytes {
+                Some(_) => MemoryBound::Cgroup,
+                None => MemoryBound::Unlimited,
+            };
+        }
+        match bytes {
+            None => MemoryBound::Unlimited,
+            Some(b) if super::memwatch::available() => {
+                self.watch_memory = Some(b);
+                MemoryBound::Watchdog
+            }
+            Some(b) => MemoryBound::PerProcess(b),
+        }
     }
 
     fn limit(&mut self, c: Controller, value: Option<u64>) -> bool {
@@ -504,14 +588,16 @@ impl Group {
         self.v1.iter().map(Dir::raw_fd).collect()
     }
 
-    /// How often each limit set with [`Group::limit_memory`] and [`Group::limit_processes`]
-    /// stopped something during the request (kills by the out-of-memory killer, refused
-    /// forks): `(memory, processes)`. Read once every process of the request is gone.
-    pub(crate) fn hits(&self) -> (u64, u64) {
-        let mut hits = (0, 0);
+    /// What each limit set with [`Group::limit_memory`] and [`Group::limit_processes`]
+    /// stopped during the request: the memory limit's out-of-memory kills or the watchdog's
+    /// end of the job, and the forks the process limit refused. Read once every process of
+    /// the request is gone (it stops the watchdog).
+    pub(crate) fn hits(&mut self) -> Counts {
+        let mut killed = 0;
+        let mut processes = 0;
         let mut add = |c: Controller, n: u64| match c {
-            Controller::Memory => hits.0 += n,
-            Controller::Pids => hits.1 += n,
+            Controller::Memory => killed += n,
+            Controller::Pids => processes += n,
         };
         if let Some(cg) = &self.cg {
             for (c, before) in &self.v2_before {
@@ -522,12 +608,42 @@ impl Group {
         for d in &self.v1 {
             add(d.controller(), d.hits());
         }
-        hits
+        self.stop_watchdog();
+        let memory = self
+            .memory_hit
+            .clone()
+            .or((killed > 0).then_some(MemoryHit::Killed(killed)));
+        Counts { memory, processes }
+    }
+
+    /// Stops the memory watchdog, keeping what it saw if it ended the job (before the
+    /// cgroup it lists can be reused by another request).
+    fn stop_watchdog(&mut self) {
+        if let Some(fired) = self.watchdog.take().and_then(|mut w| w.stop()) {
+            self.memory_hit = Some(MemoryHit::Watchdog(fired));
+        }
     }
 
     /// Records the direct child's pid (it leads its own session).
     pub(crate) fn started(&mut self, pid: i32) {
         self.child = pid;
+        if let Some(limit) = self.watch_memory {
+            let roster = match &self.cg {
+                Some(cg) => Roster::Cgroup(cg.dir.clone()),
+                None => Roster::tree(pid),
+            };
+            // The child is ours and unreaped: its pid names it until the run reaps it.
+            let watched =
+                crate::sys::pidfd_open(pid, 0).and_then(|fd| Watchdog::start(limit, roster, fd));
+            match watched {
+                Ok(w) => self.watchdog = Some(w),
+                Err(e) => {
+                    // Fail closed: a limit that cannot be watched does not let the job run.
+                    kill(pid, libc::SIGKILL);
+                    self.memory_hit = Some(MemoryHit::Unwatched(e.to_string()));
+                }
+            }
+        }
     }
 
     /// Sends `sig` to every process of the request that is still running.
@@ -658,6 +774,7 @@ impl Group {
             return;
         }
         self.finished = true;
+        self.stop_watchdog();
         let Some(cg) = self.cg.take() else {
             for d in self.v1.drain(..) {
                 d.finish(self.emptied);
@@ -814,16 +931,19 @@ fn read_procs(dir: &Path) -> Vec<i32> {
 
 /// The fields of `/proc/PID/stat` this module needs.
 #[derive(Clone, Copy, Debug)]
-struct Stat {
-    state: char,
-    ppid: i32,
-    pgrp: i32,
-    sid: i32,
+pub(super) struct Stat {
+    pub(super) state: char,
+    pub(super) ppid: i32,
+    pub(super) pgrp: i32,
+    pub(super) sid: i32,
     start: u64,
 }
 
-fn stat(pid: i32) -> Option<Stat> {
-    let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+pub(super) fn stat(pid: i32) -> Option<Stat> {
+    // One read into a buffer on the stack: the line is well under 1 KiB, and the memory
+    // watchdog reads it for every new process of the machine.
+    let mut buf = [0u8; 1024];
+    let text = super::memwatch::read_proc(&format!("/proc/{pid}/stat"), &mut buf)?;
     // The command name is in parentheses and may contain anything: split after the last `)`.
     let rest = &text[text.rfind(')')? + 2..];
     let f: Vec<&str> = rest.split(' ').collect();
@@ -877,6 +997,56 @@ fn tree(child: i32) -> Vec<(i32, Stat)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unprivileged_caller_uses_the_nearest_delegated_cgroup_with_the_memory_controller() {
+        use std::os::unix::fs::PermissionsExt;
+        // A fake cgroup2 tree as systemd lays it out for a user session; this test's own uid
+        // plays the caller, and a uid it does not have plays root.
+        let me = crate::sys::euid();
+        let other = me.wrapping_add(1);
+        let t = tempfile::tempdir().unwrap();
+        let m = t.path();
+        let user = "user.slice/user-1000.slice/user@1000.service";
+        let scope = format!("{user}/app.slice/agent.scope");
+        fs::create_dir_all(m.join(&scope)).unwrap();
+        for (dir, controllers) in [
+            ("", "cpu memory pids"),
+            ("user.slice", "memory pids"),
+            ("user.slice/user-1000.slice", "memory pids"),
+            (user, "memory pids"),
+            (&format!("{user}/app.slice"), ""),
+            (&scope, ""),
+        ] {
+            fs::write(m.join(dir).join("cgroup.subtree_control"), controllers).unwrap();
+            fs::write(m.join(dir).join("cgroup.procs"), "").unwrap();
+        }
+        let own = format!("/{scope}");
+        let pick = |uid| delegated_memory_parent(m, &own, uid);
+        // Everything is this test's: the nearest with the controller is user@1000.service.
+        assert_eq!(pick(me), Some(format!("/{user}")));
+        // Not the caller's (the tree belongs to another uid): nothing, not a cgroup above.
+        assert_eq!(pick(other), None);
+        // cgroup.procs there not writable: the kernel would refuse the move; the next one up
+        // that qualifies is used (here the caller's too; under systemd it is root's, so none).
+        let procs = m.join(user).join("cgroup.procs");
+        fs::set_permissions(&procs, fs::Permissions::from_mode(0o444)).unwrap();
+        assert_eq!(pick(me), Some("/user.slice/user-1000.slice".to_string()));
+        fs::set_permissions(&procs, fs::Permissions::from_mode(0o644)).unwrap();
+        // The controller not enabled in the delegated cgroup: the next one up that has it.
+        fs::write(m.join(user).join("cgroup.subtree_control"), "pids").unwrap();
+        assert_eq!(pick(me), Some("/user.slice/user-1000.slice".to_string()));
+        // The own cgroup already gives its children the controller: it is used as it is.
+        fs::write(m.join(&scope).join("cgroup.subtree_control"), "memory").unwrap();
+        assert_eq!(pick(me), None);
+        // The root cgroup is never chosen, nor anything for a relative or root own path.
+        fs::write(m.join(&scope).join("cgroup.subtree_control"), "").unwrap();
+        for d in ["user.slice", "user.slice/user-1000.slice", user] {
+            fs::write(m.join(d).join("cgroup.subtree_control"), "pids").unwrap();
+        }
+        assert_eq!(pick(me), None);
+        assert_eq!(delegated_memory_parent(m, "/", me), None);
+    }
 
     use crate::sys::is_child_subreaper as is_subreaper;
 

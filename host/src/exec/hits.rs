@@ -6,9 +6,10 @@
 //! its parent sees, and a shell goes on after it) by a file of exactly the limit's size, or
 //! larger, changed during the run in the places the program may write: a write the limit stops
 //! is cut at the limit, so a file ends exactly there; the memory and process limits by the
-//! counters of the request's cgroups (kills by the out-of-memory killer, refused forks). A
-//! memory limit enforced as RLIMIT_AS leaves no trace (an allocation fails, the program
-//! decides what to do): a program that failed under it gets a warning saying so instead.
+//! counters of the request's cgroups (kills by the out-of-memory killer, refused forks), or,
+//! where no memory cgroup holds the job, by the host's memory watchdog, which knows when it
+//! ended the job (module `memwatch`). A limit is named only when it was hit: a program that
+//! fails for another reason gets no word about memory.
 
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -28,7 +29,7 @@ pub(crate) enum Hit {
     Cpu,
     /// RLIMIT_FSIZE.
     Fsize,
-    /// The request cgroup's memory limit (its out-of-memory killer ended a process).
+    /// The job's memory limit (the cgroup's out-of-memory killer, or the watchdog, ended it).
     Memory,
     /// The request cgroup's process limit (a fork was refused).
     Processes,
@@ -44,6 +45,49 @@ impl Hit {
             Hit::Fsize => "fsize",
             Hit::Memory => "memory",
             Hit::Processes => "processes",
+        }
+    }
+}
+
+/// What the request's cgroups and the memory watchdog stopped (module `contain`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    /// The memory limit was hit, and how.
+    pub memory: Option<MemoryHit>,
+    /// Forks the process limit refused.
+    pub processes: u64,
+}
+
+/// How the memory limit stopped the job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum MemoryHit {
+    /// The memory cgroup's out-of-memory killer ended this many processes.
+    Killed(u64),
+    /// The watchdog saw the job's memory past the limit and ended it.
+    Watchdog(super::memwatch::Fired),
+    /// The watchdog could not be started (the reason): the job was ended at once.
+    Unwatched(String),
+}
+
+impl MemoryHit {
+    /// What happened, for the warning line (`limit`: the limit in bytes).
+    pub(crate) fn detail(&self, limit: u64) -> String {
+        match self {
+            MemoryHit::Killed(n) => format!(
+                "the out-of-memory killer ended {n} process{} at the memory limit of {limit} \
+                 bytes",
+                if *n == 1 { "" } else { "es" }
+            ),
+            MemoryHit::Watchdog(f) => format!(
+                "the job's processes held {} bytes ({} process{}), past the limit of {limit} \
+                 bytes for the whole job; it was ended",
+                f.resident,
+                f.processes,
+                if f.processes == 1 { "" } else { "es" }
+            ),
+            MemoryHit::Unwatched(e) => format!(
+                "the memory watchdog could not be started ({e}), so the job was ended at once"
+            ),
         }
     }
 }
@@ -189,7 +233,7 @@ pub(crate) fn warning(hit: Hit, detail: &str, field: Option<&str>) -> String {
         Hit::Output => "output beyond the cap was discarded".to_string(),
         Hit::Cpu => "the CPU-time limit ended the program".to_string(),
         Hit::Fsize => format!("a write was cut at the file-size limit{detail}"),
-        Hit::Memory => format!("the out-of-memory killer ended {detail}"),
+        Hit::Memory => detail.to_string(),
         Hit::Processes => detail.to_string(),
     };
     format!("sandbox: limit hit: {}: {what}{change}", hit.name())

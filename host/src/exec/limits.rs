@@ -1,9 +1,9 @@
 //! Resource limits: RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NOFILE and RLIMIT_CORE = 0 (a program
 //! the filter stops dies of SIGSYS, which would otherwise dump core into its working
-//! directory), set in the child between clone and exec; memory and processes, limited by the
-//! request's cgroups where the machine has them (module `contain`), with RLIMIT_AS as the
-//! memory limit's fallback (it counts reserved address space, which runtimes such as V8, the
-//! JVM and Go reserve far beyond what they use).
+//! directory), set in the child between clone and exec; memory and processes, limited for the
+//! job as a whole by the request's cgroups where the machine has them (module `contain`), the
+//! memory limit otherwise by the host's watchdog (module `memwatch`). No RLIMIT_AS: it counts
+//! reserved address space, which V8 (node), the JVM and Go reserve far beyond what they use.
 
 use crate::refusal::Refusal;
 use serde::Serialize;
@@ -15,8 +15,8 @@ use serde::Serialize;
 pub struct Limits {
     /// RLIMIT_CPU in seconds (default: the timeout, rounded up).
     pub cpu_seconds: Option<u64>,
-    /// Memory in bytes (default 512 MiB): the request cgroup's memory limit where the machine
-    /// gives the caller one, else RLIMIT_AS.
+    /// Memory in bytes for the whole job (default 512 MiB): the request cgroup's memory limit
+    /// where the machine gives the caller one, else the host's watchdog.
     pub memory_bytes: Option<u64>,
     /// RLIMIT_FSIZE in bytes (default 64 MiB).
     pub fsize_bytes: Option<u64>,
@@ -28,13 +28,14 @@ pub struct Limits {
     pub processes: Option<u64>,
 }
 
-/// Default memory limit (cgroup memory, else RLIMIT_AS): 512 MiB.
+/// Default memory limit of a job (cgroup memory, else the watchdog): 512 MiB.
 pub const DEFAULT_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
 /// Default RLIMIT_FSIZE: 64 MiB.
 pub const DEFAULT_FSIZE_BYTES: u64 = 64 * 1024 * 1024;
 /// Default RLIMIT_NOFILE.
 pub const DEFAULT_NOFILE: u64 = 256;
-/// Smallest memory limit accepted: below this, the loader itself fails under RLIMIT_AS.
+/// Smallest memory limit accepted: below it, the smallest programs' start-up (the loader, a
+/// shell) would be stopped.
 pub const MIN_MEMORY_BYTES: u64 = 32 * 1024 * 1024;
 /// Largest RLIMIT_CPU accepted, in seconds.
 pub const MAX_CPU_SECONDS: u64 = 86_400;
@@ -52,8 +53,8 @@ pub const MAX_PROCESSES: u64 = 1 << 16;
 pub struct Rlimits {
     /// RLIMIT_CPU, seconds (SIGXCPU at this value, SIGKILL one second later).
     pub cpu_seconds: u64,
-    /// Memory, bytes: the request cgroup's memory limit, else RLIMIT_AS (`RLIM_INFINITY`:
-    /// no limit of the sandbox's own; the caller's RLIMIT_AS is inherited).
+    /// Memory of the whole job, bytes: the request cgroup's memory limit, else the watchdog's
+    /// (`RLIM_INFINITY`: no limit of the sandbox's own).
     pub memory_bytes: u64,
     /// RLIMIT_FSIZE, bytes.
     pub fsize_bytes: u64,
@@ -111,19 +112,6 @@ impl Rlimits {
         (self.memory_bytes < i64::MAX as u64).then_some(self.memory_bytes)
     }
 
-    /// The memory limit as RLIMIT_AS, for a machine that gives this caller no memory cgroup
-    /// (capped like [`Rlimits::plan`]'s).
-    pub(crate) fn address_space(&self) -> std::io::Result<Option<(libc::c_int, libc::rlimit)>> {
-        self.memory()
-            .map(|b| {
-                Ok((
-                    libc::RLIMIT_AS as libc::c_int,
-                    capped(libc::RLIMIT_AS, b, b)?,
-                ))
-            })
-            .transpose()
-    }
-
     /// The limits to set in the child, `(resource, value)`, memory aside: each capped at the
     /// host's current hard limit (which the child inherits), so an unprivileged host never
     /// fails there; soft and hard are both set, so the program cannot raise them again.
@@ -141,6 +129,47 @@ impl Rlimits {
         .into_iter()
         .map(|(res, soft, hard)| Ok((res as libc::c_int, capped(res, soft, hard)?)))
         .collect()
+    }
+}
+
+/// What bounds a request's memory (module `contain` chooses, by what this caller has).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemoryBound {
+    /// No limit was asked for.
+    Unlimited,
+    /// The request cgroup's memory limit (v2 or v1): the whole job.
+    Cgroup,
+    /// The host's watchdog: the whole job (module `memwatch`).
+    Watchdog,
+    /// No job-wide mechanism here (no memory cgroup, no readable `/proc`): each process's
+    /// private writable memory is held to this many bytes by RLIMIT_DATA, which counts no
+    /// reserved-but-inaccessible address space (node, Go and the JVM start under it).
+    PerProcess(u64),
+}
+
+impl MemoryBound {
+    /// The limit to set in the child for this bound, if any (capped like [`Rlimits::plan`]'s).
+    pub(crate) fn rlimit(self) -> std::io::Result<Option<(libc::c_int, libc::rlimit)>> {
+        match self {
+            MemoryBound::PerProcess(b) => Ok(Some((
+                libc::RLIMIT_DATA as libc::c_int,
+                capped(libc::RLIMIT_DATA, b, b)?,
+            ))),
+            _ => Ok(None),
+        }
+    }
+
+    /// The warning every run under this bound carries: only a per-process limit is degraded.
+    pub(crate) fn warning(self) -> Option<String> {
+        match self {
+            MemoryBound::PerProcess(b) => Some(format!(
+                "sandbox: warning: no job-wide memory limit here (no memory cgroup for this \
+                 caller, and /proc cannot be read to watch the job): each process's private \
+                 memory was held to {b} bytes (RLIMIT_DATA) instead, so a job of several \
+                 processes may use more; delegate the memory controller to bound the job"
+            )),
+            _ => None,
+        }
     }
 }
 

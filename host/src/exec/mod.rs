@@ -41,6 +41,7 @@ pub mod json;
 pub mod leaks;
 #[doc(hidden)]
 pub mod limits;
+mod memwatch;
 mod namespaces;
 mod net;
 mod notify;

@@ -755,12 +755,10 @@ fn run(
     let pid_namespace = namespaces.as_ref().is_some_and(|n| n.isolate);
     let mut group = Group::new(opts.containment, pid_namespace).map_err(ExecError::Setup)?;
     *mechanism = Some(group.mechanism());
-    // Memory by the cgroup where this caller has one (RLIMIT_AS would count the address space
-    // that runtimes reserve), else by RLIMIT_AS: the bound holds either way.
-    let address_space = !group.limit_memory(v.rlimits.memory());
-    if address_space {
-        limits.extend(v.rlimits.address_space().map_err(ExecError::Setup)?);
-    }
+    // Memory of the whole job: by its cgroup where this caller has one, else by the host's
+    // watchdog (module `memwatch`); never RLIMIT_AS, which node, Go and Java die under.
+    let memory = group.limit_memory(v.rlimits.memory());
+    limits.extend(memory.rlimit().map_err(ExecError::Setup)?);
     if group.limit_processes(v.rlimits.processes) {
     } else if isolated.is_some() && !crate::platform::running_as_root() {
         // No pids controller, but a user namespace of its own: RLIMIT_NPROC counts the
@@ -1011,7 +1009,7 @@ fn run(
         .as_ref()
         .and_then(|i| i.program_status())
         .unwrap_or(status);
-    let (memory_hits, process_hits) = group.hits();
+    let counts = group.hits();
     group.finish();
     drop(registration);
     let reverted = git_guard.map(super::git_guard::Guard::check);
@@ -1140,22 +1138,10 @@ fn run(
         signal,
         timed_out,
         stdout_truncated || stderr_truncated,
-        (memory_hits, process_hits),
+        &counts,
         &mut warnings,
     );
-    let failed = signal.is_some() || exit_code != Some(0);
-    if let Some(bytes) = v.rlimits.memory().filter(|_| address_space && failed) {
-        let field = match v.audience {
-            super::request::Audience::Json => "limits.memory_bytes",
-            _ => "the limit",
-        };
-        warnings.push(format!(
-            "sandbox: the memory limit ({bytes} bytes) was an address-space limit (RLIMIT_AS: \
-             no memory cgroup for this caller here), which runtimes that reserve address space \
-             (node, Java, Go) may not start under; raise {field} if the program failed for \
-             want of memory"
-        ));
-    }
+    warnings.extend(memory.warning());
     let profile = &sandbox.options().profile;
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
         let advice = super::advice::advise(nr, args, profile, v.audience);
@@ -1362,7 +1348,7 @@ fn limits_hit(
     signal: Option<i32>,
     timed_out: bool,
     truncated: bool,
-    (memory_hits, process_hits): (u64, u64),
+    counts: &super::hits::Counts,
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
     use super::hits::{file_at_limit, roots_to_search, warning, Hit};
@@ -1386,24 +1372,20 @@ fn limits_hit(
             field("limits.cpu_seconds", Some("--timeout")),
         ));
     }
-    let plural = |n: u64, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "es" });
-    if memory_hits > 0 {
+    if let Some(m) = &counts.memory {
         hits.push((
             Hit::Memory,
-            format!(
-                "{} at the memory limit of {} bytes",
-                plural(memory_hits, "process"),
-                v.rlimits.memory_bytes
-            ),
+            m.detail(v.rlimits.memory_bytes),
             field("limits.memory_bytes", None),
         ));
     }
-    if process_hits > 0 {
+    if counts.processes > 0 {
         hits.push((
             Hit::Processes,
             format!(
-                "{process_hits} fork{} refused at the process limit of {}",
-                if process_hits == 1 { "" } else { "s" },
+                "{} fork{} refused at the process limit of {}",
+                counts.processes,
+                if counts.processes == 1 { "" } else { "s" },
                 v.rlimits.processes
             ),
             field("limits.processes", None),
