@@ -565,8 +565,9 @@ struct Plan {
     stamps: Vec<Stamp>,
 }
 
-/// Devices every program may read, write and ioctl (file rules).
-const DEVICES: &[&str] = &[
+/// Devices every program may read, write and ioctl (file rules); the constructed view binds
+/// the same nodes into its fresh `/dev` (`exec/view.rs`).
+pub(crate) const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",

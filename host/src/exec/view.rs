@@ -48,16 +48,14 @@ const SHM_OPTIONS: &str = "mode=1777,size=10%,nr_inodes=16384";
 /// The fresh `/dev` itself: a few nodes and links, then read-only.
 const DEV_OPTIONS: &str = "mode=755,size=64k,nr_inodes=64";
 
-/// Device nodes bound into the fresh `/dev` from the host's (the nodes every program may
-/// use; Landlock's device rules name the same ones).
-pub(crate) const DEVICE_NODES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/random",
-    "/dev/urandom",
-    "/dev/tty",
-];
+/// Device nodes bound into the fresh `/dev` from the host's: the ones Landlock's device rules
+/// name, but `ptmx`, which is the view's own devpts instance's (a link, below).
+fn device_nodes() -> impl Iterator<Item = &'static str> {
+    crate::landlock::DEVICES
+        .iter()
+        .copied()
+        .filter(|n| *n != "/dev/ptmx")
+}
 
 /// Links in the fresh `/dev`: name and target.
 const DEVICE_LINKS: &[(&str, &str)] = &[
@@ -158,10 +156,9 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
     } else {
         Vec::new()
     };
-    let nodes: Vec<(usize, &str)> = DEVICE_NODES
-        .iter()
+    let nodes: Vec<(usize, &str)> = device_nodes()
         .filter(|n| Path::new(n).exists())
-        .map(|n| (take(&mut m, Path::new(n)), *n))
+        .map(|n| (take(&mut m, Path::new(n)), n))
         .collect();
     if read_only_root {
         m.push(Mount::Seal(c_str("/"), true));
@@ -189,16 +186,7 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
         m.push(Mount::Tmpfs(c_str("/tmp"), c_str(TMP_OPTIONS)));
     }
     for (slot, d, writable) in exposed {
-        for a in d
-            .ancestors()
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .filter(|a| within(a, Path::new("/tmp")) && *a != Path::new("/tmp"))
-        {
-            m.push(Mount::Mkdir(c_path(a)));
-        }
-        m.push(Mount::Attach(c_path(d), slot, writable));
+        attach_beneath(&mut m, Path::new("/tmp"), d, slot, writable);
     }
     let (in_dev, places): (Vec<_>, Vec<_>) = places
         .into_iter()
@@ -228,16 +216,7 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
     // Writable places under the host's /dev (a workspace in /dev/shm) come back at the same
     // place in the fresh one.
     for (slot, p) in &in_dev {
-        for a in p
-            .ancestors()
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .filter(|a| within(a, Path::new("/dev")) && *a != Path::new("/dev"))
-        {
-            m.push(Mount::Mkdir(c_path(a)));
-        }
-        m.push(Mount::Attach(c_path(p), *slot, true));
+        attach_beneath(&mut m, Path::new("/dev"), p, *slot, true);
     }
     m.push(Mount::Seal(c_str("/dev"), false));
     let writable: Vec<PathBuf> = inputs
@@ -257,6 +236,19 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
         hidden_sockets,
         read_only_root,
     }
+}
+
+/// Attaches the copy in `slot` at `dir`, a directory beneath `root` (a fresh tmpfs of the
+/// view), making the directories between them first.
+fn attach_beneath(m: &mut Vec<Mount>, root: &Path, dir: &Path, slot: usize, writable: bool) {
+    let between: Vec<&Path> = dir
+        .ancestors()
+        .filter(|a| within(a, root) && *a != root)
+        .collect();
+    for a in between.into_iter().rev() {
+        m.push(Mount::Mkdir(c_path(a)));
+    }
+    m.push(Mount::Attach(c_path(dir), slot, writable));
 }
 
 /// Whether the host socket `s` is covered in the view: not when it is in a writable place,
