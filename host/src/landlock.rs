@@ -555,10 +555,6 @@ struct Entry {
 /// The rules of a spec, before they become a ruleset or text.
 struct Plan {
     read: Vec<Entry>,
-    /// Directories whose names (not contents) may be listed, with everything beneath: `/`
-    /// when credentials are carved out, so that `ls /` and `ls ~` list what is there while
-    /// the denied files stay unreadable (their names are not secrets).
-    list: Vec<Entry>,
     write: Vec<(Entry, bool)>,
     dev: Vec<Entry>,
     absent: Vec<PathBuf>,
@@ -774,23 +770,17 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
         .collect();
 
     let mut read = Vec::new();
-    let mut list = Vec::new();
-    {
+    if outer.is_empty() {
         let (fd, _) = open_path(Path::new("/"), true).map_err(|source| LandlockError::Open {
             field: Field::DenyRead,
             path: "/".into(),
             source,
         })?;
-        let root = Entry {
+        read.push(Entry {
             path: "/".into(),
             fd,
             is_dir: true,
-        };
-        if outer.is_empty() {
-            read.push(root);
-        } else {
-            list.push(root);
-        }
+        });
     }
     watched.extend(ancestors.iter().cloned());
     for d in &watched {
@@ -895,7 +885,6 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
 
     Ok(Plan {
         read,
-        list,
         write,
         dev,
         absent,
@@ -1020,7 +1009,7 @@ pub fn prepare(
             raw: None,
         }));
     }
-    let raw = raw_rules(spec, used, plan.read, plan.list, plan.write, plan.dev);
+    let raw = raw_rules(spec, used, plan.read, plan.write, plan.dev);
     Ok(Some(Prepared {
         kernel: OnceLock::new(),
         mode,
@@ -1035,7 +1024,6 @@ fn raw_rules(
     spec: &Spec,
     used: u8,
     read: Vec<Entry>,
-    list: Vec<Entry>,
     write: Vec<(Entry, bool)>,
     dev: Vec<Entry>,
 ) -> RawRules {
@@ -1065,9 +1053,6 @@ fn raw_rules(
     };
     for e in read {
         push(e, READ);
-    }
-    for e in list {
-        push(e, BitFlags::from(AccessFs::ReadDir));
     }
     let write_only = all & !READ;
     for (e, with_read) in write {
@@ -1213,9 +1198,6 @@ pub fn preload_value(
     };
     for e in &plan.read {
         line("ro", &e.path);
-    }
-    for e in &plan.list {
-        line("ls", &e.path);
     }
     for (e, with_read) in &plan.write {
         line(if *with_read { "rw" } else { "wo" }, &e.path);

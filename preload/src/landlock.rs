@@ -149,7 +149,6 @@ fn rule(line: &str) -> Option<(Kind, &str)> {
     let (kind, path) = line.split_once(' ')?;
     let kind = match kind {
         "ro" => Kind::Read,
-        "ls" => Kind::List,
         "rw" => Kind::ReadWrite,
         "wo" => Kind::WriteOnly,
         "dev" => Kind::Device,
@@ -161,8 +160,6 @@ fn rule(line: &str) -> Option<(Kind, &str)> {
 #[derive(Clone, Copy)]
 enum Kind {
     Read,
-    /// Directory listing only (names, not contents).
-    List,
     ReadWrite,
     WriteOnly,
     Device,
@@ -173,7 +170,6 @@ impl Kind {
         handled
             & match self {
                 Kind::Read => READ,
-                Kind::List => READ_DIR,
                 Kind::ReadWrite => u64::MAX,
                 Kind::WriteOnly => !READ,
                 Kind::Device => DEV,
