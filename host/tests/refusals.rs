@@ -215,9 +215,13 @@ fn a_protected_repository_file_is_named_as_one() {
         if who == As::Nobody {
             chown_all(ws.path());
         }
+        // The hooks stay read-only (the configuration is checked after the job instead:
+        // host/tests/git_guard.rs).
+        let hook = ws.path().join(".git/hooks/pre-commit");
+        let line = format!("echo planted > {}", hook.display());
         let request = |isolation: &str| {
             json!({
-                "argv": ["/usr/bin/git", "config", "--local", "core.hooksPath", "/var/tmp/x"],
+                "argv": ["/bin/sh", "-c", line],
                 "profile": "shell",
                 "cwd": ws.path(),
                 "isolation": isolation,
@@ -227,18 +231,17 @@ fn a_protected_repository_file_is_named_as_one() {
         assert_ne!(v["exit_code"], 0, "{who:?}: {v}");
         let r = refusals(&v);
         assert_eq!(r.len(), 1, "{who:?}: {v}");
-        let config = ws.path().join(".git/config");
-        assert_eq!(r[0]["path"], config.to_str().unwrap(), "{v}");
+        assert_eq!(r[0]["path"], hook.to_str().unwrap(), "{v}");
         assert_eq!(
             r[0]["rule"],
             "protected: the repository's hooks and config are read-only"
         );
-        assert!(!fs::read_to_string(&config).unwrap().contains("hooksPath"));
+        assert!(!hook.exists());
 
-        // Control: without the namespace layer the config is changed, and nothing is named.
+        // Control: without the namespace layer the hook is planted, and nothing is named.
         let v = exec(who, None, request("off"));
         assert_eq!(v["exit_code"], 0, "{who:?}: {v}");
-        assert!(fs::read_to_string(&config).unwrap().contains("hooksPath"));
+        assert!(hook.exists());
         assert_eq!(refusals(&v).len(), 0, "{v}");
     }
 }

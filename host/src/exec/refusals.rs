@@ -221,7 +221,13 @@ fn paths_in(line: &str) -> Vec<String> {
         let end = line[i..]
             .find(|c: char| c.is_whitespace())
             .map_or(line.len(), |e| i + e);
-        let token = line[i..end].trim_end_matches([':', ',', ';', ')', '\'', '"', '.']);
+        let raw = &line[i..end];
+        let token = raw.trim_end_matches([':', ',', ';', ')', '\'', '"', '.']);
+        // `PROGRAM: ...` at the start of a line names who speaks (`/bin/sh: 1: cannot create
+        // /x: ...`), not what was refused, when a path follows.
+        if i == 0 && raw.ends_with(':') && line[end..].contains('/') {
+            continue;
+        }
         out.push(token.to_string());
     }
     let mut seen = HashSet::new();
@@ -683,6 +689,11 @@ mod tests {
             ["/opt/zz"]
         );
         assert_eq!(paths_in("bash: /etc/z: Read-only file system"), ["/etc/z"]);
+        assert_eq!(
+            paths_in("/bin/sh: 1: cannot create /etc/z: Read-only file system"),
+            ["/etc/z"]
+        );
+        assert_eq!(paths_in("/etc/z: Read-only file system"), ["/etc/z"]);
         assert_eq!(
             paths_in("error: could not lock config file /w/.git/config: Read-only"),
             ["/w/.git/config"]
