@@ -73,12 +73,16 @@ impl Setup {
         let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let root = dir.path().to_path_buf();
         std::fs::create_dir_all(root.join("home/.ssh")).unwrap();
+        // The commands' working directory: a project of its own (the setup's root holds the
+        // home, which a default workspace may not).
+        std::fs::create_dir_all(root.join("ws")).unwrap();
         std::fs::write(root.join("home/.ssh/id_rsa"), "PRIVATE-KEY\n").unwrap();
         gcc(CLIENT_C, &root.join("client"));
         std::fs::write(root.join("client.py"), CLIENT_PY).unwrap();
         if who == As::Nobody {
             for p in [
                 "",
+                "ws",
                 "home",
                 "home/.ssh",
                 "home/.ssh/id_rsa",
@@ -124,7 +128,7 @@ impl Setup {
             // `sandbox env` extracts the preload below it (removed with the directory), not
             // into a new directory in /tmp per call, as it would for uid 65534 without a home.
             .env("XDG_RUNTIME_DIR", &self.root)
-            .current_dir(&self.root)
+            .current_dir(self.root.join("ws"))
             .output()
             .unwrap();
         String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr)

@@ -31,6 +31,7 @@ use super::cgroup_names::{prefix, remove_stale, stale_scan_due};
 use super::hits::{Counts, MemoryHit};
 use super::limits::MemoryBound;
 use super::memwatch::{Roster, Watchdog};
+use super::procfs::{stat, Stat};
 use serde::Serialize;
 use std::collections::HashSet;
 use std::fs;
@@ -927,33 +928,6 @@ fn read_procs(dir: &Path) -> Vec<i32> {
     fs::read_to_string(dir.join("cgroup.procs"))
         .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
         .unwrap_or_default()
-}
-
-/// The fields of `/proc/PID/stat` this module needs.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Stat {
-    pub(super) state: char,
-    pub(super) ppid: i32,
-    pub(super) pgrp: i32,
-    pub(super) sid: i32,
-    start: u64,
-}
-
-pub(super) fn stat(pid: i32) -> Option<Stat> {
-    // One read into a buffer on the stack: the line is well under 1 KiB, and the memory
-    // watchdog reads it for every new process of the machine.
-    let mut buf = [0u8; 1024];
-    let text = super::memwatch::read_proc(&format!("/proc/{pid}/stat"), &mut buf)?;
-    // The command name is in parentheses and may contain anything: split after the last `)`.
-    let rest = &text[text.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    Some(Stat {
-        state: f.first()?.chars().next()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        sid: f.get(3)?.parse().ok()?,
-        start: f.get(19)?.parse().ok()?,
-    })
 }
 
 /// The processes of the request led by `child` (fallback mode): its session and process

@@ -96,10 +96,10 @@ impl Tree {
         let me = std::process::id() as i32;
         // New pids, classified by their parent: a parent seen before decides at once, one new
         // too decides once it is classified (in pid order, parents usually first).
-        let mut new: Vec<(i32, super::contain::Stat)> = listed
+        let mut new: Vec<(i32, crate::exec::procfs::Stat)> = listed
             .iter()
             .filter(|p| !self.known.contains_key(p))
-            .filter_map(|&p| super::contain::stat(p).map(|st| (p, st)))
+            .filter_map(|&p| crate::exec::procfs::stat(p).map(|st| (p, st)))
             .collect();
         new.sort_by_key(|(p, _)| *p);
         loop {
@@ -157,7 +157,7 @@ pub(crate) struct Watchdog {
 /// per-process limit).
 pub(crate) fn available() -> bool {
     let mut buf = [0u8; STATUS_MAX];
-    read_proc(&format!("/proc/{}/status", std::process::id()), &mut buf)
+    crate::exec::procfs::read_proc(&format!("/proc/{}/status", std::process::id()), &mut buf)
         .and_then(parse_status)
         .is_some()
 }
@@ -232,7 +232,8 @@ fn sample(roster: &mut Roster) -> (u64, usize) {
     for pid in roster.pids() {
         // A process that is gone between the listing and the read counts nothing.
         if let Some(bytes) =
-            read_proc(&format!("/proc/{pid}/status"), &mut buf).and_then(parse_status)
+            crate::exec::procfs::read_proc(&format!("/proc/{pid}/status"), &mut buf)
+                .and_then(parse_status)
         {
             total = total.saturating_add(bytes);
             n += 1;
@@ -243,28 +244,6 @@ fn sample(roster: &mut Roster) -> (u64, usize) {
 
 /// Room for `/proc/PID/status` (about 1.5 KiB; longer with many supplementary groups).
 const STATUS_MAX: usize = 16 * 1024;
-
-/// The text of a `/proc` file read into `buf` (`None` when it cannot be read, is not UTF-8 or
-/// does not fit). `/proc` files report a size of 0, so `fs::read_to_string` reads them in
-/// small growing steps (five reads and a `statx` for a `status`); the kernel writes the whole
-/// text into one large enough buffer at once.
-pub(super) fn read_proc<'b>(path: &str, buf: &'b mut [u8]) -> Option<&'b str> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).ok()?;
-    let mut len = 0;
-    loop {
-        match f.read(&mut buf[len..]) {
-            Ok(0) => break,
-            Ok(k) => len += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-        if len == buf.len() {
-            return None;
-        }
-    }
-    std::str::from_utf8(&buf[..len]).ok()
-}
 
 /// `RssAnon + RssShmem` of a `/proc/PID/status` text, in bytes (the kernel writes kB); `None`
 /// without both lines (a kernel thread, a zombie, or no such lines).
@@ -307,15 +286,21 @@ mod tests {
     #[test]
     fn proc_files_are_read_whole_or_not_at_all() {
         let mut buf = [0u8; STATUS_MAX];
-        let own = read_proc("/proc/self/status", &mut buf)
+        let own = crate::exec::procfs::read_proc("/proc/self/status", &mut buf)
             .unwrap()
             .to_string();
         assert!(own.starts_with("Name:") && own.ends_with('\n'), "{own}");
         assert!(parse_status(&own).is_some());
         // Too small a buffer: nothing rather than a cut text; a missing file: nothing.
         let mut small = [0u8; 64];
-        assert_eq!(read_proc("/proc/self/status", &mut small), None);
-        assert_eq!(read_proc("/proc/0/status", &mut buf), None);
+        assert_eq!(
+            crate::exec::procfs::read_proc("/proc/self/status", &mut small),
+            None
+        );
+        assert_eq!(
+            crate::exec::procfs::read_proc("/proc/0/status", &mut buf),
+            None
+        );
     }
 
     #[test]
@@ -342,7 +327,7 @@ mod tests {
                 let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
                     continue;
                 };
-                if super::super::contain::stat(p).is_some_and(|s| s.ppid == pid as i32) {
+                if crate::exec::procfs::stat(p).is_some_and(|s| s.ppid == pid as i32) {
                     all.push(p);
                 }
             }

@@ -47,6 +47,7 @@ mod net;
 mod notify;
 mod paths;
 mod placeholder;
+mod procfs;
 #[doc(hidden)]
 pub mod record;
 mod refusals;
