@@ -424,3 +424,40 @@ fn the_library_refuses_the_root_directory_as_default_workspace() {
         .unwrap();
     assert_eq!(r.exit_code, Some(0));
 }
+
+/// A service account's `HOME=/tmp` (world-writable, sticky: no home of its own to protect) does
+/// not make `/tmp` a broad workspace: the documented request runs there, node included.
+/// Control: a home of the user's own as the working directory is refused.
+#[test]
+fn a_shared_temporary_home_is_no_broad_workspace() {
+    for who in BOTH {
+        let req = json!({"argv": ["/usr/bin/node", "-e", "console.log(42)"], "profile": "shell",
+            "timeout_s": 30});
+        let o = output_with_input(
+            command(who, SANDBOX)
+                .args(["exec", "--json"])
+                .env("HOME", "/tmp")
+                .current_dir("/tmp"),
+            req.to_string().as_bytes(),
+        );
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["stdout"], "42\n", "{who:?}: {v}");
+        let own = tempfile::Builder::new()
+            .prefix("ws-home")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        std::fs::set_permissions(own.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        if who == As::Nobody {
+            std::os::unix::fs::chown(own.path(), Some(65534), Some(65534)).unwrap();
+        }
+        let o = output_with_input(
+            command(who, SANDBOX)
+                .args(["exec", "--json"])
+                .env("HOME", own.path())
+                .current_dir(own.path()),
+            req.to_string().as_bytes(),
+        );
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["error"]["field"], "workspace", "{who:?} control: {v}");
+    }
+}

@@ -24,7 +24,6 @@ mod cgroup_names;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod clone;
 pub(crate) mod contain;
-mod denied;
 #[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;

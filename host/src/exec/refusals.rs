@@ -619,19 +619,30 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
 /// The rule of a credential's entry.
 const CREDENTIAL: &str = "unreadable: a credential (the deny list)";
 
-/// The warning line of each entry, and one for those not itemized. A credential read that
-/// `said` names already (module `denied`'s line, which says which entry of the list and why)
-/// is not said twice.
-pub(crate) fn warnings(found: &Found, said: &[String]) -> Vec<String> {
-    let named = |path: &str| {
-        said.iter()
-            .any(|w| w.starts_with("sandbox: refused: reading ") && w.contains(path))
+/// The warning line of each entry, and one for those not itemized. A refused read of a path
+/// on the credential list names its entry: which kind of store, why it is listed, and that only
+/// turning Landlock off lifts it (`ctx` resolves the list as the layer did).
+pub(crate) fn warnings(
+    found: &Found,
+    audience: Audience,
+    ctx: &crate::credentials::Context,
+) -> Vec<String> {
+    let off = match audience {
+        Audience::Json => "landlock \"off\"",
+        Audience::Cli => "--landlock off",
     };
     let mut out: Vec<String> = found
         .entries
         .iter()
-        .filter(|e| !(e.rule == CREDENTIAL && e.path.as_deref().is_some_and(named)))
         .map(|e| {
+            if let Some(line) = e
+                .path
+                .as_deref()
+                .filter(|_| e.rule == CREDENTIAL)
+                .and_then(|p| credential_line(p, ctx, off))
+            {
+                return line;
+            }
             let what = e
                 .path
                 .as_deref()
@@ -657,6 +668,25 @@ pub(crate) fn warnings(found: &Found, said: &[String]) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The line for a refused read of `path` when it lies beneath an entry of the credential list
+/// (`None` for a path only the request's own `deny_read` names).
+fn credential_line(path: &str, ctx: &crate::credentials::Context, off: &str) -> Option<String> {
+    crate::credentials::list().iter().find_map(|entry| {
+        let listed = crate::credentials::resolve(entry, ctx)
+            .into_iter()
+            .find(|l| Path::new(path).starts_with(l))?;
+        Some(format!(
+            "sandbox: refused: reading {}: {} is on the credential list ({}: {}; `sandbox \
+             profiles credentials` lists them); only {off} lifts the list, with the whole \
+             Landlock layer",
+            shown(path),
+            shown(&listed.to_string_lossy()),
+            entry.kind,
+            entry.reason
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -792,6 +822,45 @@ mod tests {
         assert!(name("all is well\n", &policy(&[], &[])).entries.is_empty());
     }
 
+    /// The credential list resolved for a home at `/h`.
+    fn ctx() -> crate::credentials::Context {
+        crate::credentials::Context {
+            home: Some("/h".into()),
+            runtime_dir: None,
+            root: false,
+        }
+    }
+
+    #[test]
+    fn a_refused_credential_read_names_its_entry_and_only_a_listed_one_does() {
+        let refused = |path: &str| Refused {
+            path: Some(path.into()),
+            destination: None,
+            operation: None,
+            rule: CREDENTIAL.into(),
+            allow: None,
+        };
+        let f = Found {
+            entries: vec![refused("/h/.aws/credentials"), refused("/h/own-secret")],
+            omitted: 0,
+        };
+        let lines = warnings(&f, Audience::Cli, &ctx());
+        assert!(
+            lines[0].starts_with(
+                "sandbox: refused: reading /h/.aws/credentials: /h/.aws is on the credential list (cloud: "
+            ) && lines[0].ends_with("only --landlock off lifts the list, with the whole Landlock layer"),
+            "{}",
+            lines[0]
+        );
+        // A path only the request's own deny_read names: the generic line, no entry invented.
+        assert_eq!(
+            lines[1],
+            format!("sandbox: refused /h/own-secret: {CREDENTIAL}; no change offered")
+        );
+        // A whole component: `/h/.awsx` is not under `/h/.aws`.
+        assert_eq!(credential_line("/h/.awsx", &ctx(), "x"), None);
+    }
+
     #[test]
     fn entries_are_bounded_and_counted() {
         let mut text = String::new();
@@ -801,7 +870,7 @@ mod tests {
         let f = name(&text, &policy(&[], &[]));
         assert_eq!(f.entries.len(), MAX_ENTRIES);
         assert_eq!(f.omitted, 100 - MAX_ENTRIES as u64);
-        assert!(warnings(&f, &[])
+        assert!(warnings(&f, Audience::Json, &ctx())
             .last()
             .unwrap()
             .contains("68 more refusals"));
@@ -881,7 +950,7 @@ mod tests {
             }],
             omitted: 0,
         };
-        assert!(!warnings(&f, &[])[0].contains('\u{1b}'));
+        assert!(!warnings(&f, Audience::Json, &ctx())[0].contains('\u{1b}'));
         assert_eq!(shell_word("/a b'c"), r"'/a b'\''c'");
     }
 }

@@ -1073,22 +1073,6 @@ fn run(
             required("landlock")
         ));
     }
-    // Credential reads the layer refused, named from what the program reported.
-    if let Some(status) = layer
-        .as_ref()
-        .map(|l| l.prepared.status())
-        .filter(|s| s.enforced.iter().any(|e| e == "fs-read-deny"))
-    {
-        let off = match v.audience {
-            super::request::Audience::Json => "landlock \"off\"",
-            super::request::Audience::Cli => "--landlock off",
-        };
-        warnings.extend(super::denied::refusals(
-            &stderr,
-            &status.deny_read_absent,
-            off,
-        ));
-    }
     let landlock_held = layer
         .as_ref()
         .is_some_and(|l| !l.prepared.status().enforced.is_empty());
@@ -1192,7 +1176,11 @@ fn run(
             network.mode,
         ),
     );
-    warnings.extend(super::refusals::warnings(&refusals, &warnings));
+    warnings.extend(super::refusals::warnings(
+        &refusals,
+        v.audience,
+        &crate::credentials::Context::current(),
+    ));
     Ok(ExecResult {
         program: v.program.to_string_lossy().into_owned(),
         exit_code,

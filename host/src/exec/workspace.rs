@@ -54,6 +54,14 @@ fn resolved(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// A world-writable directory with the sticky bit (`/tmp`, `/var/tmp`): a service account's
+/// `HOME=/tmp` is no home to protect (every user may already create files there, and a job's
+/// `/tmp` is private), so it does not make the directory a broad workspace.
+fn shared_temporary(dir: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(dir).is_ok_and(|m| m.is_dir() && m.permissions().mode() & 0o1002 == 0o1002)
+}
+
 /// The caller's home directories: `HOME` when absolute, and the passwd entry's of the
 /// effective uid (they differ under `sudo -E` or a `HOME` set for one command).
 pub(crate) fn homes() -> Vec<PathBuf> {
@@ -69,6 +77,7 @@ pub(crate) fn homes() -> Vec<PathBuf> {
         .map(|h| resolved(&h))
         .into_iter()
         .chain(passwd)
+        .filter(|h| !shared_temporary(h))
         .collect();
     homes.dedup();
     homes
