@@ -29,23 +29,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Docker's default capabilities (moby `oci/caps/defaults.go`).
-const DOCKER_CAPS: &[&str] = &[
-    "CAP_CHOWN",
-    "CAP_DAC_OVERRIDE",
-    "CAP_FSETID",
-    "CAP_FOWNER",
-    "CAP_MKNOD",
-    "CAP_NET_RAW",
-    "CAP_SETGID",
-    "CAP_SETUID",
-    "CAP_SETFCAP",
-    "CAP_SETPCAP",
-    "CAP_NET_BIND_SERVICE",
-    "CAP_SYS_CHROOT",
-    "CAP_KILL",
-    "CAP_AUDIT_WRITE",
-];
+/// Docker's default capabilities (moby `oci/caps/defaults.go`), as the profile import knows
+/// them.
+use sandbox_policy::oci::DOCKER_DEFAULT_CAPS as DOCKER_CAPS;
 
 /// What the credential file holds.
 const SECRET: &str = "PRIVATE-KEY-MATERIAL";

@@ -110,19 +110,17 @@ fn within(path: &Path, dir: &Path) -> bool {
 /// fresh `/proc` or, with a private `/tmp`, under `/tmp` (those come back with the `/tmp`
 /// exposures); one under `/dev` comes back in the fresh `/dev` (a file there as its
 /// directory).
-fn writable_places(inputs: &Inputs) -> Vec<PathBuf> {
-    let mut places: Vec<PathBuf> = inputs
-        .writable
+fn writable_places(writable: &[PathBuf], private_tmp: bool) -> Vec<PathBuf> {
+    let mut places: Vec<PathBuf> = writable
         .iter()
-        .filter_map(|w| std::fs::canonicalize(w).ok())
         .filter(|w| !within(w, Path::new("/proc")))
-        .filter(|w| !(inputs.private_tmp && within(w, Path::new("/tmp"))))
+        .filter(|w| !(private_tmp && within(w, Path::new("/tmp"))))
         // A file's directory: it is made again inside the fresh `/dev`, as a directory.
         .map(|w| {
-            if within(&w, Path::new("/dev")) && !w.is_dir() {
+            if within(w, Path::new("/dev")) && !w.is_dir() {
                 w.parent().map_or(w.clone(), Path::to_path_buf)
             } else {
-                w
+                w.clone()
             }
         })
         .collect();
@@ -135,7 +133,13 @@ fn writable_places(inputs: &Inputs) -> Vec<PathBuf> {
 
 /// Plans the view of one job.
 pub(crate) fn plan(inputs: &Inputs) -> View {
-    let places = writable_places(inputs);
+    // Canonical once: the places to bind back and the sockets left reachable both use it.
+    let writable: Vec<PathBuf> = inputs
+        .writable
+        .iter()
+        .filter_map(|w| std::fs::canonicalize(w).ok())
+        .collect();
+    let places = writable_places(&writable, inputs.private_tmp);
     let read_only_root = !places.iter().any(|p| p == Path::new("/"));
     let mut m = Vec::new();
     let mut slot = 0;
@@ -219,11 +223,6 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
         attach_beneath(&mut m, Path::new("/dev"), p, *slot, true);
     }
     m.push(Mount::Seal(c_str("/dev"), false));
-    let writable: Vec<PathBuf> = inputs
-        .writable
-        .iter()
-        .filter_map(|w| std::fs::canonicalize(w).ok())
-        .collect();
     let hidden_sockets = host_sockets()
         .into_iter()
         .filter(|s| hide(s, inputs, &writable))
@@ -359,7 +358,14 @@ mod tests {
             allowed_sockets: &[],
         };
         assert_eq!(
-            writable_places(&inputs),
+            writable_places(
+                &inputs
+                    .writable
+                    .iter()
+                    .filter_map(|w| std::fs::canonicalize(w).ok())
+                    .collect::<Vec<_>>(),
+                inputs.private_tmp
+            ),
             vec![std::fs::canonicalize(dir.path()).unwrap()]
         );
     }
