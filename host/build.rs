@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 #[path = "preload_build.rs"]
 mod preload_build;
 
+#[path = "credentials_build.rs"]
+mod credentials_build;
+
 fn main() {
     let manifest_dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -29,9 +32,13 @@ fn main() {
         "Cargo.toml",
         "Cargo.lock",
         "host/preload_build.rs",
+        "host/credentials_build.rs",
+        "profiles/credentials.toml",
     ] {
         watch(&workspace.join(input));
     }
+
+    credentials_build::generate(&workspace.join("profiles/credentials.toml"), &out_dir);
 
     let built = build_preload(&workspace, &out_dir);
     let bytes = fs::read(&built).unwrap_or_else(|e| panic!("reading {}: {e}", built.display()));

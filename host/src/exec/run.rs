@@ -1165,17 +1165,24 @@ fn run(
             NATIVE.syscall_name(nr).unwrap_or("unknown")
         ));
     }
-    let refusals = super::refusals::name(
-        teed.as_deref().unwrap_or(&stderr),
-        &super::refusals::Policy::of(
-            v,
-            sandbox,
-            &here,
-            layer.as_ref(),
-            isolation.as_ref(),
-            network.mode,
-        ),
-    );
+    // The policy is resolved (the credential list, every writable place's links) only when
+    // the job's stderr holds a line worth naming: most runs have none.
+    let text = teed.as_deref().unwrap_or(&stderr);
+    let refusals = if super::refusals::is_candidate(text.as_bytes()) {
+        super::refusals::name(
+            text,
+            &super::refusals::Policy::of(
+                v,
+                sandbox,
+                &here,
+                layer.as_ref(),
+                isolation.as_ref(),
+                network.mode,
+            ),
+        )
+    } else {
+        super::refusals::Found::default()
+    };
     warnings.extend(super::refusals::warnings(
         &refusals,
         v.audience,
