@@ -18,7 +18,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -577,34 +577,20 @@ pub(crate) const DEVICES: &[&str] = &[
 const PTS: &str = "/dev/pts";
 
 fn open_path(path: &Path, follow: bool) -> io::Result<(OwnedFd, fs::Metadata)> {
-    let mut flags = libc::O_PATH;
-    if !follow {
-        flags |= libc::O_NOFOLLOW;
-    }
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)?;
+    let fd = crate::sys::open_path(path, follow)?;
+    let file = fs::File::from(fd);
     let meta = file.metadata()?;
     Ok((file.into(), meta))
 }
 
 /// `path` opened with `O_PATH | O_NOFOLLOW`, without a stat.
 fn open_nofollow(path: &Path) -> io::Result<OwnedFd> {
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
-        .open(path)?;
-    Ok(file.into())
+    crate::sys::open_path(path, false)
 }
 
 /// `path` opened with `O_PATH`, following symlinks, without a stat.
 fn open_follow(path: &Path) -> io::Result<OwnedFd> {
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH)
-        .open(path)?;
-    Ok(file.into())
+    crate::sys::open_path(path, true)
 }
 
 /// The nearest existing directory above `path` (its parent, or further up).

@@ -748,6 +748,27 @@ pub(crate) fn is_child_subreaper() -> bool {
     rc == 0 && v != 0
 }
 
+/// `path` opened with `O_PATH` (close-on-exec; `O_NOFOLLOW` unless `follow`): a handle that
+/// names the inode without opening the file itself. Not through `std::fs::OpenOptions`: std
+/// masks custom flags with `O_ACCMODE`, which musl defines as `3 | O_PATH`, so on the static
+/// build `O_PATH` was silently dropped and every "path handle" was a real read open (a FIFO
+/// blocked the run, `/dev/ptmx` allocated a terminal, an unreadable directory failed).
+pub(crate) fn open_path(path: &Path, follow: bool) -> io::Result<OwnedFd> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    let mut flags = libc::O_PATH | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    // SAFETY: open with a NUL-terminated path; the flags take no mode argument.
+    let fd = unsafe { libc::open(c.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Opens `name` in directory `dir` for reading (close-on-exec).
 pub(crate) fn open_in(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<std::fs::File> {
     // SAFETY: openat on a descriptor the caller owns with a NUL-terminated name.

@@ -2185,3 +2185,77 @@ fn soft_nofile(n: libc::rlim_t) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Landlock's plan holds every path it grants or carves around a credential by an `O_PATH`
+/// handle, never by opening the file. Beside a credential in the home, a FIFO without a writer
+/// (opening it for reading blocks until one comes) must not stall the run. Found on the
+/// release bundle: std's `OpenOptions` masks custom flags with musl's `O_ACCMODE`, which
+/// holds `O_PATH`, so the static build opened every entry for reading.
+#[test]
+fn a_fifo_beside_a_credential_does_not_stall_the_run() {
+    let home = tempfile::Builder::new()
+        .prefix("escape-fifo")
+        .tempdir()
+        .unwrap();
+    std::fs::create_dir(home.path().join(".ssh")).unwrap();
+    std::fs::write(home.path().join(".ssh/id_rsa"), "KEY\n").unwrap();
+    let fifo = home.path().join("queue");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let wait = |mut child: std::process::Child| -> Option<std::process::ExitStatus> {
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    };
+    // Control: reading the FIFO does block.
+    let reader = Command::new("cat")
+        .arg(&fifo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut reader = reader;
+    assert!(
+        reader.try_wait().unwrap().is_none(),
+        "cat of a FIFO without a writer returned"
+    );
+    let _ = reader.kill();
+    let _ = reader.wait();
+
+    let child = Command::new(sandbox_binary())
+        .args([
+            "run",
+            "--allow-root",
+            "--profile",
+            "minimal",
+            "--",
+            "/bin/cat",
+        ])
+        .arg(home.path().join(".ssh/id_rsa"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("HOME", home.path())
+        .env("LANG", "C.UTF-8")
+        .current_dir(&work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait(child).expect("the run stalled on the FIFO beside the credential");
+    // And the credential beside it stayed unreadable.
+    assert!(!status.success(), "{status:?}");
+}
