@@ -199,8 +199,12 @@ pub struct RunArgs {
     pub net: NetArgs,
     #[command(flatten)]
     pub env: EnvArgs,
-    /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    /// The program and its arguments (after `--` when the program's name starts with `-`).
+    // `trailing_var_arg` alone: everything from the program on is its own, but a flag-like
+    // word before it is this command's, so a misspelt flag (`--profle`) is a usage error with
+    // a suggestion instead of a program that is not found. `allow_hyphen_values` took it as
+    // the program.
+    #[arg(required = true, trailing_var_arg = true)]
     pub argv: Vec<String>,
 }
 
@@ -354,8 +358,9 @@ pub enum Cmd {
         /// Kill the command and everything it started after this many seconds.
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
-        /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        /// The program and its arguments (after `--` when the program's name starts with
+        /// `-`); a flag-like word before the program is a usage error, as for `run`.
+        #[arg(required = true, trailing_var_arg = true)]
         argv: Vec<String>,
     },
     /// Print a shell completion script (bash, zsh or fish) on stdout.
@@ -520,12 +525,18 @@ mod tests {
             &["sandbox", "run"],
             &["sandbox", "run", "--timeout", "soon", "--", "ls"],
             &["sandbox", "run", "--profile"],
+            &["sandbox", "run", "--profle", "shell", "--", "ls"],
             &["sandbox", "exec", "--json"],
             &["sandbox", "--version"],
             &["sandbox"],
         ] {
             assert!(short_form(&os(v)).is_none(), "{v:?}");
         }
+        // A flag-like word before the program is the command's: a misspelt one is an error of
+        // the whole command too (exit 2 with a suggestion), not the program's name.
+        let e = Cli::try_parse_from(os(&["sandbox", "run", "--profle", "shell", "--", "ls"]))
+            .expect_err("a misspelt flag");
+        assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument);
     }
     /// `--profile`'s help names every built-in profile.
     #[test]
