@@ -7,6 +7,8 @@
 // or dispatches on carry none, and need none.
 #![allow(missing_docs)]
 
+mod choices;
+
 use crate::StaticBinaryAction;
 use clap::{Parser, Subcommand};
 use sandbox_policy::Action;
@@ -29,7 +31,7 @@ pub struct PolicyArgs {
     /// A built-in profile (minimal, network, write, no-exec, shell, shell-network,
     /// unrestricted; `sandbox profiles` describes them) or a profile file's path (default:
     /// minimal).
-    #[arg(long)]
+    #[arg(long, value_parser = choices::profile(), hide_possible_values = true)]
     pub profile: Option<String>,
     /// Extra allow-list entries (`a:b:@group`); alone, they form a custom allow list.
     #[arg(long)]
@@ -40,10 +42,10 @@ pub struct PolicyArgs {
     /// What a blocked syscall does: report (default: it fails with EPERM, or the profile's
     /// errno, the program goes on, and each refused call is listed), kill (ended by SIGSYS,
     /// the call named), errno:NAME (report with that errno), trap, log.
-    #[arg(long, value_parser = parse_violation_action)]
+    #[arg(long, value_parser = choices::violation_action(), hide_possible_values = true)]
     pub on_violation: Option<Action>,
     /// Programs a preload cannot enter: block, warn, allow or confine.
-    #[arg(long)]
+    #[arg(long, value_parser = choices::static_binary(), hide_possible_values = true)]
     pub static_binary: Option<StaticBinaryAction>,
     /// Refuse to run when the sandbox is unavailable on this machine.
     #[arg(long)]
@@ -77,12 +79,12 @@ pub struct PathArgs {
     #[arg(long, value_delimiter = ',', value_name = "PORTS")]
     pub connect_ports: Option<Vec<u16>>,
     /// Landlock: required (refuse without it), preferred (default; say what is missing) or off.
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = choices::layer_mode(), hide_possible_values = true)]
     pub landlock: Option<crate::landlock::Mode>,
     /// Namespaces (own PID space and /proc, private /tmp, read-only .git/hooks, git
     /// configuration checked after the job): required, preferred (default; say when
     /// unavailable) or off.
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = choices::layer_mode(), hide_possible_values = true)]
     pub isolation: Option<crate::exec::isolation::Mode>,
     /// A path mounted read-only over itself (repeatable); one that does not exist must be in
     /// the workspace and cannot be created.
@@ -142,7 +144,7 @@ pub fn layer_flag(field: &str) -> Option<&'static str> {
 pub struct NetArgs {
     /// host (the host's network), none (loopback only) or proxy (only the allowlist proxy);
     /// default: proxy with --allow-domain, none with only --allow-host-port, else by profile.
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = choices::network_mode(), hide_possible_values = true)]
     pub network: Option<crate::network::Mode>,
     /// A domain the proxy lets through; `*.example.com` covers its subdomains (repeatable).
     #[arg(long = "allow-domain", value_name = "NAME")]
@@ -317,7 +319,7 @@ pub enum Cmd {
         /// A built-in profile (minimal, network, write, no-exec, shell, shell-network,
         /// unrestricted; `sandbox profiles` describes them) or a profile file's path (default:
         /// minimal).
-        #[arg(long)]
+        #[arg(long, value_parser = choices::profile(), hide_possible_values = true)]
         profile: Option<String>,
         /// Extra allow-list entries (`a:b:@group`), as for `run`.
         #[arg(long)]
@@ -326,7 +328,7 @@ pub enum Cmd {
         #[arg(long)]
         deny: Option<String>,
         /// The action for blocked calls: kill, trap, log, errno, errno:NAME.
-        #[arg(long, value_parser = parse_action)]
+        #[arg(long, value_parser = choices::action(), hide_possible_values = true)]
         on_violation: Option<Action>,
         /// The architecture the JSON is for: x86_64 or aarch64 (default: this machine's).
         #[arg(long)]
@@ -353,7 +355,7 @@ pub enum Cmd {
         out: Option<PathBuf>,
         /// Compare with this profile: the summary and the profile mark calls it refuses
         /// (built-in name or file; default: minimal).
-        #[arg(long, value_name = "PROFILE")]
+        #[arg(long, value_name = "PROFILE", value_parser = choices::profile(), hide_possible_values = true)]
         base: Option<String>,
         /// Kill the command and everything it started after this many seconds.
         #[arg(long, value_name = "SECONDS")]
@@ -375,6 +377,7 @@ pub enum ProfilesCmd {
     /// Show a profile's resolved syscall list.
     Show {
         /// Built-in name or profile file.
+        #[arg(value_parser = choices::profile(), hide_possible_values = true)]
         name: String,
     },
     /// List the syscall groups.
