@@ -9,6 +9,8 @@
 
 mod choices;
 
+pub use choices::{parse_action, parse_violation_action};
+
 use crate::StaticBinaryAction;
 use clap::{Parser, Subcommand};
 use sandbox_policy::Action;
@@ -389,22 +391,6 @@ pub enum ProfilesCmd {
         #[arg(long)]
         json: bool,
     },
-}
-
-/// [`parse_action`] plus `report`, the default of `run`: the profile's errno (else EPERM),
-/// reported; stands as `errno:0`, which no real action is.
-pub fn parse_violation_action(s: &str) -> Result<Action, String> {
-    if s == "report" {
-        return Ok(Action::Errno(0));
-    }
-    parse_action(s)
-        .map_err(|_| format!("unknown action `{s}` (report, kill, trap, log, errno, errno:NAME)"))
-}
-
-/// Parses an action name: kill, trap, log, errno, errno:NAME.
-pub fn parse_action(s: &str) -> Result<Action, String> {
-    Action::parse(s)
-        .ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))
 }
 
 /// The formats `sandbox export` writes.

@@ -60,12 +60,12 @@ fn zsh_and_fish_scripts_parse_in_their_shells() {
             script.contains("completions"),
             "{shell} lists the subcommands"
         );
-        // zsh and fish come from Debian (.ci/run); `-n` parses without running.
+        // zsh and fish come from Debian (.ci/packages); `-n` parses without running.
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("script");
         std::fs::write(&f, &script).unwrap();
         let check = Command::new(shell).arg("-n").arg(&f).output();
-        let check = check.unwrap_or_else(|e| panic!("{shell} is needed (.ci/run): {e}"));
+        let check = check.unwrap_or_else(|e| panic!("{shell} is needed (.ci/packages): {e}"));
         assert!(check.status.success(), "{shell} -n: {check:?}");
     }
 }

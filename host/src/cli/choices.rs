@@ -74,7 +74,7 @@ pub fn static_binary() -> Choices<crate::StaticBinaryAction> {
 pub fn violation_action() -> Choices<sandbox_policy::Action> {
     Choices {
         values: vec!["report", "kill", "trap", "log", "errno"],
-        parse: super::parse_violation_action,
+        parse: parse_violation_action,
     }
 }
 
@@ -82,8 +82,24 @@ pub fn violation_action() -> Choices<sandbox_policy::Action> {
 pub fn action() -> Choices<sandbox_policy::Action> {
     Choices {
         values: vec!["kill", "trap", "log", "errno"],
-        parse: super::parse_action,
+        parse: parse_action,
     }
+}
+
+/// [`parse_action`] plus `report`, the default of `run`: the profile's errno (else EPERM),
+/// reported; stands as `errno:0`, which no real action is.
+pub fn parse_violation_action(s: &str) -> Result<sandbox_policy::Action, String> {
+    if s == "report" {
+        return Ok(sandbox_policy::Action::Errno(0));
+    }
+    parse_action(s)
+        .map_err(|_| format!("unknown action `{s}` (report, kill, trap, log, errno, errno:NAME)"))
+}
+
+/// Parses an action name: kill, trap, log, errno, errno:NAME.
+pub fn parse_action(s: &str) -> Result<sandbox_policy::Action, String> {
+    sandbox_policy::Action::parse(s)
+        .ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))
 }
 
 #[cfg(test)]
