@@ -66,6 +66,30 @@ fn an_unknown_flag_is_a_usage_error_in_every_subcommand() {
                 "{who:?} {args:?}: {err}"
             );
         }
+        // A value outside a fixed set (empty, with a newline, in capitals, huge) is one too,
+        // naming the flag.
+        let huge = "x".repeat(100_000);
+        for (flag, value) in [
+            ("--landlock", ""),
+            ("--isolation", "required\n"),
+            ("--network", "NONE"),
+            ("--static-binary", huge.as_str()),
+            ("--on-violation", "kil"),
+        ] {
+            let args = ["run", flag, value, "--", "/bin/true"];
+            let o = run_as(who, &args);
+            assert_eq!(
+                o.status.code(),
+                Some(2),
+                "{who:?} {flag} {:?}: {o:?}",
+                &value[..value.len().min(20)]
+            );
+            let err = text(&o.stderr);
+            assert!(
+                err.contains("invalid value") && err.contains(flag),
+                "{err:.300}"
+            );
+        }
         // No subcommand, an unknown one, a missing program: usage errors too.
         for args in [&[][..], &["runn"], &["run"], &["run", "--profile", "shell"]] {
             let o = run_as(who, args);
