@@ -6,7 +6,8 @@
 //! command is gone). Each runs through `bash -c` with the built `sandbox` first on PATH, in a
 //! scratch project directory with a scratch HOME, stdin /dev/null, a bare environment, as root
 //! and as uid 65534 unless the case says why not. A doc line followed by `#   sandbox: ...`
-//! comment lines claims those words on stderr: they are checked too. Lines holding a
+//! comment lines claims those words on stderr: they are checked too (`/your/project` in a claim
+//! stands for the project directory the command ran in). Lines holding a
 //! placeholder (`'...'`, `mytool`) run with it filled in (`run`); the few that cannot run here
 //! (they build the workspace, need a release bundle or a public index) say why (`skip`).
 
@@ -545,7 +546,8 @@ fn check(case: &Case, claim: Option<&str>) -> Vec<String> {
             }
         }
         if let Some(claim) = claim {
-            if !squeeze(&err).contains(&squeeze(claim)) {
+            let claim = claim.replace("/your/project", &work.to_string_lossy());
+            if !squeeze(&err).contains(&squeeze(&claim)) {
                 failures.push(fail(
                     format!("the doc's claim is not on stderr: {claim:?}"),
                     &o,

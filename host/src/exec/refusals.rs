@@ -86,6 +86,8 @@ pub(crate) struct Policy<'a> {
     pub homes: Vec<PathBuf>,
     /// Whom the changes are written for.
     pub audience: Audience,
+    /// The job's working directory: a relative path in a message is taken from it.
+    pub cwd: Option<&'a Path>,
 }
 
 /// The kind of error a line reports.
@@ -233,6 +235,50 @@ fn paths_in(line: &str) -> Vec<String> {
     let mut seen = HashSet::new();
     out.into_iter()
         .filter_map(|p| normalize(&p))
+        .filter(|p| seen.insert(p.clone()))
+        .collect()
+}
+
+/// The relative paths a line names where it names no absolute one, taken from `cwd`, the
+/// job's working directory (`sh -c 'echo x > f'` under `minimal` prints `sh: 1: cannot create
+/// f: Read-only file system`). Only the forms that certainly hold a path are read, so that a
+/// word of the message is never taken for a file: a quoted word ('f', "f", ‘f’, `f`), dash's
+/// `cannot create f:`, and bash's `bash: [line N: ]f: <error>`.
+fn relative_paths(line: &str, cwd: &Path) -> Vec<String> {
+    let plausible = |w: &str| {
+        !w.is_empty()
+            && !w.starts_with('/')
+            && !w.starts_with('-')
+            && !w.contains("://")
+            && !w.chars().any(|c| c.is_whitespace() || c.is_control())
+    };
+    let mut words: Vec<&str> = Vec::new();
+    for (open, close) in [('\'', '\''), ('"', '"'), ('`', '`'), ('‘', '’'), ('“', '”')] {
+        let mut rest = 0usize;
+        while let Some(i) = line[rest..].find(open) {
+            let s = rest + i + open.len_utf8();
+            let Some(j) = line[s..].find(close) else {
+                break;
+            };
+            words.push(&line[s..s + j]);
+            rest = s + j + close.len_utf8();
+        }
+    }
+    if let Some((_, after)) = line.split_once("cannot create ") {
+        words.extend(after.split_once(": ").map(|(w, _)| w));
+    }
+    if let Some(rest) = line.strip_prefix("bash: ") {
+        let rest = match rest.strip_prefix("line ") {
+            Some(r) => r.split_once(": ").map_or("", |(_, r)| r),
+            None => rest,
+        };
+        words.extend(rest.split_once(": ").map(|(w, _)| w));
+    }
+    let mut seen = HashSet::new();
+    words
+        .into_iter()
+        .filter(|w| plausible(w))
+        .filter_map(|w| normalize(&cwd.join(w).to_string_lossy()))
         .filter(|p| seen.insert(p.clone()))
         .collect()
 }
@@ -429,6 +475,7 @@ impl<'a> Policy<'a> {
             explicit_network: v.network.mode.is_some(),
             homes: super::workspace::homes(),
             audience: v.audience,
+            cwd: Some(cwd),
         }
     }
 }
@@ -592,6 +639,11 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
         if paths.is_empty() {
             paths = chain_paths(text, start);
         }
+        if paths.is_empty() && matches!(kind, Kind::ReadOnly | Kind::Denied) {
+            if let Some(cwd) = policy.cwd {
+                paths = relative_paths(line, cwd);
+            }
+        }
         for p in paths {
             // Each distinct path is classified once (a program may print one error a
             // thousand times); at most MAX_PATHS of them.
@@ -705,7 +757,56 @@ mod tests {
             explicit_network: false,
             homes: vec![PathBuf::from("/nonexistent-home")],
             audience: Audience::Cli,
+            cwd: None,
         }
+    }
+
+    /// Relative paths are read only in the forms that certainly hold one, and taken from the
+    /// job's working directory; a line naming an absolute path keeps it alone (control).
+    #[test]
+    fn relative_paths_are_taken_from_the_working_directory() {
+        let cwd = Path::new("/w/p");
+        for (line, want) in [
+            ("sh: 1: cannot create f: Read-only file system", "/w/p/f"),
+            ("touch: cannot touch 'g': Read-only file system", "/w/p/g"),
+            ("bash: h: Read-only file system", "/w/p/h"),
+            ("bash: line 1: sub/i: Read-only file system", "/w/p/sub/i"),
+            (
+                "PermissionError: [Errno 13] Permission denied: '../x/.ssh/id'",
+                "/w/x/.ssh/id",
+            ),
+            (
+                "mkdir: cannot create directory ‘d’: Read-only file system",
+                "/w/p/d",
+            ),
+        ] {
+            assert_eq!(relative_paths(line, cwd), [want], "{line}");
+        }
+        // Words of a message are not files; neither are flags, URLs, blanks or escapes.
+        for line in [
+            "git: error: Read-only file system",
+            "cp: 'a b': Read-only file system",
+            "x: '-rf': Read-only file system",
+            "x: 'http://a/b': Read-only file system",
+            "x: '': Read-only file system",
+            "x: 'a\u{1b}[2J': Read-only file system",
+            "Read-only file system",
+        ] {
+            assert!(relative_paths(line, cwd).is_empty(), "{line}");
+        }
+        // Named through `name`: under a policy with the working directory, not without it.
+        let mut p = policy(&[], &[]);
+        let text = "sh: 1: cannot create f: Read-only file system\n";
+        assert!(name(text, &p).entries.is_empty());
+        let tmp = std::env::temp_dir();
+        p.cwd = Some(&tmp);
+        let found = name(text, &p);
+        let want = tmp.join("f");
+        assert_eq!(
+            found.entries.first().and_then(|e| e.path.as_deref()),
+            Some(want.to_str().unwrap()),
+            "{found:?}"
+        );
     }
 
     #[test]
