@@ -19,8 +19,8 @@
 //! their cgroup; that test needs no runc.
 //!
 //! The root file system is a minimal one: the host's `/usr` and `/etc` and the directory of the
-//! binary under test bound read-only, a home and a workspace bound writable. Needs runc (.ci/run
-//! installs it); skipped, saying so, without it.
+//! binary under test bound read-only, a home and a workspace bound writable. Needs runc
+//! (.ci/packages); skipped, saying so, without it.
 
 mod common;
 
@@ -253,7 +253,7 @@ fn text(b: &[u8]) -> String {
 /// A bundle, or `None` (said on stderr) when runc is not installed.
 fn runnable() -> Option<Bundle> {
     if Command::new("runc").arg("--version").output().is_err() {
-        eprintln!("skipped: runc is not installed (.ci/run installs it)");
+        eprintln!("skipped: runc is not installed (.ci/packages)");
         return None;
     }
     // SAFETY: geteuid has no preconditions.

@@ -16,7 +16,6 @@
 //! (host/build.rs). Without the musl target the bundle holds the host's default build, and says so.
 
 use anyhow::{bail, Context, Result};
-use clap::CommandFactory;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -215,22 +214,9 @@ pub fn dist(root: &Path, opts: &DistOptions) -> Result<PathBuf> {
     Ok(tarball)
 }
 
-/// `sandbox.1` and `sandbox-<subcommand>.1` for every subcommand, from the CLI definition.
+/// `sandbox.1` and a page per subcommand, from the CLI definition (see `crate::man`).
 fn man_pages(dir: &Path) -> Result<()> {
-    let cmd = sandbox_host::cli::Cli::command();
-    let mut pages = vec![("sandbox".to_string(), cmd.clone())];
-    for sub in cmd.get_subcommands() {
-        let name = format!("sandbox-{}", sub.get_name());
-        pages.push((name.clone(), sub.clone().name(name)));
-    }
-    for (name, page) in pages {
-        let mut text = Vec::new();
-        clap_mangen::Man::new(page)
-            .source(format!("sandbox {}", env!("CARGO_PKG_VERSION")))
-            .render(&mut text)?;
-        std::fs::write(dir.join(format!("{name}.1")), text)?;
-    }
-    Ok(())
+    crate::man::write_pages(dir)
 }
 
 /// `sha256sum` lines for every file under `dir`, sorted by path.

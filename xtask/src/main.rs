@@ -3,7 +3,8 @@
 //! - `codegen [--check]`: write (or check) the syscall tables in `policy/src/syscalls/`
 //! - `build-preload`: build the shipped `libsandbox.so` at `target/preload-build/preload/libsandbox.so`,
 //!   the very build host/build.rs embeds
-//! - `ci`: formatting, the minimum supported Rust version (declared, and the workspace built
+//! - `ci`: the Debian packages the tests need (`.ci/packages`: installed as root, else named),
+//!   formatting, the minimum supported Rust version (declared, and the workspace built
 //!   with it), clippy, the whole test suite (the table drift check is a test in it), the
 //!   workspace checked for aarch64, and the escape suite against the shipped static binary
 //! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
@@ -73,6 +74,9 @@ pub fn build_preload() -> Result<PathBuf> {
 }
 
 fn ci() -> Result<()> {
+    // First, so that a missing `go` or `tsc` stops the run at once, named (see packages.rs).
+    let packages = xtask::packages::list(&root())?;
+    xtask::packages::ensure(&packages, xtask::packages::Missing::InstallAsRoot)?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     msrv::check(&root())?;
     // `incompatible_msrv` is named although `-D warnings` covers it: it is the MSRV check for
