@@ -197,6 +197,7 @@ fn job(
         audience: Audience::Cli,
         custom: None,
         network: settings.network.clone(),
+        home: None,
     }
 }
 

@@ -33,6 +33,8 @@ mod git_guard;
 mod git_index;
 mod hits;
 #[doc(hidden)]
+pub mod home;
+#[doc(hidden)]
 pub mod isolation;
 #[doc(hidden)]
 pub mod json;
