@@ -374,6 +374,12 @@ pub enum ProfilesCmd {
     },
     /// List the syscall groups.
     Groups,
+    /// List the registry presets (`--allow-domain @pypi`) and their domains.
+    Registries {
+        /// Print JSON instead: an object of presets, each with `description` and `domains`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the credential list: the paths no confined command may read, for this user.
     Credentials {
         /// Print JSON instead: every entry as written, with its kind, reason, whether it is

@@ -497,6 +497,7 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
             0
         }
         Some(ProfilesCmd::Credentials { json }) => cmd_credentials(json),
+        Some(ProfilesCmd::Registries { json }) => cmd_registries(json),
         Some(ProfilesCmd::Show { name }) => {
             let p = match Profile::named_or_file(&name) {
                 Ok(p) => p,
@@ -517,6 +518,27 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
 }
 
 /// `sandbox profiles credentials`: the resolved paths one per line, or every entry as JSON.
+/// `sandbox profiles registries`: the presets `--allow-domain @NAME` expands.
+fn cmd_registries(json: bool) -> i32 {
+    let all = sandbox_host::proxy::presets::all();
+    if json {
+        let v: serde_json::Map<String, serde_json::Value> = all
+            .iter()
+            .map(|(k, p)| {
+                let v = serde_json::json!({"description": p.description, "domains": p.domains});
+                (k.clone(), v)
+            })
+            .collect();
+        println!("{}", serde_json::Value::Object(v));
+        return 0;
+    }
+    for (name, p) in all {
+        println!("@{name:9} {}", p.domains.join(" "));
+        println!("           {}", p.description);
+    }
+    0
+}
+
 fn cmd_credentials(json: bool) -> i32 {
     use sandbox_host::credentials::{self, Context};
     let ctx = Context::current();
