@@ -73,6 +73,9 @@ fn check(who: As, line: &str, preset: &str, other: &str, host: &str, made: &str,
     let r = fetch(who, ws.path(), line, &[other], env);
     assert_ne!(r["exit_code"], 0, "{who:?} {other}: {r}");
     assert!(refused(&r).iter().any(|h| h == host), "{who:?}: {r}");
+    // The refusal names the preset that has the host.
+    let reasons = r["network"]["destinations"].to_string();
+    assert!(reasons.contains(&format!("preset {preset} has it")), "{r}");
 }
 
 #[test]
