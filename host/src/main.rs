@@ -208,17 +208,25 @@ fn cmd_run(
     policy: &PolicyArgs,
     paths: &PathArgs,
     net: &NetArgs,
-    env: &EnvArgs,
+    env_args: &EnvArgs,
     timeout: Option<u64>,
     verbose: bool,
     argv: &[String],
 ) -> i32 {
-    let env = match run::environment(&env.keep, &env.set) {
+    let env = match run::environment(&env_args.keep, &env_args.set) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
+    let home = env_args.home;
     match run_setup(policy, paths, net, timeout, verbose, env) {
-        Ok((sandbox, settings)) => run::run(&sandbox, &argv[0], &argv[1..], &settings),
+        Ok((sandbox, mut settings)) => {
+            if let Some(mode) = home {
+                if let Err(e) = run::with_home(&mut settings, mode, env_args) {
+                    return fail(e);
+                }
+            }
+            run::run(&sandbox, &argv[0], &argv[1..], &settings)
+        }
         Err(e) => fail(e),
     }
 }
@@ -264,6 +272,7 @@ fn run_setup(
         network,
         env,
         root_warning: platform::running_as_root() && !policy.allow_root,
+        home: None,
     };
     Ok((sandbox, settings))
 }

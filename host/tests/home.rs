@@ -249,3 +249,53 @@ fn an_open_home_is_refused_by_name() {
         assert_eq!(r["exit_code"], 0, "{who:?}: {r}");
     }
 }
+
+/// `sandbox run` keeps the caller's HOME unless `--home` asks for another; `--home
+/// persistent` is the same home the requests get, `--home private` keeps nothing.
+#[test]
+fn sandbox_run_takes_home_as_a_flag() {
+    for who in BOTH {
+        let place = Place::new(who);
+        let ws = place.workspace(who);
+        let data = place.root.join("data");
+        let run = |home: Option<&str>, line: &str| {
+            let mut cmd = sandbox(who);
+            cmd.env("XDG_DATA_HOME", &data)
+                .current_dir(&ws)
+                .args(["run", "--profile", "shell"]);
+            if let Some(h) = home {
+                cmd.args(["--home", h]);
+            }
+            cmd.args(["--", "/bin/bash", "-c", line]).output().unwrap()
+        };
+        let out = run(
+            Some("persistent"),
+            "echo kept > \"$HOME/f\"; echo \"$HOME\"",
+        );
+        let home = data.join("sandbox/home");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("{}\n", home.display()),
+            "{who:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = run(Some("persistent"), "cat \"$HOME/f\"");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "kept\n", "{who:?}");
+        // Control: the default is the caller's HOME, and private is /tmp.
+        let out = run(None, "echo \"$HOME\"");
+        let caller = if who == As::Root {
+            "/root"
+        } else {
+            "/nonexistent"
+        };
+        assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{caller}\n"));
+        let out = run(Some("private"), "echo \"$HOME\"; cat \"$HOME/f\"");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "/tmp\n", "{who:?}");
+        for bad in ["", "Persistent", "persistent\n", "/root"] {
+            let out = run(Some(bad), "true");
+            assert!(!out.status.success(), "{bad:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("--home"), "{bad:?}: {err}");
+        }
+    }
+}
