@@ -336,13 +336,16 @@ fn project(dirs: &Dirs, p: &Project, toolchain: &Path, sandbox: Option<&Path>) -
                 "argv": ["/bin/bash", "-c", test_line], "profile": "shell",
                 "cwd": ws, "timeout_s": STEP_TIMEOUT_S, "network": "none",
             });
-            (inside(bin, dirs, &fetch)?, inside(bin, dirs, &test)?)
+            (
+                timed(|| inside(bin, dirs, &fetch))?,
+                timed(|| inside(bin, dirs, &test))?,
+            )
         }
         None => {
             let home = dirs.user().join("home");
             (
-                outside(&ws, &home, &fetch_line)?,
-                outside(&ws, &home, &test_line)?,
+                timed(|| outside(&ws, &home, &fetch_line))?,
+                timed(|| outside(&ws, &home, &test_line))?,
             )
         }
     };
@@ -350,8 +353,8 @@ fn project(dirs: &Dirs, p: &Project, toolchain: &Path, sandbox: Option<&Path>) -
     std::fs::write(
         &log,
         format!(
-            "== fetch (exit {:?})\n{}\n== test (exit {:?})\n{}\n",
-            fetch.0, fetch.1, test.0, test.1
+            "== fetch (exit {:?}, {:.1} s)\n{}\n== test (exit {:?}, {:.1} s)\n{}\n",
+            fetch.0, fetch.2, fetch.1, test.0, test.2, test.1
         ),
     )?;
     if fetch.0 != Some(0) {
@@ -375,6 +378,15 @@ fn project(dirs: &Dirs, p: &Project, toolchain: &Path, sandbox: Option<&Path>) -
         failed,
         other,
     })
+}
+
+/// `step`'s result with its wall-clock seconds.
+fn timed(
+    step: impl FnOnce() -> Result<(Option<i64>, String)>,
+) -> Result<(Option<i64>, String, f64)> {
+    let start = std::time::Instant::now();
+    let (status, text) = step()?;
+    Ok((status, text, start.elapsed().as_secs_f64()))
 }
 
 /// One request through `sandbox exec --json` as uid 65534 with the suite's data directory:

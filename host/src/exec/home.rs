@@ -262,22 +262,65 @@ pub(crate) fn prepare(home: &Home) -> Result<(), String> {
         }
     }
     for rel in PLANTED {
-        let p = home.path.join(rel);
-        let removed = match std::fs::symlink_metadata(&p) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => Err(e),
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
-            Ok(_) => std::fs::remove_file(&p),
-        };
-        removed.map_err(|e| {
+        remove_planted(&home.path, rel).map_err(|e| {
             format!(
                 "cannot remove {} from the sandbox's home before the job (a file that would \
                  run commands): {e}; remove it, or use \"private\"",
-                crate::escape::path(&p)
+                crate::escape::path(&home.path.join(rel))
             )
         })?;
     }
     Ok(())
+}
+
+/// Removes `rel` (a file or a directory tree) below `home` without following a symlink on the
+/// way: the host runs this unconfined, and a job may have replaced `.config` or `.cargo` with a
+/// link to anywhere (`.config` -> `/etc` would otherwise remove `/etc/git`). Each directory on
+/// the way is opened with `O_NOFOLLOW` and the next name looked up through that descriptor
+/// (`/proc/self/fd/N/name`), so a link swapped in meanwhile is not followed either; a link
+/// where a directory was expected is removed itself (it is the job's, and holds nothing).
+fn remove_planted(home: &Path, rel: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let open_dir = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
+            .open(p)
+    };
+    let via = |dir: &std::fs::File, name: &str| {
+        PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name)
+    };
+    let mut names: Vec<&str> = rel.split('/').collect();
+    let last = names.pop().unwrap_or(rel);
+    let mut dir = open_dir(home)?;
+    for name in names {
+        let next = via(&dir, name);
+        match std::fs::symlink_metadata(&next) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+            Ok(m) if m.file_type().is_symlink() => return std::fs::remove_file(&next),
+            Ok(m) if !m.is_dir() => return Ok(()),
+            Ok(_) => {}
+        }
+        dir = match open_dir(&next) {
+            Ok(d) => d,
+            // Swapped for a link or a file since the look: not followed, gone next time.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                return std::fs::remove_file(&next)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+    }
+    let target = via(&dir, last);
+    match std::fs::symlink_metadata(&target) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        // remove_dir_all does not follow links inside the tree.
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&target),
+        Ok(_) => std::fs::remove_file(&target),
+    }
 }
 
 /// The variables a job with `home` gets: `HOME`, the caches below it and [`PINS`] for the
@@ -443,6 +486,42 @@ mod tests {
             (None, Some("x@y".into()))
         );
         assert_eq!(parse_identity(""), (None, None));
+    }
+
+    /// A job that replaced `.config` or `.cargo` with a link out of the home gets the link
+    /// removed, never what it points to.
+    #[test]
+    fn prepare_follows_no_link_out_of_the_home() {
+        let t = tempfile::tempdir().unwrap();
+        let uid = crate::sys::euid();
+        let parent = t.path().join("sandbox");
+        private(&parent, uid).unwrap();
+        let path = parent.join("home");
+        private(&path, uid).unwrap();
+        let outside = t.path().join("etc");
+        std::fs::create_dir_all(outside.join("git")).unwrap();
+        std::fs::write(outside.join("git/config"), "x").unwrap();
+        std::fs::write(outside.join("config.toml"), "x").unwrap();
+        std::fs::write(outside.join("settings.xml"), "x").unwrap();
+        for link in [".config", ".cargo", ".m2"] {
+            std::os::unix::fs::symlink(&outside, path.join(link)).unwrap();
+        }
+        // Control: a plain removal through the link reaches the directory outside.
+        assert!(path.join(".config/git").is_dir());
+        let home = Home {
+            mode: Mode::Persistent,
+            path: path.clone(),
+        };
+        prepare(&home).unwrap();
+        for kept in ["git/config", "config.toml", "settings.xml"] {
+            assert!(
+                outside.join(kept).exists(),
+                "{kept} was removed through a link"
+            );
+        }
+        for link in [".config", ".cargo", ".m2"] {
+            assert!(path.join(link).symlink_metadata().is_err(), "{link} kept");
+        }
     }
 
     #[test]
