@@ -81,7 +81,7 @@ pub fn with_home(
         )
         .map(|k| (k, String::new()))
         .collect();
-    home::apply(&h, &mut settings.env, &given, &mut settings.paths);
+    home::apply(&h, &mut settings.env, &given, &mut settings.paths.writable);
     settings.home = Some(h);
     Ok(())
 }

@@ -231,12 +231,24 @@ fn usable_parent(data: &Path, anchor: &Path, uid: u32) -> bool {
 /// Creates `dir` with mode 0700 when missing, then checks it is a directory of `uid` (not a
 /// symlink) that nobody else may enter.
 fn private(dir: &Path, uid: u32) -> Result<(), String> {
-    super::paths::private_dir(dir, uid).map_err(|e| {
+    let refused = |why: String| {
         format!(
-            "refusing {} as the sandbox's home: {e}; remove it, or use \"private\"",
+            "refusing {} as the sandbox's home: {why}; remove it, or use \"private\"",
             crate::escape::path(dir)
         )
-    })
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(refused(format!("cannot create it: {e}"))),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| refused(e.to_string()))?;
+    if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
+        return Err(refused(format!(
+            "it is not a directory of uid {uid} that only it may enter"
+        )));
+    }
+    Ok(())
 }
 
 /// Before a job: the home and its parent are still private (a job of an earlier tier could
@@ -361,12 +373,13 @@ pub(crate) fn variables(home: &Home) -> Vec<(String, String)> {
 
 /// Gives a validated job `home`: its [`variables`] on top of the scrubbed `env`, except the
 /// names the caller set itself (`caller`), and the persistent home among the writable places
-/// (Landlock's rule and the view's writable binds follow from them).
+/// (`writable`: the request's writable paths; Landlock's rule and the view's writable binds
+/// follow from them).
 pub(crate) fn apply(
     home: &Home,
     env: &mut Vec<(String, String)>,
     caller: &std::collections::BTreeMap<String, String>,
-    paths: &mut super::request::PathRules,
+    writable: &mut Vec<PathBuf>,
 ) {
     for (k, v) in variables(home) {
         if caller.contains_key(&k) {
@@ -378,8 +391,8 @@ pub(crate) fn apply(
         }
     }
     env.sort();
-    if home.mode == Mode::Persistent && !paths.writable.contains(&home.path) {
-        paths.writable.push(home.path.clone());
+    if home.mode == Mode::Persistent && !writable.contains(&home.path) {
+        writable.push(home.path.clone());
     }
 }
 

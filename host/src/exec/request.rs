@@ -345,7 +345,7 @@ impl Request {
         let home = super::home::resolve(self.home).map_err(|e| Refusal::new("home", e))?;
         let mut env = env::scrubbed(env::Base::Fixed, &self.env);
         if let Some(h) = &home {
-            super::home::apply(h, &mut env, &self.env, &mut paths);
+            super::home::apply(h, &mut env, &self.env, &mut paths.writable);
         }
         let search = env
             .iter()

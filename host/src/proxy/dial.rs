@@ -54,7 +54,7 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
     let port = target.port;
     if !c.allow.allows(&target.host) {
         // A registry's host is named with its preset too: the usual narrowest change.
-        let preset = super::presets::containing(&target.host);
+        let preset = super::domain::preset_of(&target.host);
         let reason = match preset {
             Some(p) => format!("not in the allowed domains (registry preset @{p} has it)"),
             None => "not in the allowed domains".to_string(),

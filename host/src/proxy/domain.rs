@@ -111,6 +111,18 @@ impl fmt::Display for Pattern {
     }
 }
 
+/// The name of the first registry preset (in name order) whose domains allow `host`: a
+/// refusal names it beside the host.
+pub fn preset_of(host: &Host) -> Option<&'static str> {
+    super::presets::all().iter().find_map(|(name, p)| {
+        p.domains
+            .iter()
+            .filter_map(|d| Pattern::parse(d).ok())
+            .any(|pat| pat.matches(host))
+            .then_some(name.as_str())
+    })
+}
+
 /// The domains a proxy lets through; empty allows nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Allowlist {

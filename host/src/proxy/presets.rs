@@ -53,17 +53,6 @@ pub fn expand(entry: &str) -> Result<Option<&'static [String]>, String> {
     }
 }
 
-/// The name of the first preset (in name order) whose domains allow `host`, for refusals.
-pub fn containing(host: &super::Host) -> Option<&'static str> {
-    all().iter().find_map(|(name, p)| {
-        p.domains
-            .iter()
-            .filter_map(|d| super::Pattern::parse(d).ok())
-            .any(|pat| pat.matches(host))
-            .then_some(name.as_str())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,9 +108,15 @@ mod tests {
     #[test]
     fn a_registry_host_is_named_with_its_preset() {
         let host = |h: &str| Host::parse(h).unwrap();
-        assert_eq!(containing(&host("registry.npmjs.org")), Some("npm"));
-        assert_eq!(containing(&host("files.pythonhosted.org")), Some("pypi"));
-        assert_eq!(containing(&host("example.com")), None);
+        assert_eq!(
+            crate::proxy::domain::preset_of(&host("registry.npmjs.org")),
+            Some("npm")
+        );
+        assert_eq!(
+            crate::proxy::domain::preset_of(&host("files.pythonhosted.org")),
+            Some("pypi")
+        );
+        assert_eq!(crate::proxy::domain::preset_of(&host("example.com")), None);
     }
 
     #[test]
