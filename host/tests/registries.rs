@@ -213,3 +213,32 @@ fn presets_are_listed_and_an_unknown_one_is_refused_by_index() {
         "{stderr}"
     );
 }
+
+/// `sandbox serve` reads the same names: a preset in a request is expanded, an unknown one
+/// refused by index, and the home field is checked, each answered by id.
+#[test]
+fn serve_requests_take_presets_and_the_home() {
+    for who in BOTH {
+        let ws = workspace(who);
+        let lines = [
+            json!({"id": "a", "argv": ["/bin/true"], "allow_domains": ["@nope"]}),
+            json!({"id": "b", "argv": ["/bin/true"], "home": "bogus"}),
+            json!({"id": "c", "argv": ["/bin/sh", "-c", "echo $HOME"], "profile": "shell",
+                   "cwd": ws.path(), "allow_domains": ["@pypi"], "home": "private"}),
+        ];
+        let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let mut cmd = sandbox(who);
+        cmd.arg("serve");
+        let out = output_with_input(&mut cmd, input.as_bytes());
+        let answers: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let by = |id: &str| answers.iter().find(|a| a["id"] == id).unwrap().clone();
+        assert_eq!(by("a")["error"]["field"], "allow_domains[0]", "{who:?}");
+        assert_eq!(by("b")["error"]["field"], "home", "{who:?}");
+        let c = by("c");
+        assert_eq!(c["stdout"], "/tmp\n", "{who:?}: {c}");
+        assert_eq!(c["network"]["mode"], "proxy", "{who:?}: {c}");
+    }
+}
