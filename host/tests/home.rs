@@ -202,6 +202,22 @@ fn the_identity_is_seeded_and_what_a_job_plants_does_not_run() {
         );
         assert!(!marker.exists(), "{who:?}: a planted file ran: {next}");
         assert!(!home.join(".gitconfig").exists());
+        // `git config --global` has nowhere to write: its file is beside the home, which no
+        // job may write (and never /dev/null, which a rename would replace).
+        let global = exec(
+            who,
+            &data,
+            Some(&real),
+            shell("git config --global alias.st '!true'", &ws),
+        );
+        assert_ne!(global["exit_code"], 0, "{who:?}: {global}");
+        let empty = data.join("sandbox/gitconfig");
+        assert_eq!(std::fs::read(&empty).unwrap(), b"", "{who:?}");
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device());
     }
 }
 

@@ -14,8 +14,9 @@
 //! The persistent home is shared by every job of the user by design, so one job can leave
 //! files there for the next. What a later program would read as configuration that runs
 //! commands is kept out of play two ways: the tools that can be told to read no user
-//! configuration are told so by variable ([`PINS`]: git's global configuration, npm's user
-//! configuration, pip's configuration files, the Go environment file, Python's user site),
+//! configuration are told so by variable (git's global and npm's user configuration name
+//! empty files beside the home, [`EMPTY_CONFIGS`]; pip's configuration files, the Go
+//! environment file and Python's user site are switched off, [`PINS`]),
 //! and the start-up and configuration files of the others ([`PLANTED`]: shell rc files,
 //! cargo's configuration, node's global module folders...) are removed before every job.
 //! docs/security.md names what is left.
@@ -89,21 +90,28 @@ pub struct Home {
     pub path: PathBuf,
 }
 
-/// Variables that tell a tool to read no configuration from the home, each with why: the
-/// persistent home is writable by every job of the user, and each of these files can name a
-/// command the tool runs (git aliases, `core.pager`, `core.fsmonitor`; npm scripts' shell;
-/// pip's index and build options; `GOFLAGS=-toolexec`; `.pth` files in the user site).
-pub const PINS: &[(&str, &str, &str)] = &[
+/// Variables that name, for a tool's user configuration, an empty file the host keeps beside
+/// the home (in its parent, which no job may write), each with why: the persistent home is
+/// writable by every job of the user, and each of these files can name a command the tool
+/// runs (git aliases, `core.pager`, `core.fsmonitor`; npm scripts' shell). Not `/dev/null`:
+/// `git config --global` replaces its file by renaming a lock file over it, which would
+/// replace the device itself wherever the job could write `/dev`.
+pub const EMPTY_CONFIGS: &[(&str, &str, &str)] = &[
     (
         "GIT_CONFIG_GLOBAL",
-        "/dev/null",
+        "gitconfig",
         "git's global configuration (aliases, core.pager, core.fsmonitor run commands)",
     ),
     (
         "npm_config_userconfig",
-        "/dev/null",
+        "npmrc",
         "npm's user configuration (script-shell, node-options, git)",
     ),
+];
+
+/// Variables that tell a tool to read no configuration from the home, each with why: pip's
+/// index and build options, `GOFLAGS=-toolexec`, `.pth` files in the user site.
+pub const PINS: &[(&str, &str, &str)] = &[
     (
         "PIP_CONFIG_FILE",
         "/dev/null",
@@ -273,6 +281,18 @@ pub(crate) fn prepare(home: &Home) -> Result<(), String> {
             ));
         }
     }
+    // The empty configuration files the pinned variables name: made again when a job of a
+    // tier without the view changed them.
+    let beside = home.path.parent().unwrap_or(&home.path);
+    for (_, file, _) in EMPTY_CONFIGS {
+        let p = beside.join(file);
+        empty_file(&p).map_err(|e| {
+            format!(
+                "cannot keep {} empty for the job: {e}; remove it, or use \"private\"",
+                crate::escape::path(&p)
+            )
+        })?;
+    }
     for rel in PLANTED {
         remove_planted(&home.path, rel).map_err(|e| {
             format!(
@@ -283,6 +303,25 @@ pub(crate) fn prepare(home: &Home) -> Result<(), String> {
         })?;
     }
     Ok(())
+}
+
+/// Makes `p` an empty regular file of mode 0444 unless it is one already (one lookup per job).
+fn empty_file(p: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_file() && m.len() == 0 => return Ok(()),
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p)?,
+        Ok(_) => std::fs::remove_file(p)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+        .map(drop)
 }
 
 /// Removes `rel` (a file or a directory tree) below `home` without following a symlink on the
@@ -356,6 +395,10 @@ pub(crate) fn variables(home: &Home) -> Vec<(String, String)> {
         ("GOCACHE", ".cache/go-build"),
     ] {
         out.push((k.to_string(), format!("{h}/{rel}")));
+    }
+    let beside = home.path.parent().unwrap_or(&home.path);
+    for (k, file, _) in EMPTY_CONFIGS {
+        out.push((k.to_string(), beside.join(file).display().to_string()));
     }
     for (k, v, _) in PINS {
         out.push((k.to_string(), v.to_string()));
@@ -554,7 +597,12 @@ mod tests {
         std::fs::write(path.join(".bashrc"), "touch /tmp/x").unwrap();
         std::fs::create_dir_all(path.join(".config/git")).unwrap();
         std::fs::write(path.join("keep"), "").unwrap();
+        std::fs::write(parent.join("gitconfig"), "[alias]\n\tst = !true\n").unwrap();
         prepare(&home).unwrap();
+        for (_, file, _) in EMPTY_CONFIGS {
+            let m = std::fs::symlink_metadata(parent.join(file)).unwrap();
+            assert!(m.is_file() && m.len() == 0, "{file}");
+        }
         assert!(!path.join(".cargo/config.toml").exists());
         assert!(!path.join(".bashrc").exists());
         assert!(!path.join(".config/git").exists());
