@@ -222,6 +222,11 @@ pub struct EnvArgs {
     /// Pass this variable of the caller's environment on (repeatable); refused as --env is.
     #[arg(long = "keep-env", value_name = "NAME")]
     pub keep: Vec<String>,
+    /// The program's HOME: the caller's, read-only (default); persistent (the per-user
+    /// sandbox home, kept between commands, writable, with the package caches); private
+    /// (HOME=/tmp, gone after the command). See docs/exec.md, "The job's home".
+    #[arg(long = "home", value_name = "persistent|private|real")]
+    pub home: Option<crate::exec::HomeMode>,
 }
 
 /// Parses this process's command line. `sandbox run ...`, what an agent starts for every
@@ -384,6 +389,12 @@ pub enum ProfilesCmd {
     },
     /// List the syscall groups.
     Groups,
+    /// List the registry presets (`--allow-domain @pypi`) and their domains.
+    Registries {
+        /// Print JSON instead: an object of presets, each with `description` and `domains`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the credential list: the paths no confined command may read, for this user.
     Credentials {
         /// Print JSON instead: every entry as written, with its kind, reason, whether it is

@@ -208,17 +208,25 @@ fn cmd_run(
     policy: &PolicyArgs,
     paths: &PathArgs,
     net: &NetArgs,
-    env: &EnvArgs,
+    env_args: &EnvArgs,
     timeout: Option<u64>,
     verbose: bool,
     argv: &[String],
 ) -> i32 {
-    let env = match run::environment(&env.keep, &env.set) {
+    let env = match run::environment(&env_args.keep, &env_args.set) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
+    let home = env_args.home;
     match run_setup(policy, paths, net, timeout, verbose, env) {
-        Ok((sandbox, settings)) => run::run(&sandbox, &argv[0], &argv[1..], &settings),
+        Ok((sandbox, mut settings)) => {
+            if let Some(mode) = home {
+                if let Err(e) = run::with_home(&mut settings, mode, env_args) {
+                    return fail(e);
+                }
+            }
+            run::run(&sandbox, &argv[0], &argv[1..], &settings)
+        }
         Err(e) => fail(e),
     }
 }
@@ -264,6 +272,7 @@ fn run_setup(
         network,
         env,
         root_warning: platform::running_as_root() && !policy.allow_root,
+        home: None,
     };
     Ok((sandbox, settings))
 }
@@ -497,6 +506,7 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
             0
         }
         Some(ProfilesCmd::Credentials { json }) => cmd_credentials(json),
+        Some(ProfilesCmd::Registries { json }) => cmd_registries(json),
         Some(ProfilesCmd::Show { name }) => {
             let p = match Profile::named_or_file(&name) {
                 Ok(p) => p,
@@ -517,6 +527,27 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
 }
 
 /// `sandbox profiles credentials`: the resolved paths one per line, or every entry as JSON.
+/// `sandbox profiles registries`: the presets `--allow-domain @NAME` expands.
+fn cmd_registries(json: bool) -> i32 {
+    let all = sandbox_host::proxy::presets::all();
+    if json {
+        let v: serde_json::Map<String, serde_json::Value> = all
+            .iter()
+            .map(|(k, p)| {
+                let v = serde_json::json!({"description": p.description, "domains": p.domains});
+                (k.clone(), v)
+            })
+            .collect();
+        println!("{}", serde_json::Value::Object(v));
+        return 0;
+    }
+    for (name, p) in all {
+        println!("@{name:9} {}", p.domains.join(" "));
+        println!("           {}", p.description);
+    }
+    0
+}
+
 fn cmd_credentials(json: bool) -> i32 {
     use sandbox_host::credentials::{self, Context};
     let ctx = Context::current();

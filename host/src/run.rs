@@ -50,6 +50,40 @@ pub struct RunSettings {
     /// (in it, root's reach is the job's view: the host's tree read-only, credentials
     /// unreadable).
     pub root_warning: bool,
+    /// The job's home when `--home` asked for one (`None`: the caller's `HOME`, as given).
+    pub home: Option<crate::exec::home::Home>,
+}
+
+/// Gives the run the home `--home` asks for: its variables over the safe list's `HOME`
+/// (names the caller passes with `--env` or `--keep-env` keep their values) and, for the
+/// persistent home, a place among the writable ones.
+pub fn with_home(
+    settings: &mut RunSettings,
+    mode: crate::exec::HomeMode,
+    args: &crate::cli::EnvArgs,
+) -> Result<(), String> {
+    use crate::exec::home;
+    let Some(h) = home::resolve(mode).map_err(|e| format!("--home {mode}: {e}"))? else {
+        // private: HOME=/tmp, the job's own /tmp in namespaces.
+        settings.env.retain(|(k, _)| k != "HOME");
+        settings.env.push(("HOME".into(), "/tmp".into()));
+        settings.env.sort();
+        return Ok(());
+    };
+    let given: std::collections::BTreeMap<String, String> = args
+        .keep
+        .iter()
+        .cloned()
+        .chain(
+            args.set
+                .iter()
+                .filter_map(|p| Some(p.split_once('=')?.0.to_string())),
+        )
+        .map(|k| (k, String::new()))
+        .collect();
+    home::apply(&h, &mut settings.env, &given, &mut settings.paths.writable);
+    settings.home = Some(h);
+    Ok(())
 }
 
 /// Prints one `sandbox: ...` line on stderr, escaped: paths, hosts and programs in it come
@@ -197,6 +231,7 @@ fn job(
         audience: Audience::Cli,
         custom: None,
         network: settings.network.clone(),
+        home: settings.home.clone(),
     }
 }
 

@@ -675,7 +675,10 @@ fn env_secrets_of_the_cli_do_not_reach_the_program() {
             .env("GITHUB_TOKEN", "ghp_xyz");
     });
     let env = v["stdout"].as_str().unwrap();
-    assert!(env.contains("HOME=/tmp"), "{env}");
+    // The persistent sandbox home, never the real one.
+    let home = v["home"].as_str().unwrap();
+    assert!(home.ends_with("/sandbox/home"), "{v}");
+    assert!(env.contains(&format!("HOME={home}\n")), "{env}");
     for s in [
         "sk-ant-xyz",
         "aws-xyz",

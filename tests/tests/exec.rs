@@ -285,6 +285,8 @@ fn env_scrub_drops_host_secrets() {
     let mut r = req(&["/usr/bin/env"]);
     r.env.insert("FOO".into(), "bar".into());
     r.env.insert("PATH".into(), "/opt/bin:/usr/bin".into());
+    // The private home: the persistent one adds its own variables (tests/home.rs).
+    r.home = sandbox_host::exec::home::Mode::Private;
     let res = run(&r);
     assert_eq!(res.exit_code, Some(0), "{res:?}");
     // The sandbox adds nothing: the filter is installed by the host (no LD_PRELOAD, no

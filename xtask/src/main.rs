@@ -15,6 +15,7 @@
 //!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
 //!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`)
 
+mod acceptance;
 mod bench;
 mod bench_exec;
 mod bench_floor;
@@ -114,6 +115,8 @@ fn ci() -> Result<()> {
     run(cargo()
         .args(["test", "-p", "sandbox-host", "--test", "escape"])
         .env("SANDBOX_TEST_BINARY", &shipped.path))?;
+    // Real projects' test suites inside and outside (skipped, said, when registries are down).
+    acceptance::run(&root(), None)?;
     Ok(())
 }
 
@@ -212,6 +215,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("ci") => ci(),
+        Some("acceptance") => acceptance::run(&root(), rest.first().copied()),
         Some("msrv") => msrv::check(&root()),
         Some("cross") => cross_checks(),
         Some("matrix") => {
@@ -231,6 +235,6 @@ fn main() -> Result<()> {
             println!("{}", xtask::dist::dist(&root(), &opts)?.display());
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
     }
 }

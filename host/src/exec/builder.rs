@@ -261,7 +261,15 @@ impl RequestBuilder {
         self
     }
 
-    /// Adds a domain the proxy lets through (`example.com`, `*.example.com`).
+    /// The job's home: persistent (default: kept between commands, with the package caches),
+    /// private (`HOME=/tmp`) or real (the host's, read-only).
+    pub fn home(mut self, mode: super::home::Mode) -> Self {
+        self.request.home = mode;
+        self
+    }
+
+    /// Adds a domain the proxy lets through (`example.com`, `*.example.com`, or a registry
+    /// preset such as `@pypi`).
     pub fn allow_domain(mut self, domain: impl Into<String>) -> Self {
         self.request.allow_domains.push(domain.into());
         self

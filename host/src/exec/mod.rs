@@ -33,6 +33,8 @@ mod git_guard;
 mod git_index;
 mod hits;
 #[doc(hidden)]
+pub mod home;
+#[doc(hidden)]
 pub mod isolation;
 #[doc(hidden)]
 pub mod json;
@@ -66,6 +68,7 @@ pub use crate::landlock::Status as LandlockStatus;
 pub use builder::{Redaction, RequestBuilder, Requirement};
 pub use contain::Containment;
 pub use git_guard::Reverted as GitReverted;
+pub use home::Mode as HomeMode;
 pub use isolation::Status as IsolationStatus;
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use net::Report as NetworkReport;

@@ -114,6 +114,9 @@ pub struct Request {
     pub resolve: BTreeMap<String, String>,
     /// Ports of the host's loopback reachable at the same address inside (`none`, `proxy`).
     pub host_ports: Vec<u16>,
+    /// The job's home: `persistent` (default: the per-user sandbox home, kept between
+    /// commands, with the package caches), `private` (`HOME=/tmp`) or `real` (read-only).
+    pub home: super::home::Mode,
 }
 
 /// What a call the profile refuses does to the program.
@@ -227,6 +230,8 @@ pub struct Validated {
     pub custom: Option<crate::policy::profile::Profile>,
     /// The network mode and the proxy's rules.
     pub network: crate::network::Network,
+    /// The job's home, when it is not the private `HOME=/tmp` (module `home`).
+    pub home: Option<super::home::Home>,
 }
 
 impl Request {
@@ -267,6 +272,7 @@ impl Request {
             allow_domains: Vec::new(),
             resolve: BTreeMap::new(),
             host_ports: Vec::new(),
+            home: super::home::Mode::default(),
         }
     }
 
@@ -323,24 +329,29 @@ impl Request {
             }
         }
         let rlimits = Rlimits::resolve(self.timeout_s, &self.limits)?;
-        let paths = self.path_rules()?;
+        let mut paths = self.path_rules()?;
         let secrets = self.secrets()?;
         let profile = custom
             .as_ref()
             .map_or_else(|| self.profile.clone(), |p| p.name().to_string());
         // Last: a request that is wrong in any other way is refused as such (125) first.
-        let env = env::scrubbed(env::Base::Fixed, &self.env);
-        let search = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or("", |(_, v)| v.as_str());
-        let program = resolve_program(&argv[0], search)?;
         let network = crate::network::Network::from_fields(
             self.network,
             &self.allow_domains,
             &self.resolve,
             &self.host_ports,
         )?;
+        // The home is made (once per process) only for a request valid in every other way.
+        let home = super::home::resolve(self.home).map_err(|e| Refusal::new("home", e))?;
+        let mut env = env::scrubbed(env::Base::Fixed, &self.env);
+        if let Some(h) = &home {
+            super::home::apply(h, &mut env, &self.env, &mut paths.writable);
+        }
+        let search = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
+        let program = resolve_program(&argv[0], search)?;
         Ok(Validated {
             program,
             argv,
@@ -363,6 +374,7 @@ impl Request {
             audience: Audience::Json,
             custom,
             network,
+            home,
         })
     }
 

@@ -156,6 +156,9 @@ pub struct ExecResult {
     pub refusals: Vec<super::refusals::Refused>,
     /// Refusals not itemized in `refusals` because it was full.
     pub refusals_omitted: u64,
+    /// The directory `HOME` named (`persistent` or `real` home); `null` for the private
+    /// `HOME=/tmp`.
+    pub home: Option<String>,
 }
 
 /// A syscall the filter refused.
@@ -659,6 +662,10 @@ fn run(
         v.audience,
     )?;
     let layer = super::paths::layer(&v.paths, sandbox, &here, !namespaced_tmp)?;
+    // What an earlier job left in the shared home to run in this one is removed first.
+    if let Some(h) = &v.home {
+        super::home::prepare(h).map_err(|e| Refusal::new("home", e))?;
+    }
     // Files changed from here on are the run's (the file-size check in `limits_hit`); a
     // second's slack for file systems with coarse timestamps.
     let started_at = std::time::SystemTime::now() - Duration::from_secs(1);
@@ -1215,6 +1222,7 @@ fn run(
         network,
         refusals: refusals.entries,
         refusals_omitted: refusals.omitted,
+        home: v.home.as_ref().map(|h| h.path.display().to_string()),
     })
 }
 
