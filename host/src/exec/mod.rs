@@ -43,6 +43,7 @@ pub mod limits;
 mod memwatch;
 mod namespaces;
 mod net;
+mod no_listener;
 mod notify;
 mod paths;
 mod placeholder;
