@@ -43,6 +43,49 @@ enum Shape {
     /// As `Kubernetes`, with runc's read-only `/proc` paths but none masked: nothing tells the
     /// host in advance that a fresh `/proc` will be refused, so the first spawn finds it.
     ReadOnlyProc,
+    /// As `Docker`, with what gVisor answers that the kernel would not: the `landlock_*` calls
+    /// ENOSYS, `seccomp()` with `SECCOMP_FILTER_FLAG_NEW_LISTENER`, `LOG` or `SPEC_ALLOW`
+    /// EINVAL ([`gvisor_seccomp`]).
+    GVisor,
+}
+
+/// `SECCOMP_FILTER_FLAG_LOG`, `SPEC_ALLOW` and `NEW_LISTENER`: the flags gVisor refuses.
+const GVISOR_REFUSED_FLAGS: [u64; 3] = [2, 4, 8];
+
+/// Docker's filter with gVisor's answers: the `landlock_*` calls and `seccomp` taken out of
+/// the allow entries (under runc an entry without arguments overrides those with them), the
+/// `landlock_*` calls answered ENOSYS, `seccomp` answered EINVAL when the flags argument holds
+/// one of [`GVISOR_REFUSED_FLAGS`] and allowed when it holds none (one `SCMP_CMP_MASKED_EQ`
+/// comparison per entry: runc splits repeated ones into rules that each allow alone).
+fn gvisor_seccomp() -> serde_json::Value {
+    let mut f = docker_seccomp(DOCKER_CAPS);
+    let taken = [
+        "seccomp",
+        "landlock_create_ruleset",
+        "landlock_add_rule",
+        "landlock_restrict_self",
+    ];
+    for rule in f["syscalls"].as_array_mut().unwrap() {
+        let names = rule["names"].as_array_mut().unwrap();
+        names.retain(|n| !taken.contains(&n.as_str().unwrap()));
+    }
+    let rules = f["syscalls"].as_array_mut().unwrap();
+    rules.retain(|r| !r["names"].as_array().unwrap().is_empty());
+    rules.push(serde_json::json!({
+        "names": &taken[1..], "action": "SCMP_ACT_ERRNO", "errnoRet": libc::ENOSYS
+    }));
+    for flag in GVISOR_REFUSED_FLAGS {
+        rules.push(serde_json::json!({
+            "names": ["seccomp"], "action": "SCMP_ACT_ERRNO", "errnoRet": libc::EINVAL,
+            "args": [{"index": 1, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}]
+        }));
+    }
+    let all: u64 = GVISOR_REFUSED_FLAGS.iter().sum();
+    rules.push(serde_json::json!({
+        "names": ["seccomp"], "action": "SCMP_ACT_ALLOW",
+        "args": [{"index": 1, "value": all, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]
+    }));
+    f
 }
 
 /// The moby profile's JSON.
@@ -158,6 +201,18 @@ impl Bundle {
     /// Runs `args` in a container of `shape` as `uid` (root with Docker's capabilities, any
     /// other user with none, as Docker gives them), in the workspace `/ws`, HOME `/home/u`.
     fn run(&self, shape: Shape, uid: u32, args: &[&str], stdin: Option<&[u8]>) -> Output {
+        self.run_env(shape, uid, args, stdin, &[])
+    }
+
+    /// As [`Bundle::run`], with `env` (`NAME=value`) added to the environment.
+    fn run_env(
+        &self,
+        shape: Shape,
+        uid: u32,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+        env: &[&str],
+    ) -> Output {
         static N: AtomicUsize = AtomicUsize::new(0);
         let path = self.dir.path().join("config.json");
         // Each user has a home of its own (what root's runs leave there is root's).
@@ -170,11 +225,13 @@ impl Bundle {
         c["process"]["args"] = serde_json::json!(args);
         c["process"]["user"] = serde_json::json!({"uid": uid, "gid": uid});
         c["process"]["cwd"] = "/ws".into();
-        c["process"]["env"] = serde_json::json!([
+        let mut vars = vec![
             "PATH=/usr/local/bin:/usr/bin:/bin",
             "HOME=/home/u",
-            "LANG=C.UTF-8"
-        ]);
+            "LANG=C.UTF-8",
+        ];
+        vars.extend_from_slice(env);
+        c["process"]["env"] = serde_json::json!(vars);
         c["process"]["noNewPrivileges"] = false.into();
         c["process"]["capabilities"] = if uid == 0 {
             serde_json::json!({"bounding": caps, "effective": caps, "permitted": caps})
@@ -207,6 +264,7 @@ impl Bundle {
         c["mounts"] = mounts.into();
         match shape {
             Shape::Docker => c["linux"]["seccomp"] = docker_seccomp(DOCKER_CAPS),
+            Shape::GVisor => c["linux"]["seccomp"] = gvisor_seccomp(),
             Shape::Kubernetes | Shape::ReadOnlyProc => {
                 c["linux"].as_object_mut().unwrap().remove("seccomp");
             }
@@ -588,5 +646,154 @@ fn where_only_clone3_is_refused_runs_keep_the_isolated_tier_and_their_cgroup() {
         // the sandbox's, so is this one.
         let own = |t: &str| t.lines().filter(|l| l.contains("sandbox-")).count();
         assert_eq!(own(&out), own(&plain_out), "{who:?}: {out} vs {plain_out}");
+    }
+}
+
+/// Prints the errno `seccomp(SECCOMP_SET_MODE_FILTER, flags, NULL)` gets for flags 0, LOG,
+/// SPEC_ALLOW and NEW_LISTENER (EFAULT, 14: the flags were accepted), then the Landlock ABI
+/// (or minus the errno of the probe).
+const GVISOR_PROBE: &str = "import ctypes\n\
+l = ctypes.CDLL(None, use_errno=True)\n\
+for f in (0, 2, 4, 8):\n    l.syscall(317, 1, f, None); print(ctypes.get_errno())\n\
+r = l.syscall(444, None, 0, 1); print(r if r >= 0 else -ctypes.get_errno())\n";
+
+#[test]
+fn in_a_gvisor_like_container_runs_fall_back_say_what_is_missing_and_check_agrees() {
+    let Some(b) = runnable() else { return };
+    // The container answers as gVisor does; the same probe outside it gets the kernel's
+    // answers (the control).
+    let o = b.run(Shape::GVisor, 1000, &["python3", "-c", GVISOR_PROBE], None);
+    assert_eq!(text(&o.stdout), "14\n22\n22\n22\n-38\n", "{o:?}");
+    let o = Command::new("python3")
+        .args(["-c", GVISOR_PROBE])
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(out.starts_with("14\n14\n14\n14\n"), "control: {o:?}");
+    assert!(!out.ends_with("-38\n"), "control: {o:?}");
+    let listener = "seccomp user notification unavailable";
+    let fork = "/bin/true && echo forked";
+    for uid in [0, 1000] {
+        let who = format!("uid {uid}");
+        // A default run works, in the filtered tier, and names each missing layer once.
+        let o = b.run(
+            Shape::GVisor,
+            uid,
+            &["/t/sandbox", "run", "-v", "--", "/bin/true"],
+            None,
+        );
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");
+        assert!(err.contains("tier: filtered"), "{who}: {err}");
+        for what in [
+            listener,
+            "Landlock protections missing",
+            "namespaces unavailable",
+        ] {
+            let n = err.lines().filter(|l| l.contains(what)).count();
+            assert_eq!(n, 1, "{who}: {what}: {err}");
+        }
+        assert!(err.contains("ran in the filtered tier"), "{who}: {err}");
+        // What Landlock gave is named as missing: credentials and writes outside the workspace.
+        assert!(err.contains("file read restriction"), "{who}: {err}");
+        assert!(err.contains("file write restriction"), "{who}: {err}");
+
+        // A call the profile refuses is still refused, by the filter's own errno...
+        let o = b.run(
+            Shape::GVisor,
+            uid,
+            &["/t/sandbox", "run", "--allow-root", "--", "bash", "-c", fork],
+            None,
+        );
+        assert!(!text(&o.stdout).contains("forked"), "{who}: {o:?}");
+        assert!(
+            text(&o.stderr).contains("fork: Operation not permitted"),
+            "{who}: {o:?}"
+        );
+        // ...which the same command makes without the sandbox (the control).
+        let o = b.run(Shape::GVisor, uid, &["bash", "-c", fork], None);
+        assert_eq!(text(&o.stdout), "forked\n", "{who}: control: {o:?}");
+        // Under `kill` the filter ends the program, and the run says the call is unnamed.
+        let o = b.run(
+            Shape::GVisor,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--allow-root",
+                "--on-violation",
+                "kill",
+                "--",
+                "bash",
+                "-c",
+                fork,
+            ],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(128 + libc::SIGSYS), "{who}: {o:?}");
+        assert!(
+            text(&o.stderr).contains("cannot be named here"),
+            "{who}: {o:?}"
+        );
+
+        // Each layer asked for as required is refused, naming why.
+        for (flag, why) in [
+            ("--landlock", "the kernel has no Landlock"),
+            ("--isolation", "seccomp profile"),
+        ] {
+            let o = b.run(
+                Shape::GVisor,
+                uid,
+                &["/t/sandbox", "run", flag, "required", "--", "/bin/true"],
+                None,
+            );
+            assert_eq!(o.status.code(), Some(125), "{who}: {flag}: {o:?}");
+            assert!(text(&o.stderr).contains(why), "{who}: {flag}: {o:?}");
+        }
+        // Learning is the listener: refused, with the reason.
+        let o = b.run(
+            Shape::GVisor,
+            uid,
+            &["/t/sandbox", "learn", "--", "/bin/true"],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(125), "{who}: {o:?}");
+        assert!(text(&o.stderr).contains(listener), "{who}: {o:?}");
+
+        // check predicts the run: the same tier, layers and warnings as an exec of the same
+        // default job.
+        let o = b.run(Shape::GVisor, uid, &["/t/sandbox", "check", "--json"], None);
+        assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["ok"], true, "{who}: {report}");
+        assert_eq!(report["tier"], "filtered", "{who}: {report}");
+        let line = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "seccomp listener")
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(line["status"], "warn", "{who}: {report}");
+        let o = b.run(
+            Shape::GVisor,
+            uid,
+            &["/t/sandbox", "exec", "--json"],
+            Some(br#"{"argv": ["/bin/true"], "allow_root": true}"#),
+        );
+        let result: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+        assert_eq!(result["exit_code"], 0, "{who}: {result}");
+        let run = &report["run"];
+        for k in ["tier", "sandboxed", "landlock", "network"] {
+            assert_eq!(result[k], run[k], "{who}: {k}: {result} vs {run}");
+        }
+        assert_eq!(
+            result["isolation"]["unavailable"], run["isolation"]["unavailable"],
+            "{who}: {result} vs {run}"
+        );
+        for w in [&result["warnings"], &run["warnings"]] {
+            assert!(w.to_string().contains(listener), "{who}: {w}");
+        }
     }
 }
