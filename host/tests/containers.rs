@@ -702,7 +702,15 @@ fn in_a_gvisor_like_container_runs_fall_back_say_what_is_missing_and_check_agree
         let o = b.run(
             Shape::GVisor,
             uid,
-            &["/t/sandbox", "run", "--allow-root", "--", "bash", "-c", fork],
+            &[
+                "/t/sandbox",
+                "run",
+                "--allow-root",
+                "--",
+                "bash",
+                "-c",
+                fork,
+            ],
             None,
         );
         assert!(!text(&o.stdout).contains("forked"), "{who}: {o:?}");
@@ -795,5 +803,150 @@ fn in_a_gvisor_like_container_runs_fall_back_say_what_is_missing_and_check_agree
         for w in [&result["warnings"], &run["warnings"]] {
             assert!(w.to_string().contains(listener), "{who}: {w}");
         }
+    }
+}
+
+#[test]
+fn with_landlock_capped_as_on_older_guests_runs_name_what_is_missing_and_check_agrees() {
+    let Some(b) = runnable() else { return };
+    // A signal to a process outside the run (the sandbox itself, the shell's parent): Landlock
+    // signal scoping (ABI 6) refuses it; with the ABI capped below 6 nothing else does here
+    // (no PID namespace in a Docker-shaped container), so the run must name it.
+    let signal = "kill -0 $PPID && echo signalled";
+    for uid in [0, 1000] {
+        for (cap, missing, kept) in [
+            (
+                "1",
+                &["truncate restriction", "signal scoping"][..],
+                &["file read", "file write", "TCP restriction"][..],
+            ),
+            (
+                "2",
+                &["truncate restriction", "signal scoping"][..],
+                &["file read", "file write", "TCP restriction"][..],
+            ),
+            (
+                "4",
+                &["signal scoping", "abstract unix socket scoping"][..],
+                &["TCP restriction", "truncate restriction"][..],
+            ),
+        ] {
+            let who = format!("uid {uid}, ABI {cap}");
+            let env = [format!("SANDBOX_LANDLOCK_MAX_ABI={cap}")];
+            let env: Vec<&str> = env.iter().map(String::as_str).collect();
+            let run = |args: &[&str], stdin: Option<&[u8]>| {
+                b.run_env(Shape::Docker, uid, args, stdin, &env)
+            };
+            let o = run(&["/t/sandbox", "run", "-v", "--", "/bin/true"], None);
+            let err = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");
+            assert!(err.contains("tier: contained"), "{who}: {err}");
+            let warning: Vec<&str> = err
+                .lines()
+                .filter(|l| l.contains("Landlock protections missing"))
+                .collect();
+            assert_eq!(warning.len(), 1, "{who}: {err}");
+            // What is missing, then what other layers give: `minimal` makes no TCP socket,
+            // so there is no TCP to restrict.
+            let (lacking, covered) = warning[0]
+                .split_once(" (given here by other layers: ")
+                .unwrap_or((warning[0], ""));
+            for m in missing {
+                assert!(lacking.contains(m), "{who}: {m}: {err}");
+            }
+            for k in kept {
+                assert!(!lacking.contains(k), "{who}: {k}: {err}");
+            }
+            if cap != "4" {
+                assert!(
+                    covered.contains("(TCP restriction) by the profile's filter"),
+                    "{who}: {err}"
+                );
+            }
+            // The file rules hold at every cap: the credential stays unreadable.
+            let o = run(
+                &[
+                    "/t/sandbox",
+                    "run",
+                    "--profile",
+                    "shell",
+                    "--",
+                    "cat",
+                    "/home/u/.ssh/id_ed25519",
+                ],
+                None,
+            );
+            assert!(!text(&o.stdout).contains(SECRET), "{who}: {o:?}");
+            // The missing scope is really missing: the signal gets out.
+            let o = run(
+                &[
+                    "/t/sandbox",
+                    "run",
+                    "--allow-root",
+                    "--profile",
+                    "shell",
+                    "--",
+                    "bash",
+                    "-c",
+                    signal,
+                ],
+                None,
+            );
+            assert_eq!(text(&o.stdout), "signalled\n", "{who}: {o:?}");
+            // --landlock required refuses, naming what the cap lacks.
+            let o = run(
+                &[
+                    "/t/sandbox",
+                    "run",
+                    "--landlock",
+                    "required",
+                    "--",
+                    "/bin/true",
+                ],
+                None,
+            );
+            assert_eq!(o.status.code(), Some(125), "{who}: {o:?}");
+            assert!(text(&o.stderr).contains(missing[0]), "{who}: {o:?}");
+            // check says the same as an exec of the same job.
+            let o = run(&["/t/sandbox", "check", "--json"], None);
+            assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");
+            let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(report["tier"], "contained", "{who}: {report}");
+            let o = run(
+                &["/t/sandbox", "exec", "--json"],
+                Some(br#"{"argv": ["/bin/true"], "allow_root": true}"#),
+            );
+            let result: serde_json::Value =
+                serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+            for k in ["tier", "sandboxed", "landlock"] {
+                assert_eq!(
+                    result[k], report["run"][k],
+                    "{who}: {k}: {result} vs {report}"
+                );
+            }
+            assert_eq!(
+                result["landlock"]["abi"]["used"],
+                cap.parse::<u64>().unwrap(),
+                "{who}: {result}"
+            );
+        }
+        // The control: at the kernel's own ABI the signal is refused.
+        let o = b.run(
+            Shape::Docker,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--allow-root",
+                "--profile",
+                "shell",
+                "--",
+                "bash",
+                "-c",
+                signal,
+            ],
+            None,
+        );
+        assert!(!text(&o.stdout).contains("signalled"), "uid {uid}: {o:?}");
     }
 }

@@ -36,6 +36,7 @@ mod hits;
 pub mod isolation;
 #[doc(hidden)]
 pub mod json;
+mod landlock_cover;
 #[doc(hidden)]
 pub mod leaks;
 #[doc(hidden)]

@@ -1076,14 +1076,28 @@ fn run(
         super::request::Audience::Json => format!("pass {layer} \"required\""),
         super::request::Audience::Cli => format!("pass --{layer} required"),
     };
-    if let Some(missing) = layer
+    // What the run's namespaces give anyway is not warned about as missing (module
+    // `landlock_cover`); it is still listed in the layer's status.
+    let others = super::landlock_cover::Others {
+        pid_namespace: isolation.is_ok() && namespaces.as_ref().is_some_and(|n| n.isolate),
+        net_namespace: isolation.is_ok() && namespaces.as_ref().is_some_and(|n| n.net),
+        read_only_root: isolation.as_ref().is_ok_and(|l| l.status.read_only_root),
+        no_tcp_sockets: filter != Sandboxed::None
+            && super::landlock_cover::filter_refuses_tcp(sandbox),
+    };
+    if let Some((lacking, covered)) = layer
         .as_ref()
-        .map(|l| &l.prepared.status().missing)
-        .filter(|m| !m.is_empty())
+        .map(|l| super::landlock_cover::split(&l.prepared.status().missing, others))
+        .filter(|(lacking, _)| !lacking.is_empty())
     {
+        let covered = if covered.is_empty() {
+            String::new()
+        } else {
+            format!(" (given here by other layers: {})", covered.join("; "))
+        };
         warnings.push(format!(
-            "sandbox: warning: Landlock protections missing on this kernel: {}; {} to refuse instead",
-            missing.join("; "),
+            "sandbox: warning: Landlock protections missing on this kernel: {}{covered}; {} to refuse instead",
+            lacking.join("; "),
             required("landlock")
         ));
     }
