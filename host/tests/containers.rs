@@ -47,6 +47,9 @@ enum Shape {
     /// ENOSYS, `seccomp()` with `SECCOMP_FILTER_FLAG_NEW_LISTENER`, `LOG` or `SPEC_ALLOW`
     /// EINVAL ([`gvisor_seccomp`]).
     GVisor,
+    /// Docker's capabilities and masked `/proc`, with the filter `sandbox export` wrote to
+    /// the bundle's `exported.json` (and no_new_privs unset, as Docker leaves it).
+    Exported,
 }
 
 /// `SECCOMP_FILTER_FLAG_LOG`, `SPEC_ALLOW` and `NEW_LISTENER`: the flags gVisor refuses.
@@ -265,6 +268,10 @@ impl Bundle {
         match shape {
             Shape::Docker => c["linux"]["seccomp"] = docker_seccomp(DOCKER_CAPS),
             Shape::GVisor => c["linux"]["seccomp"] = gvisor_seccomp(),
+            Shape::Exported => {
+                let f = std::fs::read_to_string(self.dir.path().join("exported.json")).unwrap();
+                c["linux"]["seccomp"] = serde_json::from_str(&f).unwrap();
+            }
             Shape::Kubernetes | Shape::ReadOnlyProc => {
                 c["linux"].as_object_mut().unwrap().remove("seccomp");
             }
@@ -948,5 +955,119 @@ fn with_landlock_capped_as_on_older_guests_runs_name_what_is_missing_and_check_a
             None,
         );
         assert!(!text(&o.stdout).contains("signalled"), "uid {uid}: {o:?}");
+    }
+}
+
+/// Writes `sandbox export --format oci ARGS` to the bundle's `exported.json`; returns the
+/// export's stderr.
+fn export_to(b: &Bundle, args: &[&str]) -> String {
+    let o = Command::new(SANDBOX)
+        .args(["export", "--format", "oci", "--out"])
+        .arg(b.dir.path().join("exported.json"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{args:?}: {o:?}");
+    text(&o.stderr)
+}
+
+/// The bundle's `exported.json` with `call` taken out of every entry (what the export wrote
+/// before it added runc's calls).
+fn without_call(b: &Bundle, call: &str) {
+    let path = b.dir.path().join("exported.json");
+    let mut f: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for rule in f["syscalls"].as_array_mut().unwrap() {
+        rule["names"].as_array_mut().unwrap().retain(|n| n != call);
+    }
+    f["syscalls"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|r| !r["names"].as_array().unwrap().is_empty());
+    std::fs::write(&path, f.to_string()).unwrap();
+}
+
+#[test]
+fn exported_profiles_start_a_container_under_dockers_defaults() {
+    let Some(b) = runnable() else { return };
+    for args in [
+        &["--profile", "shell"][..],
+        &["--profile", "shell-network"],
+        &["--profile", "write", "--allow", "execve"],
+    ] {
+        let notes = export_to(&b, args);
+        assert!(
+            notes.contains("added to the allow list: capset"),
+            "{args:?}: {notes}"
+        );
+        for uid in [0, 1000] {
+            let o = b.run(Shape::Exported, uid, &["sh", "-c", "echo ok"], None);
+            assert_eq!(text(&o.stdout), "ok\n", "{args:?} as uid {uid}: {o:?}");
+        }
+    }
+    // The control: without the calls runc makes after installing the filter (capset first),
+    // the container dies before its program starts.
+    export_to(&b, &["--profile", "shell"]);
+    without_call(&b, "capset");
+    for uid in [0, 1000] {
+        let o = b.run(Shape::Exported, uid, &["sh", "-c", "echo ok"], None);
+        assert!(!o.status.success(), "uid {uid}: {o:?}");
+        assert_eq!(text(&o.stdout), "", "uid {uid}: {o:?}");
+    }
+}
+
+#[test]
+fn a_for_sandbox_export_lets_sandbox_run_and_check_inside_the_container() {
+    let Some(b) = runnable() else { return };
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap();
+    let cat = ["/t/sandbox", "run", "--", "cat", "/etc/hostname"];
+    // The control: under the plain export the container starts, but sandbox inside it dies
+    // at its first namespace clone (the profile's default action).
+    export_to(&b, &["--profile", "shell"]);
+    for uid in [0, 1000] {
+        let o = b.run(Shape::Exported, uid, &cat, None);
+        assert_ne!(o.status.code(), Some(0), "uid {uid}: {o:?}");
+        assert_ne!(text(&o.stdout), hostname, "uid {uid}: {o:?}");
+    }
+    let notes = export_to(&b, &["--profile", "shell", "--for-sandbox"]);
+    assert!(notes.contains("landlock_restrict_self"), "{notes}");
+    for uid in [0, 1000] {
+        let who = format!("uid {uid}");
+        let o = b.run(Shape::Exported, uid, &cat, None);
+        assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");
+        assert_eq!(text(&o.stdout), hostname, "{who}: {o:?}");
+        assert!(
+            text(&o.stderr).contains("ran in the contained tier"),
+            "{who}: {o:?}"
+        );
+        let o = b.run(
+            Shape::Exported,
+            uid,
+            &["/t/sandbox", "check", "--json"],
+            None,
+        );
+        assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["tier"], "contained", "{who}: {report}");
+        // Landlock works inside: the credential stays unreadable under sandbox...
+        let read = ["cat", "/home/u/.ssh/id_ed25519"];
+        let o = b.run(
+            Shape::Exported,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--profile",
+                "shell",
+                "--",
+                read[0],
+                read[1],
+            ],
+            None,
+        );
+        assert!(!text(&o.stdout).contains(SECRET), "{who}: {o:?}");
+        // ...and readable without it (the control).
+        let o = b.run(Shape::Exported, uid, &read, None);
+        assert_eq!(text(&o.stdout), SECRET, "{who}: control: {o:?}");
     }
 }
