@@ -36,6 +36,9 @@ use sandbox_policy::oci::DOCKER_DEFAULT_CAPS as DOCKER_CAPS;
 /// What the credential file holds.
 const SECRET: &str = "PRIVATE-KEY-MATERIAL";
 
+/// What the static root's `/etc/shadow` holds.
+const HASH: &str = "PASSWORD-HASH-MATERIAL";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Shape {
     Docker,
@@ -50,6 +53,9 @@ enum Shape {
     /// Docker's capabilities and masked `/proc`, with the filter `sandbox export` wrote to
     /// the bundle's `exported.json` (and no_new_privs unset, as Docker leaves it).
     Exported,
+    /// As `Docker`, on a root of static programs only ([`Bundle::static_root`]): busybox,
+    /// the sandbox binary and the libraries it alone needs.
+    Static,
 }
 
 /// `SECCOMP_FILTER_FLAG_LOG`, `SPEC_ALLOW` and `NEW_LISTENER`: the flags gVisor refuses.
@@ -198,7 +204,55 @@ impl Bundle {
             dir.path().join("default.json"),
         )
         .unwrap();
+        let srv = dir.path().join("srv");
+        std::fs::create_dir_all(&srv).unwrap();
+        std::fs::set_permissions(&srv, std::fs::Permissions::from_mode(0o777)).unwrap();
         Bundle { dir }
+    }
+
+    /// A root of static programs, made on first use: busybox-static as every tool (`/bin/sh`
+    /// included), an `/etc/shadow` holding [`HASH`], and the glibc the sandbox binary under
+    /// test links against (the binary, under `/t`, is the only dynamic program).
+    fn static_root(&self) -> PathBuf {
+        let root = self.dir.path().join("static-root");
+        if root.exists() {
+            return root;
+        }
+        for d in [
+            "bin",
+            "etc",
+            "proc",
+            "dev",
+            "sys",
+            "tmp",
+            "home/u",
+            "ws",
+            "t",
+            "srv",
+            "lib/x86_64-linux-gnu",
+            "lib64",
+        ] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::copy("/bin/busybox", root.join("bin/busybox"))
+            .expect("busybox-static is installed");
+        for applet in ["sh", "cat", "echo", "ls", "true", "id"] {
+            std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
+        }
+        let shadow = root.join("etc/shadow");
+        std::fs::write(&shadow, format!("root:{HASH}:19000::::::\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&shadow, std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::fs::write(root.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\n").unwrap();
+        for lib in [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib/x86_64-linux-gnu/libgcc_s.so.1",
+            "/lib/x86_64-linux-gnu/libm.so.6",
+            "/lib64/ld-linux-x86-64.so.2",
+        ] {
+            std::fs::copy(lib, root.join(&lib[1..])).unwrap();
+        }
+        root
     }
 
     /// Runs `args` in a container of `shape` as `uid` (root with Docker's capabilities, any
@@ -241,7 +295,12 @@ impl Bundle {
         } else {
             serde_json::json!({"bounding": caps})
         };
-        c["root"] = serde_json::json!({"path": self.dir.path().join("rootfs"), "readonly": true});
+        let root = if shape == Shape::Static {
+            self.static_root()
+        } else {
+            self.dir.path().join("rootfs")
+        };
+        c["root"] = serde_json::json!({"path": root, "readonly": true});
         // The host's cgroup hierarchies are not the container's business here (a v1 host's
         // cannot be mounted into a root this minimal); the sandbox then finds none to use.
         let mut mounts: Vec<serde_json::Value> = c["mounts"]
@@ -259,14 +318,18 @@ impl Bundle {
             (self.dir.path().join(home), "/home/u", "rw"),
             (self.dir.path().join("ws"), "/ws", "rw"),
             (self.dir.path().join("tmp"), "/tmp", "rw"),
+            (self.dir.path().join("srv"), "/srv", "rw"),
         ] {
+            if shape == Shape::Static && (dst == "/usr" || dst == "/etc") {
+                continue;
+            }
             mounts.push(serde_json::json!({
                 "destination": dst, "type": "bind", "source": src, "options": ["rbind", mode]
             }));
         }
         c["mounts"] = mounts.into();
         match shape {
-            Shape::Docker => c["linux"]["seccomp"] = docker_seccomp(DOCKER_CAPS),
+            Shape::Docker | Shape::Static => c["linux"]["seccomp"] = docker_seccomp(DOCKER_CAPS),
             Shape::GVisor => c["linux"]["seccomp"] = gvisor_seccomp(),
             Shape::Exported => {
                 let f = std::fs::read_to_string(self.dir.path().join("exported.json")).unwrap();
@@ -1069,5 +1132,90 @@ fn a_for_sandbox_export_lets_sandbox_run_and_check_inside_the_container() {
         // ...and readable without it (the control).
         let o = b.run(Shape::Exported, uid, &read, None);
         assert_eq!(text(&o.stdout), SECRET, "{who}: control: {o:?}");
+    }
+}
+
+#[test]
+fn in_an_image_of_static_programs_the_default_confines_them() {
+    let Some(b) = runnable() else { return };
+    // Where /bin/sh is dynamic (this host), the default still refuses busybox, and says
+    // `confine` first.
+    let o = Command::new(SANDBOX)
+        .args(["run", "--", "/bin/busybox", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(125), "{o:?}");
+    let err = text(&o.stderr);
+    let confine = err.find("--static-binary confine");
+    assert!(
+        confine.is_some_and(|c| err.find("warn").is_some_and(|w| c < w)),
+        "{err}"
+    );
+    // Root reads the password hashes and the home's key; uid 1000 the key (the hashes are
+    // root's).
+    let attack = "cat /etc/shadow /home/u/.ssh/id_ed25519; echo x > /srv/x";
+    for uid in [0, 1000] {
+        let who = format!("uid {uid}");
+        let x = b.dir.path().join("srv/x");
+        let _ = std::fs::remove_file(&x);
+        // The control: busybox reads the secrets and writes outside the workspace.
+        let o = b.run(Shape::Static, uid, &["sh", "-c", attack], None);
+        assert!(text(&o.stdout).contains(SECRET), "{who}: control: {o:?}");
+        assert_eq!(
+            text(&o.stdout).contains(HASH),
+            uid == 0,
+            "{who}: control: {o:?}"
+        );
+        assert!(x.exists(), "{who}: control: {o:?}");
+        std::fs::remove_file(&x).unwrap();
+        // Under the default, busybox runs, confined: neither happens.
+        let o = b.run(
+            Shape::Static,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--profile",
+                "shell",
+                "--",
+                "sh",
+                "-c",
+                attack,
+            ],
+            None,
+        );
+        assert!(!text(&o.stdout).contains(SECRET), "{who}: {o:?}");
+        assert!(!text(&o.stdout).contains(HASH), "{who}: {o:?}");
+        assert!(!x.exists(), "{who}: {o:?}");
+        let err = text(&o.stderr);
+        assert!(!err.contains("statically linked"), "{who}: {err}");
+        assert!(
+            err.contains("id_ed25519"),
+            "{who}: the refusal is named: {err}"
+        );
+        // Allowed things work, silently but for the contained tier's line.
+        let o = b.run(
+            Shape::Static,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--allow-root",
+                "--profile",
+                "shell",
+                "--",
+                "sh",
+                "-c",
+                "echo ok > /ws/ok; cat /ws/ok",
+            ],
+            None,
+        );
+        assert_eq!(text(&o.stdout), "ok\n", "{who}: {o:?}");
+        // check agrees: a default run works here.
+        let o = b.run(Shape::Static, uid, &["/t/sandbox", "check", "--json"], None);
+        let report: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+        assert_eq!(report["ok"], true, "{who}: {report}");
+        assert_eq!(report["tier"], "contained", "{who}: {report}");
     }
 }
