@@ -361,6 +361,15 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
         return Ok(());
     }
+    // `--in-container`: per container setting, the agent matrix's share and the one-shot cost
+    // inside a runc container, printed, not written.
+    if args.contains(&"--in-container") {
+        print!(
+            "{}",
+            crate::bench_container::run(if quick { 20 } else { 100 })?
+        );
+        return Ok(());
+    }
     // `--oci`: only the OCI export/import section, printed, not written.
     if args.contains(&"--oci") {
         print!("{}", crate::bench_oci::run(if quick { 70 } else { 700 })?);
