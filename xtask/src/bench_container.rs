@@ -199,12 +199,12 @@ fn measure(
         let script = cmd.script.replace("{PORT}", &PORT.to_string());
         let req = json!({
             "argv": ["/bin/bash", "-c", script],
-            "cwd": format!("/srv/c/{i}/ws"),
+            "cwd": format!("/srv/c/{i:04}/ws"),
             "profile": profile,
             "timeout_s": 300.0,
             "env": {
                 "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "HOME": format!("/srv/c/{i}/home"),
+                "HOME": format!("/srv/c/{i:04}/home"),
                 "LANG": "C.UTF-8",
             },
         });
@@ -260,11 +260,14 @@ fn measure(
             "destination": dst, "type": "bind", "source": src, "options": ["rbind", mode]
         }));
     }
-    // A private /tmp, as a container has.
-    mounts.push(
-        json!({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
-        "options": ["nosuid", "nodev", "mode=1777"]}),
-    );
+    // A /tmp of the container's own, world-writable and sticky as a container's is.
+    let tmp = d.join("tmp");
+    std::fs::create_dir_all(&tmp)?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777))?;
+    mounts.push(json!({
+        "destination": "/tmp", "type": "bind", "source": tmp, "options": ["rbind", "rw"]
+    }));
     c["mounts"] = mounts.into();
     match &setting.seccomp {
         Some(f) => c["linux"]["seccomp"] = f.clone(),
