@@ -343,6 +343,10 @@ pub enum Cmd {
         /// Write here (atomically) instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Also allow what `sandbox` itself needs inside the container (the Landlock calls;
+        /// namespace creation answered EPERM, so it runs in the contained tier).
+        #[arg(long)]
+        for_sandbox: bool,
     },
     /// Read OCI / Docker seccomp JSON into a profile file (the format `--profile FILE` reads).
     Import {

@@ -187,6 +187,7 @@ fn main() {
             on_violation,
             arch,
             out,
+            for_sandbox,
         } => {
             let policy = PolicyArgs {
                 profile,
@@ -194,7 +195,8 @@ fn main() {
                 deny,
                 ..PolicyArgs::default()
             };
-            cmd_export(&policy, on_violation, arch.as_deref(), out.as_deref())
+            let arch = arch.as_deref();
+            cmd_export(&policy, on_violation, arch, out.as_deref(), for_sandbox)
         }
         Cmd::Import { file, out } => cmd_import(&file, out.as_deref()),
         Cmd::Completions { shell } => {
@@ -631,14 +633,18 @@ fn cmd_export(
     action: Option<Action>,
     arch: Option<&str>,
     out: Option<&std::path::Path>,
+    for_sandbox: bool,
 ) -> i32 {
     use sandbox_host::interchange;
     let result = (|| {
         let arch = interchange::arch(arch)?;
         let (opts, _) = options(policy)?;
-        let export = interchange::export(&opts.profile, arch, action)?;
+        let (profile, mut notes) =
+            interchange::for_container(&opts.profile, arch, action, for_sandbox)?;
+        let export = interchange::export(&profile, arch, action)?;
         interchange::write_out(out, &export.json)?;
-        Ok::<_, String>(export.notes)
+        notes.extend(export.notes);
+        Ok::<_, String>(notes)
     })();
     match result {
         Ok(notes) => {

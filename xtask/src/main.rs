@@ -13,10 +13,13 @@
 //! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--proxy] [--leaks] [--learn]
 //!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
 //!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
-//!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`)
+//!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`;
+//!   `--in-container`: per container setting, the agent matrix and the one-shot cost inside runc,
+//!   printed)
 
 mod acceptance;
 mod bench;
+mod bench_container;
 mod bench_exec;
 mod bench_floor;
 mod bench_fsize;
@@ -235,6 +238,6 @@ fn main() -> Result<()> {
             println!("{}", xtask::dist::dist(&root(), &opts)?.display());
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--in-container]>"),
     }
 }

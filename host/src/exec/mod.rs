@@ -38,6 +38,7 @@ pub mod home;
 pub mod isolation;
 #[doc(hidden)]
 pub mod json;
+mod landlock_cover;
 #[doc(hidden)]
 pub mod leaks;
 #[doc(hidden)]
@@ -45,6 +46,7 @@ pub mod limits;
 mod memwatch;
 mod namespaces;
 mod net;
+mod no_listener;
 mod notify;
 mod paths;
 mod placeholder;

@@ -624,14 +624,23 @@ fn run(
     // The profile's spawner thread holds the filter already and its children inherit it;
     // otherwise the child attaches one whose execve exemption names this very buffer.
     #[cfg(target_arch = "x86_64")]
-    let spawner_base = sandbox
-        .exact_outer_policy()
-        .filter(|_| opts.start == StartFrom::SpawnerThread && v.custom.is_none());
+    let spawner_base = sandbox.exact_outer_policy().filter(|_| {
+        opts.start == StartFrom::SpawnerThread
+            && v.custom.is_none()
+            && crate::platform::seccomp_listener().is_ok()
+    });
     #[cfg(not(target_arch = "x86_64"))]
     let spawner_base: Option<&crate::policy::Policy> = None;
     let attach = spawner_base.is_none().then_some(path.as_ptr() as u64);
     let mut plan = sandbox.plan(&v.program, attach)?;
     if let Some(r) = recorder {
+        // Learning is the listener: every call goes to the recorder.
+        if let Err(why) = crate::platform::seccomp_listener() {
+            return Err(ExecError::Refused(Refusal::new(
+                "learn",
+                format!("{why}; learning needs it: learn on a machine that has it"),
+            )));
+        }
         plan.filter = Some(
             r.filter(path.as_ptr() as u64)
                 .map_err(|e| ExecError::Setup(std::io::Error::other(e.to_string())))?,
@@ -673,6 +682,11 @@ fn run(
     // has no supervisor to report to, so in report mode its filter fails refused calls with
     // the errno itself (they are not counted) instead of trapping.
     let response = response_of(v, sandbox);
+    if plan.notify {
+        if let Err(why) = crate::platform::seccomp_listener() {
+            super::no_listener::answer_in_filter(&mut plan, response, &why);
+        }
+    }
     if let Response::Errno(e) = response {
         for (k, val) in plan.preload_env.iter_mut() {
             if *k == "SECCOMP_DEFAULT_ACTION" {
@@ -1069,14 +1083,28 @@ fn run(
         super::request::Audience::Json => format!("pass {layer} \"required\""),
         super::request::Audience::Cli => format!("pass --{layer} required"),
     };
-    if let Some(missing) = layer
+    // What the run's namespaces give anyway is not warned about as missing (module
+    // `landlock_cover`); it is still listed in the layer's status.
+    let others = super::landlock_cover::Others {
+        pid_namespace: isolation.is_ok() && namespaces.as_ref().is_some_and(|n| n.isolate),
+        net_namespace: isolation.is_ok() && namespaces.as_ref().is_some_and(|n| n.net),
+        read_only_root: isolation.as_ref().is_ok_and(|l| l.status.read_only_root),
+        no_tcp_sockets: filter != Sandboxed::None
+            && super::landlock_cover::filter_refuses_tcp(sandbox),
+    };
+    if let Some((lacking, covered)) = layer
         .as_ref()
-        .map(|l| &l.prepared.status().missing)
-        .filter(|m| !m.is_empty())
+        .map(|l| super::landlock_cover::split(&l.prepared.status().missing, others))
+        .filter(|(lacking, _)| !lacking.is_empty())
     {
+        let covered = if covered.is_empty() {
+            String::new()
+        } else {
+            format!(" (given here by other layers: {})", covered.join("; "))
+        };
         warnings.push(format!(
-            "sandbox: warning: Landlock protections missing on this kernel: {}; {} to refuse instead",
-            missing.join("; "),
+            "sandbox: warning: Landlock protections missing on this kernel: {}{covered}; {} to refuse instead",
+            lacking.join("; "),
             required("landlock")
         ));
     }
@@ -1164,6 +1192,13 @@ fn run(
         // host): reported as the signal it is, the filter not named.
         _ => None,
     };
+    if signal == Some(libc::SIGSYS)
+        && violation.is_none()
+        && sandbox.exact_outer_policy().is_some()
+        && crate::platform::seccomp_listener().is_err()
+    {
+        warnings.push(super::no_listener::sigsys_warning(&v.profile));
+    }
     if let (Some(libc::SIGSYS), None, Some(nr)) = (signal, &violation, claimed) {
         warnings.push(format!(
             "sandbox: the preload in the program's own process reported a refused call {} \
