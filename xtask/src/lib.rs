@@ -5,6 +5,8 @@ pub mod agent_matrix;
 pub mod bench_syscalls;
 pub mod codegen;
 pub mod dist;
+pub mod dist_npm;
+pub mod dist_wheel;
 pub mod import_cycles;
 pub mod matrix;
 pub mod module_graph;
