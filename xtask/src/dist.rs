@@ -32,7 +32,7 @@ use std::process::Command;
 pub struct DistOptions {
     /// Cargo profile.
     pub profile: String,
-    /// Where the tarball and `SHA256SUMS` go.
+    /// Where the bundle, the wheel, the npm tarball and their `SHA256SUMS` go.
     pub out: PathBuf,
 }
 

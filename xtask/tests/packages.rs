@@ -428,6 +428,25 @@ fn the_npm_tarball_installs_offline_as_root_and_nobody() {
         );
         let shipped = project.join("node_modules/kernel-sandbox/bin/sandbox");
         client_refused(who, &out, &shipped, &p.credential);
+        // The declarations serve a TypeScript caller: it type-checks against the package alone.
+        std::fs::write(
+            project.join("app.ts"),
+            "import { SandboxServer, ExecResult, binary } from \"kernel-sandbox\";\n\
+             const exit = (r: ExecResult): number | null => r.exit_code;\n\
+             export const run = (sb: SandboxServer = new SandboxServer(binary)) =>\n\
+             \x20 sb.run({ argv: [\"/bin/true\"], timeout_s: 5 }).then(exit);\n",
+        )
+        .unwrap();
+        std::fs::write(
+            project.join("tsconfig.json"),
+            r#"{"compilerOptions": {"strict": true, "noEmit": true, "module": "commonjs",
+                "target": "es2019", "types": []}, "files": ["app.ts"]}"#,
+        )
+        .unwrap();
+        ok(
+            npm(&["tsc", "-p", "."]).output().unwrap(),
+            "tsc of a caller (Debian node-typescript)",
+        );
         // And `npx sandbox` in a shell, as an agent's tool would call it.
         cli_refuses_the_credential(
             who,
