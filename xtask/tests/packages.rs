@@ -134,18 +134,26 @@ fn place(who: As, prefix: &str) -> Place {
 /// secret not printed, the refusal named on stderr.
 fn cli_refuses_the_credential(who: As, p: &Place, bin: &Path, launcher: &str) {
     let allow_root = if who == As::Root { " --allow-root" } else { "" };
-    let o = bare(who, "bash", &p.home)
-        .env(
-            "PATH",
-            format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
-        )
-        .arg("-c")
-        .arg(format!(
-            "{launcher}sandbox run{allow_root} -- cat ~/.aws/credentials"
-        ))
-        .current_dir(&p.dir)
-        .output()
-        .unwrap();
+    let shell = |script: String| {
+        bare(who, "bash", &p.home)
+            .env(
+                "PATH",
+                format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()),
+            )
+            .arg("-c")
+            .arg(script)
+            .current_dir(&p.dir)
+            .output()
+            .unwrap()
+    };
+    if launcher.is_empty() {
+        // The installed binary is the one the shell finds, not another `sandbox` on PATH.
+        let found = ok(shell("command -v sandbox".into()), "command -v sandbox");
+        assert_eq!(found.trim(), bin.join("sandbox").to_str().unwrap());
+    }
+    let o = shell(format!(
+        "{launcher}sandbox run{allow_root} -- cat ~/.aws/credentials"
+    ));
     let (out, err) = (text(&o.stdout), text(&o.stderr));
     assert!(
         !o.status.success() && !out.contains(SECRET),
