@@ -4,8 +4,11 @@
 
 pub mod agent_matrix;
 pub mod bench_syscalls;
+pub mod built;
 pub mod codegen;
 pub mod dist;
+pub mod dist_npm;
+pub mod dist_wheel;
 pub mod import_cycles;
 pub mod man;
 pub mod matrix;

@@ -235,7 +235,10 @@ fn main() -> Result<()> {
                 profile: "release".into(),
                 out: root().join("target/dist"),
             };
-            println!("{}", xtask::dist::dist(&root(), &opts)?.display());
+            let d = xtask::dist::dist(&root(), &opts)?;
+            for f in [d.bundle, d.wheel, d.npm] {
+                println!("{}", f.display());
+            }
             Ok(())
         }
         _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--in-container]>"),

@@ -16,10 +16,15 @@ pub struct Package {
     pub name: String,
     /// Installed with `--no-install-recommends`.
     pub no_recommends: bool,
+    /// A command whose presence on PATH satisfies the line without the package
+    /// (`unless-command=npm`: Node.js builds other than Debian's bring their own npm, and
+    /// Debian's `npm` package conflicts with them).
+    pub unless_command: Option<String>,
 }
 
 /// The packages listed in `text` (the format of `.ci/packages`: a name a line, `#` comments,
-/// `no-recommends` after a name). A line that is not a package name is an error naming it.
+/// `no-recommends` and `unless-command=NAME` after a name). A line that is not a package name
+/// is an error naming it.
 pub fn parse(text: &str) -> Result<Vec<Package>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -29,18 +34,29 @@ pub fn parse(text: &str) -> Result<Vec<Package>> {
         }
         let mut words = line.split_whitespace();
         let name = words.next().unwrap_or_default();
-        let no_recommends = match words.next() {
-            None => false,
-            Some("no-recommends") => true,
-            Some(other) => bail!(".ci/packages line {}: unknown option `{other}`", i + 1),
-        };
+        let mut no_recommends = false;
+        let mut unless_command = None;
+        for option in words.by_ref() {
+            match option {
+                "no-recommends" => no_recommends = true,
+                o if o.starts_with("unless-command=")
+                    && o.len() > "unless-command=".len()
+                    && o["unless-command=".len()..]
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) =>
+                {
+                    unless_command = Some(o["unless-command=".len()..].to_string())
+                }
+                other => bail!(".ci/packages line {}: unknown option `{other}`", i + 1),
+            }
+        }
         // Debian's policy for package names: lowercase letters, digits, `+`, `-`, `.`.
         let valid = name.len() >= 2
             && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
             && name
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c));
-        if !valid || words.next().is_some() {
+        if !valid {
             bail!(
                 ".ci/packages line {}: `{line}` is not a package name",
                 i + 1
@@ -49,6 +65,7 @@ pub fn parse(text: &str) -> Result<Vec<Package>> {
         out.push(Package {
             name: name.to_string(),
             no_recommends,
+            unless_command,
         });
     }
     Ok(out)
@@ -78,9 +95,20 @@ pub fn missing(pkgs: &[Package]) -> Result<Vec<Package>> {
             w.next().and_then(|n| n.split(':').next()) == Some(name) && w.next() == Some("ii")
         })
     };
+    let on_path = |cmd: &str| {
+        std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|d| {
+                std::fs::metadata(d.join(cmd)).is_ok_and(|m| {
+                    m.is_file()
+                        && std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o111 != 0
+                })
+            })
+        })
+    };
     Ok(pkgs
         .iter()
         .filter(|p| !installed(&p.name))
+        .filter(|p| !p.unless_command.as_deref().is_some_and(on_path))
         .cloned()
         .collect())
 }

@@ -59,15 +59,33 @@ fn the_list_format_refuses_what_is_not_a_package_name() {
         parse("# c\n\n  zsh  # the shell\n").unwrap(),
         [Package {
             name: "zsh".into(),
-            no_recommends: false
+            no_recommends: false,
+            unless_command: None,
         }]
     );
+    // A command on PATH stands for the package; control: a command nowhere does not.
+    let pkgs = parse(
+        "sandbox-no-such-package unless-command=sh
+",
+    )
+    .unwrap();
+    assert_eq!(pkgs[0].unless_command.as_deref(), Some("sh"));
+    assert!(missing(&pkgs).unwrap().is_empty());
+    let pkgs = parse(
+        "sandbox-no-such-package unless-command=sandbox-no-such-command
+",
+    )
+    .unwrap();
+    assert_eq!(missing(&pkgs).unwrap().len(), 1);
     for bad in [
         "zsh; rm -rf /",
         "Zsh",
         "-y",
         "zsh extra words",
         "zsh recommends",
+        "npm unless-command=",
+        "npm unless-command=../bin/npm",
+        "npm unless-command=a;b",
         "z",
         "pkg\u{0}x",
         "../x",
