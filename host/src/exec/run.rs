@@ -599,6 +599,32 @@ fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
     })
 }
 
+/// The host could not take the child's seccomp listener: without CAP_SYS_PTRACE (any caller
+/// but root, and root in a container that drops it) only a dumpable child's, and a child
+/// without namespaces shares the host's memory, which is non-dumpable. Only a request that
+/// changed its profile (`allow`, `deny`, `profile_file`) or a recording has such a listener
+/// (built-in profiles report through the spawner thread's), so the refusal names that.
+fn handover_refused(v: &Validated, e: std::io::Error) -> ExecError {
+    if e.raw_os_error() != Some(libc::EPERM) {
+        return ExecError::Setup(std::io::Error::new(
+            e.kind(),
+            format!("handing over the seccomp listener: {e}"),
+        ));
+    }
+    let field = if v.custom.is_some() {
+        "allow"
+    } else {
+        "profile"
+    };
+    ExecError::Refused(Refusal::new(
+        field,
+        "a profile changed by the request (allow, deny, profile_file) reports refused calls \
+         through a listener this caller may take only from a program in namespaces of its \
+         own (the isolated tier); this run has none (isolation off, or no user namespaces \
+         here): use a built-in profile as it is, or the isolated tier",
+    ))
+}
+
 fn run(
     v: &Validated,
     sandbox: &Sandbox,
@@ -822,6 +848,7 @@ fn run(
             source,
         },
         SpawnError::Setup(e) => ExecError::Setup(e),
+        SpawnError::Handover(e) => handover_refused(v, e),
     })?;
     drop(io.child);
     // The child has its own copy now (as descriptor 3): the host keeps only the read end.

@@ -612,6 +612,14 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
         if !n.landlock.is_null() {
             cc.landlock = ruleset(c, n);
         }
+        // The host takes the program's seccomp listener with pidfd_getfd, which a caller
+        // without CAP_SYS_PTRACE over the host's namespace (any user but root) may do only on
+        // a dumpable process: a copy of a non-dumpable host is made dumpable for the handover
+        // (nothing but the program shares it, which has not exec'd yet) and non-dumpable again
+        // once the program runs, below, as for the id maps above.
+        if !shared_vm && n.host_dumpable == 0 && c.has_filter && c.listener {
+            must!(c, Stage::Listener; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 1, 0, 0);
+        }
         let args = CloneArgs {
             flags: (libc::CLONE_VM
                 | libc::CLONE_VFORK
