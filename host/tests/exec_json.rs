@@ -481,7 +481,7 @@ fn validation_rules_are_refused_with_their_field() {
             "between",
         ),
         (
-            r#"{"argv": ["/bin/true"], "timeout_s": 601}"#,
+            r#"{"argv": ["/bin/true"], "timeout_s": 86401}"#,
             "timeout_s",
             "between",
         ),

@@ -232,3 +232,81 @@ fn hostile_policy_values_are_refused_by_name_and_quote_no_hidden_file() {
         }
     }
 }
+
+#[test]
+fn timeout_s_reaches_a_day_and_hostile_values_are_refused() {
+    let dir = open_dir();
+    let sleep = json!({"argv": ["/bin/sleep", "2"]});
+    let ok = [
+        // Control: a limit below the run's length ends it.
+        (json!({"timeout_s": 1}), true),
+        // Above the old ceiling of 600 seconds, and the boundary itself.
+        (json!({"timeout_s": 601}), false),
+        (json!({"timeout_s": 3600.5}), false),
+        (json!({"timeout_s": 86400}), false),
+        // null is the default (a minute), as for every optional field.
+        (json!({"timeout_s": null}), false),
+    ];
+    let bad = [
+        json!({"timeout_s": 86400.001}),
+        json!({"timeout_s": 86401}),
+        json!({"timeout_s": 0.999}),
+        json!({"timeout_s": 0}),
+        json!({"timeout_s": -1}),
+        json!({"timeout_s": 1e300}),
+        json!({"timeout_s": -1e300}),
+        json!({"timeout_s": "NaN"}),
+        json!({"timeout_s": "3600"}),
+        json!({"timeout_s": true}),
+        json!({"timeout_s": [60]}),
+    ];
+    let mut reqs: Vec<Value> = ok.iter().map(|(e, _)| with(&sleep, e)).collect();
+    reqs.extend(bad.iter().map(|e| with(&json!({"argv": ["/bin/true"]}), e)));
+    for who in BOTH {
+        for front in FRONTS {
+            let answers = run_all(front, who, dir.path(), Path::new("/"), &reqs);
+            for ((extra, timed_out), v) in ok.iter().zip(&answers) {
+                assert_eq!(v["timed_out"], *timed_out, "{who:?} {front:?} {extra}: {v}");
+            }
+            for (extra, v) in bad.iter().zip(&answers[ok.len()..]) {
+                assert_eq!(
+                    v["error"]["field"], "timeout_s",
+                    "{who:?} {front:?} {extra}: {v}"
+                );
+            }
+        }
+    }
+    // `sandbox run --timeout`: the same bounds, whole seconds.
+    for who in BOTH {
+        for (t, status) in [
+            ("1", 124),
+            ("601", 0),
+            ("86400", 0),
+            ("0", 125),
+            ("86401", 125),
+            ("18446744073709551615", 125),
+            ("-1", 2),
+            ("1.5", 2),
+            ("", 2),
+            ("soon", 2),
+        ] {
+            let out = sandbox(who)
+                .current_dir(dir.path())
+                .args(["run", "--timeout", t, "--", "/bin/sleep", "2"])
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(status),
+                "{who:?} --timeout {t}: {err}"
+            );
+            if status == 125 {
+                assert_eq!(
+                    err.trim(),
+                    format!("sandbox: --timeout: must be between 1 and 86400 seconds, got {t}")
+                );
+            }
+        }
+    }
+}

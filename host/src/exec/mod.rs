@@ -84,5 +84,5 @@ pub use limits::Rlimits;
 #[doc(hidden)]
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
-pub use request::{Audience, PathRules, Streams, Validated};
+pub use request::{Audience, PathRules, Streams, Validated, MAX_TIMEOUT_S};
 pub(crate) use run::{learn_validated, run_validated};

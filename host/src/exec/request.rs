@@ -17,8 +17,10 @@ use std::time::Duration;
 
 /// Default wall-clock limit, in seconds.
 pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
-/// Largest wall-clock limit, in seconds.
-pub const MAX_TIMEOUT_S: f64 = 600.0;
+/// Largest wall-clock limit, in seconds: a day. Builds, test suites and package installs
+/// run for hours; the default stays a minute, so only a request that asks waits longer.
+/// (The CPU-time limit, which follows the timeout by default, has the same ceiling.)
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 /// Smallest wall-clock limit, in seconds.
 pub const MIN_TIMEOUT_S: f64 = 1.0;
 /// Default cap on each of stdout and stderr, in bytes.
@@ -45,7 +47,7 @@ pub struct Request {
     pub cwd: Option<String>,
     /// Variables added after the environment is scrubbed.
     pub env: BTreeMap<String, String>,
-    /// Wall-clock limit in seconds (1 to 600).
+    /// Wall-clock limit in seconds (1 to 86400).
     pub timeout_s: f64,
     /// Cap on each of stdout and stderr, in bytes (1 KiB to 4 MiB).
     pub max_output_bytes: u64,
