@@ -1154,8 +1154,17 @@ fn run(
     );
     warnings.extend(memory.warning());
     let profile = &sandbox.options().profile;
+    let asker = super::advice::Asker {
+        audience: v.audience,
+        // The command line extends a named profile in the spawner thread; a request's allow
+        // list needs the listener handover (`handover_refused`).
+        allow_works: matches!(v.audience, super::request::Audience::Cli)
+            || init.is_some()
+            || crate::platform::running_as_root(),
+        keep_no_network: v.network.mode.is_none() && net.mode == crate::network::Mode::None,
+    };
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
-        let advice = super::advice::advise(nr, args, profile, v.audience);
+        let advice = super::advice::advise(nr, args, profile, &asker);
         Violation {
             syscall: NATIVE.syscall_name(nr).unwrap_or("unknown").to_string(),
             number: Some(nr),
