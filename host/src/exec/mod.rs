@@ -23,6 +23,7 @@ mod cgroup1;
 mod cgroup_names;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod clone;
+mod conceal;
 pub(crate) mod contain;
 #[doc(hidden)]
 pub mod env;

@@ -1349,8 +1349,20 @@ fn isolation_layer(
         Some(l) => l.writable.clone(),
         None => super::paths::writable_set(&v.paths, &super::paths::allows(sandbox), here),
     };
+    // The deny list Landlock carves around, for the view to cover instead; only where the
+    // init rebuilds the job's Landlock rules (with its `/` rule).
+    let deny_read: Vec<PathBuf> = match landlock {
+        Some(l) if l.prepared.raw_rules().is_some() => {
+            crate::credentials::deny_read(&crate::credentials::Context::current())
+                .into_iter()
+                .chain(v.paths.deny_read.iter().cloned())
+                .collect()
+        }
+        _ => Vec::new(),
+    };
     let inputs = super::isolation::Inputs {
         mode: v.paths.isolation,
+        deny_read: &deny_read,
         workspace: &workspace,
         read_only: &v.paths.read_only,
         visible: &visible,
