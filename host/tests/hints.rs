@@ -285,3 +285,61 @@ fn run_flags_from_a_hint_work_when_applied() {
         }
     }
 }
+
+/// Looks `pypi.org` up three times, as pip does when it retries.
+const LOOKUPS: &str = "import socket, sys\nfor i in range(3):\n    try:\n        \
+socket.getaddrinfo('pypi.org', 443); print('resolved')\n    except OSError as e:\n        \
+print('pip: retrying:', e, file=sys.stderr)";
+
+#[test]
+fn a_lookup_without_network_is_said_once_under_the_default_request() {
+    for who in BOTH {
+        let ws = dir(who);
+        let home = dir(who);
+        let curl = [
+            "/usr/bin/curl",
+            "-sS",
+            "--max-time",
+            "5",
+            "https://pypi.org",
+        ];
+        for argv in [py(LOOKUPS), curl.iter().map(|s| s.to_string()).collect()] {
+            let at = format!("{who:?} {}", argv[0]);
+            let request = json!({"argv": argv, "cwd": ws.path()});
+            let v = exec(who, home.path(), &request);
+            assert_eq!(v["network"]["mode"], "none", "{at}: {v}");
+            let r = v["refusals"].as_array().unwrap();
+            assert_eq!(r.len(), 1, "{at}: said once: {v}");
+            assert_eq!(
+                r[0]["rule"], "no network: profile minimal has none",
+                "{at}: {v}"
+            );
+            assert!(
+                r[0]["allow"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("\"allow_domains\": ["),
+                "{at}: {v}"
+            );
+            // Control: with the host's network (where this machine resolves the name) the
+            // same program is not told about the network.
+            let mut host = request.clone();
+            host["profile"] = json!("network");
+            host["network"] = json!("host");
+            let v = exec(who, home.path(), &host);
+            assert_eq!(v["refusals"], json!([]), "{at} with the network: {v}");
+            // `sandbox run`: one stderr line after the program's own.
+            let o = run(who, ws.path(), &[], &argv);
+            let err = String::from_utf8_lossy(&o.stderr);
+            let said: Vec<&str> = err
+                .lines()
+                .filter(|l| l.starts_with("sandbox: refused"))
+                .collect();
+            assert_eq!(said.len(), 1, "{at}: {err}");
+            assert!(
+                said[0].contains("no network: profile minimal has none; to allow: --allow-domain "),
+                "{at}: {err}"
+            );
+        }
+    }
+}
