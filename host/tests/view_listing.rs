@@ -57,6 +57,8 @@ for d in / "$1" /etc; do
 done
 ls -A "$1"
 cat "$1/.ssh/id_rsa"
+cat "/proc/self/root$1/.ssh/id_rsa" "/proc/1/root$1/.ssh/id_rsa"
+ln "$1/.ssh/id_rsa" ./key-link && cat ./key-link
 cat /etc/shadow
 true
 "#;
