@@ -210,8 +210,13 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, asker: &Asker)
         });
         if let (true, Some(extended)) = (allows, extended) {
             let plain = match audience {
-                // `--allow` without `--profile` replaces the profile by the list alone.
-                Audience::Cli if profile.name() == "custom" => format!("--allow {name}"),
+                // `--allow` without `--profile` replaces the profile by the list alone, and
+                // is given once: the whole list again, with the call.
+                Audience::Cli if profile.name() == "custom" => {
+                    let mut list = profile.allow().unwrap_or_default().to_vec();
+                    list.push(name.to_string());
+                    format!("--allow {}", list.join(":"))
+                }
                 Audience::Cli => format!("--profile {} --allow {name}", profile.name()),
                 Audience::Json => format!("\"allow\": [\"{name}\"]"),
             };
@@ -425,10 +430,13 @@ mod tests {
         assert!(a.hint.contains("\"profile\": \"shell-network\""), "{a:?}");
         let a = advise(nr("setsockopt"), &[3, 1, 2, 0, 0, 0], &shell, &CLI);
         assert_eq!(a.change, "--profile shell --allow setsockopt", "{a:?}");
-        // A profile made of --allow alone is extended by adding to that list.
+        // A profile made of --allow alone gets that list again, with the call.
         let custom = Profile::custom(Some("@base:@fd-io:@fs-read"), None).unwrap();
         let a = advise(nr("setsockopt"), &[3, 1, 2, 0, 0, 0], &custom, &CLI);
-        assert_eq!(a.change, "--allow setsockopt", "{a:?}");
+        assert_eq!(
+            a.change, "--allow @base:@fd-io:@fs-read:setsockopt",
+            "{a:?}"
+        );
     }
 
     #[test]
