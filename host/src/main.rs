@@ -59,6 +59,18 @@ fn options(p: &PolicyArgs) -> Result<(Options, Option<ExecConfig>), String> {
     Ok((opts, config))
 }
 
+/// A run's timeout in seconds, within the bounds of an exec request's `timeout_s` (0 would
+/// kill the program at once; more than a day is taken for a mistake).
+fn checked_timeout(what: &str, t: u64) -> Result<Duration, String> {
+    let max = sandbox_host::exec::MAX_TIMEOUT_S as u64;
+    if !(1..=max).contains(&t) {
+        return Err(format!(
+            "{what}: must be between 1 and {max} seconds, got {t}"
+        ));
+    }
+    Ok(Duration::from_secs(t))
+}
+
 /// Adds `--allow` / `--deny` entries to a named profile, re-validating it.
 fn extend(prof: &mut Profile, p: &PolicyArgs) -> Result<(), String> {
     if p.allow.is_none() && p.deny.is_none() {
@@ -256,9 +268,11 @@ fn run_setup(
     if !matches!(opts.on_violation, Some(Action::Log)) {
         opts.on_violation = Some(Action::Trap);
     }
-    let timeout = timeout
-        .or(config.as_ref().and_then(|c| c.timeout))
-        .map(Duration::from_secs);
+    let timeout = match (timeout, config.as_ref().and_then(|c| c.timeout)) {
+        (Some(t), _) => Some(checked_timeout("--timeout", t)?),
+        (None, Some(t)) => Some(checked_timeout("the configuration's timeout", t)?),
+        (None, None) => None,
+    };
     let paths = paths.rules().map_err(|e| e.to_string())?;
     opts.profile = paths.guard(opts.profile).map_err(|e| e.to_string())?;
     let network = net.network().map_err(|e| e.to_string())?;
@@ -678,8 +692,8 @@ fn cmd_learn(
         Ok(p) => p,
         Err(e) => return fail(format_args!("--base: {e}")),
     };
-    if timeout == Some(0) {
-        return fail("--timeout: must be at least 1 second");
+    if let Some(Err(e)) = timeout.map(|t| checked_timeout("--timeout", t)) {
+        return fail(e);
     }
     // Where the profile goes is checked before anything runs.
     let target = match &out {

@@ -123,7 +123,7 @@ impl RequestBuilder {
         self
     }
 
-    /// Wall-clock limit (1 to 600 seconds; default 60).
+    /// Wall-clock limit (1 to 86400 seconds; default 60).
     pub fn timeout(mut self, limit: Duration) -> Self {
         self.request.timeout_s = limit.as_secs_f64();
         self

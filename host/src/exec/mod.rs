@@ -23,6 +23,7 @@ mod cgroup1;
 mod cgroup_names;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod clone;
+mod conceal;
 pub(crate) mod contain;
 #[doc(hidden)]
 pub mod env;
@@ -89,5 +90,5 @@ pub use limits::Rlimits;
 #[doc(hidden)]
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
-pub use request::{Audience, PathRules, Streams, Validated};
+pub use request::{Audience, PathRules, Streams, Validated, MAX_TIMEOUT_S};
 pub(crate) use run::{learn_validated, run_validated};

@@ -602,6 +602,32 @@ fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
     })
 }
 
+/// The host could not take the child's seccomp listener: without CAP_SYS_PTRACE (any caller
+/// but root, and root in a container that drops it) only a dumpable child's, and a child
+/// without namespaces shares the host's memory, which is non-dumpable. Only a request that
+/// changed its profile (`allow`, `deny`, `profile_file`) or a recording has such a listener
+/// (built-in profiles report through the spawner thread's), so the refusal names that.
+fn handover_refused(v: &Validated, e: std::io::Error) -> ExecError {
+    if e.raw_os_error() != Some(libc::EPERM) {
+        return ExecError::Setup(std::io::Error::new(
+            e.kind(),
+            format!("handing over the seccomp listener: {e}"),
+        ));
+    }
+    let field = if v.custom.is_some() {
+        "allow"
+    } else {
+        "profile"
+    };
+    ExecError::Refused(Refusal::new(
+        field,
+        "a profile changed by the request (allow, deny, profile_file) reports refused calls \
+         through a listener this caller may take only from a program in namespaces of its \
+         own (the isolated tier); this run has none (isolation off, or no user namespaces \
+         here): use a built-in profile as it is, or the isolated tier",
+    ))
+}
+
 fn run(
     v: &Validated,
     sandbox: &Sandbox,
@@ -843,6 +869,7 @@ fn run(
             source,
         },
         SpawnError::Setup(e) => ExecError::Setup(e),
+        SpawnError::Handover(e) => handover_refused(v, e),
     })?;
     drop(io.child);
     // The child has its own copy now (as descriptor 3): the host keeps only the read end.
@@ -1162,8 +1189,17 @@ fn run(
     );
     warnings.extend(memory.warning());
     let profile = &sandbox.options().profile;
+    let asker = super::advice::Asker {
+        audience: v.audience,
+        // The command line extends a named profile in the spawner thread; a request's allow
+        // list needs the listener handover (`handover_refused`).
+        allow_works: matches!(v.audience, super::request::Audience::Cli)
+            || init.is_some()
+            || crate::platform::running_as_root(),
+        keep_no_network: v.network.mode.is_none() && net.mode == crate::network::Mode::None,
+    };
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
-        let advice = super::advice::advise(nr, args, profile, v.audience);
+        let advice = super::advice::advise(nr, args, profile, &asker);
         Violation {
             syscall: NATIVE.syscall_name(nr).unwrap_or("unknown").to_string(),
             number: Some(nr),
@@ -1363,8 +1399,20 @@ fn isolation_layer(
         Some(l) => l.writable.clone(),
         None => super::paths::writable_set(&v.paths, &super::paths::allows(sandbox), here),
     };
+    // The deny list Landlock carves around, for the view to cover instead; only where the
+    // init rebuilds the job's Landlock rules (with its `/` rule).
+    let deny_read: Vec<PathBuf> = match landlock {
+        Some(l) if l.prepared.raw_rules().is_some() => {
+            crate::credentials::deny_read(&crate::credentials::Context::current())
+                .into_iter()
+                .chain(v.paths.deny_read.iter().cloned())
+                .collect()
+        }
+        _ => Vec::new(),
+    };
     let inputs = super::isolation::Inputs {
         mode: v.paths.isolation,
+        deny_read: &deny_read,
         workspace: &workspace,
         read_only: &v.paths.read_only,
         visible: &visible,
