@@ -295,6 +295,9 @@ pub enum Cmd {
         #[arg(long, required = true)]
         json: bool,
     },
+    /// Serve an MCP server on stdio whose tools run commands under the policy these flags fix
+    /// (docs/mcp.md).
+    Mcp(crate::mcp::McpArgs),
     /// Serve exec requests as JSON lines (stdin or a unix socket) until EOF or SIGTERM.
     Serve {
         /// Requests run at once, 1 to 1024 (default: the number of CPUs).

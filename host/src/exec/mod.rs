@@ -85,4 +85,5 @@ pub use limits::Rlimits;
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
 pub use request::{Audience, PathRules, Streams, Validated};
-pub(crate) use run::{learn_validated, run_validated};
+pub(crate) use run::{exec_for, learn_validated, run_validated};
+pub(crate) use schema::Strict;
