@@ -69,6 +69,15 @@ impl Policy {
         req.cwd = Some(cwd);
         req.validate()
             .map_err(|r| format!("{}: {}", flag_of(&r.field), r.reason))?;
+        // Some checks need the job planned (a broad workspace, a layer that is required but
+        // missing here): one trial run of `/bin/true`, as `sandbox check` does, refuses such a
+        // policy now rather than on every call.
+        crate::exec::exec_for(
+            &req,
+            &crate::exec::RunOptions::default(),
+            crate::exec::Audience::Cli,
+        )
+        .map_err(|e| format!("{}: {}", flag_of(e.field()), e.reason()))?;
         Ok(Policy { template: req })
     }
 
@@ -299,6 +308,13 @@ mod tests {
             (
                 Box::new(|a| a.net.allow_domain = vec!["".into()]),
                 "--allow-domain: ",
+            ),
+            (
+                Box::new(|a| {
+                    a.policy.profile = Some("shell".into());
+                    a.paths.workspace = Some("/".into());
+                }),
+                "--workspace: ",
             ),
         ];
         for (f, want) in cases {
