@@ -9,9 +9,9 @@
 //! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
 //! - `cross`: the aarch64 check and the build with the minimum supported Rust alone
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--proxy] [--leaks] [--learn]
-//!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
-//!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
+//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--mcp] [--proxy] [--leaks]
+//!   [--learn] [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
+//!   `--exec`, `--serve`, `--mcp`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
 //!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`)
 
 mod bench;
@@ -21,6 +21,7 @@ mod bench_fsize;
 mod bench_landlock;
 mod bench_leaks;
 mod bench_learn;
+mod bench_mcp;
 mod bench_oci;
 mod bench_oneshot;
 mod bench_outer;
