@@ -128,15 +128,16 @@ pub fn parse(line: &[u8]) -> Incoming {
         Some(_) => return invalid("`method` must be a string"),
     };
     let params = obj.remove("params").unwrap_or(Value::Null);
-    if !matches!(params, Value::Object(_) | Value::Null) {
-        return Incoming::Invalid(
-            echo,
-            INVALID_PARAMS,
-            "`params` must be an object".to_string(),
-        );
-    }
     match id {
+        // A notification is never answered, not even to say its params are wrong.
         None => Incoming::Notification { method },
+        Some(Value::String(_) | Value::Number(_)) if !params.is_object() && !params.is_null() => {
+            Incoming::Invalid(
+                echo,
+                INVALID_PARAMS,
+                "`params` must be an object".to_string(),
+            )
+        }
         Some(Value::String(_) | Value::Number(_)) => Incoming::Request {
             id: echo,
             method,
@@ -193,6 +194,12 @@ mod tests {
         assert_eq!(
             p(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
             Incoming::Response
+        );
+        assert_eq!(
+            p(r#"{"jsonrpc":"2.0","method":"notifications/x","params":[1]}"#),
+            Incoming::Notification {
+                method: "notifications/x".into()
+            }
         );
         let code = |s: &str| match p(s) {
             Incoming::Invalid(_, c, _) => c,
