@@ -6,9 +6,9 @@
 //! --- stdout ---
 //! ...
 //! --- stderr ---
-//! cat: /root/.ssh/id_rsa: Permission denied
+//! cat: /home/me/.ssh/id_rsa: Permission denied
 //! --- sandbox ---
-//! sandbox: refused: read /root/.ssh/id_rsa (a credential: ...)
+//! sandbox: refused: reading /home/me/.ssh/id_rsa: /home/me/.ssh is on the credential list (...)
 //! ```
 //!
 //! The sandbox's lines are those `sandbox run` prints on stderr (the result's warnings, the
