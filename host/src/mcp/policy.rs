@@ -7,33 +7,10 @@
 //! that could not run refuses to start the server, naming the flag, instead of failing on
 //! every call.
 
+pub use crate::cli::McpArgs;
 use crate::cli::{EnvArgs, NetArgs, PathArgs, PolicyArgs};
 use crate::exec::{OnViolation, Request};
 use crate::policy::Action;
-
-/// The flags of `sandbox mcp`: `sandbox run`'s policy flags, fixed for the server's life.
-#[derive(clap::Args, Clone, Debug, Default)]
-pub struct McpArgs {
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub policy: PolicyArgs,
-    /// Kill each command after this many seconds (1 to 600; default 60). A tool call may ask
-    /// for less, never more.
-    #[arg(long, value_name = "SECONDS")]
-    pub timeout: Option<u64>,
-    /// Memory of each command's whole job, in bytes (default 512 MiB; at least 32 MiB).
-    #[arg(long, value_name = "BYTES")]
-    pub memory: Option<u64>,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub paths: PathArgs,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub net: NetArgs,
-    #[command(flatten)]
-    #[allow(missing_docs)]
-    pub env: EnvArgs,
-}
 
 /// The policy every tool call runs under.
 #[derive(Clone, Debug)]
