@@ -229,6 +229,27 @@ pub struct EnvArgs {
     pub home: Option<crate::exec::HomeMode>,
 }
 
+/// The arguments of `sandbox mcp`: `sandbox run`'s policy flags, fixed for the server's life
+/// (module `mcp::policy` turns them into the exec request every tool call copies).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Kill each command after this many seconds (1 to 600; default 60). A tool call may ask
+    /// for less, never more.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// Memory of each command's whole job, in bytes (default 512 MiB; at least 32 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub memory: Option<u64>,
+    #[command(flatten)]
+    pub paths: PathArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
+    #[command(flatten)]
+    pub env: EnvArgs,
+}
+
 /// Parses this process's command line. `sandbox run ...`, what an agent starts for every
 /// command, is first parsed against a command holding the `run` subcommand alone: building
 /// every subcommand's arguments was most of clap's cost, about a tenth of a one-shot run of
@@ -308,6 +329,9 @@ pub enum Cmd {
         #[arg(long, required = true)]
         json: bool,
     },
+    /// Serve an MCP server on stdio whose tools run commands under the policy these flags fix
+    /// (docs/mcp.md).
+    Mcp(McpArgs),
     /// Serve exec requests as JSON lines (stdin or a unix socket) until EOF or SIGTERM.
     Serve {
         /// Requests run at once, 1 to 1024 (default: the number of CPUs).

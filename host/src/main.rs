@@ -143,7 +143,7 @@ fn main() {
     let cli = sandbox_host::cli::parse();
     if !matches!(
         cli.command,
-        Cmd::Run(_) | Cmd::Exec { .. } | Cmd::Serve { .. }
+        Cmd::Run(_) | Cmd::Exec { .. } | Cmd::Serve { .. } | Cmd::Mcp(_)
     ) {
         // Commands that only print end quietly when their reader goes away (`| head`), like
         // other command-line tools. `run` and `exec` keep ignoring SIGPIPE: exec writes a
@@ -191,6 +191,10 @@ fn main() {
             max_concurrent,
             socket,
         } => cmd_serve(max_concurrent.as_deref(), socket),
+        Cmd::Mcp(args) => match sandbox_host::mcp::serve(&args) {
+            Ok(()) => 0,
+            Err(e) => fail(format_args!("mcp: {e}")),
+        },
         Cmd::Export {
             format: _,
             profile,

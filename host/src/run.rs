@@ -376,8 +376,32 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             }
         ));
     }
-    // Each destination the proxy refused, once, with what would allow it (clients often
-    // hide the proxy's answer).
+    for line in proxy_lines(r) {
+        say(line);
+    }
+    if r.timed_out {
+        say(format_args!(
+            "{} timed out after {:?}; it and every process it started were killed; raise \
+             --timeout if that is expected",
+            crate::escape::path(program),
+            settings.timeout.unwrap_or_default()
+        ));
+        return EXIT_TIMEOUT;
+    }
+    for line in violation_lines(r, program) {
+        say(line);
+    }
+    match (r.exit_code, r.signal) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => EXIT_SANDBOX,
+    }
+}
+
+/// What the proxy refused, one line per destination with what would allow it (clients often
+/// hide the proxy's answer); without the `sandbox: ` prefix, unescaped.
+pub(crate) fn proxy_lines(r: &ExecResult) -> Vec<String> {
+    let mut lines = Vec::new();
     for d in r.network.destinations.iter().filter(|d| !d.allowed) {
         let change = match d.reason.as_deref() {
             // An address is not pinned; a name is, for the one port asked.
@@ -397,28 +421,26 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             }
             _ => format!("to allow it, add --allow-domain {}", d.host),
         };
-        say(format_args!(
+        lines.push(format!(
             "the proxy refused {}:{} ({}); {change}",
             d.host,
             d.port,
             d.reason.as_deref().unwrap_or("refused")
         ));
     }
-    if r.timed_out {
-        say(format_args!(
-            "{} timed out after {:?}; it and every process it started were killed; raise \
-             --timeout if that is expected",
-            crate::escape::path(program),
-            settings.timeout.unwrap_or_default()
-        ));
-        return EXIT_TIMEOUT;
-    }
-    // One line per distinct refused call (counts, not lines), then the one that killed.
+    lines
+}
+
+/// The refused calls: one line per distinct call (counts, not lines), then the one that
+/// ended the program; without the `sandbox: ` prefix, unescaped. `sandbox mcp` gives the same
+/// lines in its tool results.
+pub(crate) fn violation_lines(r: &ExecResult, program: &std::path::Path) -> Vec<String> {
+    let mut lines = Vec::new();
     for v in &r.violations {
         if r.violation.as_ref().is_some_and(|k| k == v) {
             continue;
         }
-        say(format_args!(
+        lines.push(format!(
             "{} was refused {} ({}){}: {}",
             v.program.as_deref().unwrap_or("the program"),
             v.syscall,
@@ -432,14 +454,14 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         ));
     }
     if r.violations_omitted > 0 {
-        say(format_args!(
+        lines.push(format!(
             "{} more refused calls of other kinds were not itemized",
             r.violations_omitted
         ));
     }
     if let (None, Some(libc::SIGSYS)) = (&r.violation, r.signal) {
         // No refused call the kernel reported: the program may have raised SIGSYS itself.
-        say(format_args!(
+        lines.push(format!(
             "{} was killed by signal {} (SIGSYS)",
             crate::escape::path(program),
             libc::SIGSYS
@@ -451,16 +473,12 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             .clone()
             .unwrap_or_else(|| crate::escape::path(program).into_owned());
         match v.number {
-            Some(nr) => say(format_args!(
+            Some(nr) => lines.push(format!(
                 "{who} was stopped by the filter: syscall {} ({nr}): {}",
                 v.syscall, v.hint
             )),
-            None => say(format_args!("{who} was stopped by the filter: {}", v.hint)),
+            None => lines.push(format!("{who} was stopped by the filter: {}", v.hint)),
         }
     }
-    match (r.exit_code, r.signal) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => EXIT_SANDBOX,
-    }
+    lines
 }

@@ -174,6 +174,12 @@ const CASES: &[Case] = &[
         ..C
     },
     Case {
+        // stdin is /dev/null: the server checks its policy (one trial run), reads EOF and ends.
+        doc: "sandbox mcp --profile shell --workspace \"$PWD\"",
+        quiet: true,
+        ..C
+    },
+    Case {
         doc: "sandbox profiles; sandbox profiles show minimal; sandbox profiles groups",
         stdout: &["shell-network", "@fs-read"],
         quiet: true,

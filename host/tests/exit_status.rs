@@ -43,6 +43,7 @@ const SUBCOMMANDS: &[&[&str]] = &[
     &["inspect", "/bin/true"],
     &["exec", "--json"],
     &["serve"],
+    &["mcp"],
     &["export", "--format", "oci"],
     &["import", "/dev/null"],
     &["learn"],

@@ -349,6 +349,12 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
         return Ok(());
     }
+    // `--mcp`: only the MCP section, printed, not written.
+    if args.contains(&"--mcp") {
+        let (rounds, per) = if quick { (5, 20) } else { (15, 100) };
+        print!("{}", crate::bench_mcp::run(rounds, per)?);
+        return Ok(());
+    }
     // `--learn`: only the learn section, printed, not written.
     if args.contains(&"--learn") {
         let (rounds, per) = if quick { (3, 5) } else { (7, 20) };
@@ -401,6 +407,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &xtask::bench_syscalls::run()?;
     doc += &crate::bench_exec::run(if quick { 100 } else { 1000 })?;
     doc += &crate::bench_serve::run(if quick { 100 } else { 1000 })?;
+    doc += &crate::bench_mcp::run(if quick { 5 } else { 15 }, if quick { 20 } else { 100 })?;
     doc += &crate::bench_fsize::run(if quick { 3 } else { 9 }, if quick { 5 } else { 10 })?;
     doc += &crate::bench_proxy::run(if quick { 400 } else { 4000 })?;
     doc += &crate::bench_leaks::run(if quick { 5 } else { 21 })?;

@@ -10,9 +10,9 @@
 //! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
 //! - `cross`: the aarch64 check and the build with the minimum supported Rust alone
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--proxy] [--leaks] [--learn]
-//!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
-//!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
+//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--mcp] [--proxy] [--leaks]
+//!   [--learn] [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
+//!   `--exec`, `--serve`, `--mcp`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
 //!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`;
 //!   `--in-container`: per container setting, the agent matrix and the one-shot cost inside runc,
 //!   printed)
@@ -26,6 +26,7 @@ mod bench_fsize;
 mod bench_landlock;
 mod bench_leaks;
 mod bench_learn;
+mod bench_mcp;
 mod bench_oci;
 mod bench_oneshot;
 mod bench_outer;
@@ -241,6 +242,6 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--in-container]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--mcp] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--in-container]>"),
     }
 }

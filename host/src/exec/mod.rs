@@ -91,4 +91,5 @@ pub use limits::Rlimits;
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
 pub use request::{Audience, PathRules, Streams, Validated, MAX_TIMEOUT_S};
-pub(crate) use run::{learn_validated, run_validated};
+pub(crate) use run::{exec_for, learn_validated, run_validated};
+pub(crate) use schema::Strict;

@@ -6,7 +6,7 @@ use super::contain::{Containment, Group, Mechanism};
 use super::leaks::{Leak, Scanner};
 use super::notify::{MainProgram, Notifier, Registration, Response, Tally};
 use super::record::Recorder;
-use super::request::{io_reason, OnViolation, Refusal, Request, Streams, Validated};
+use super::request::{io_reason, Audience, OnViolation, Refusal, Request, Streams, Validated};
 use super::spawn::{self, SpawnError, Spec};
 #[cfg(target_arch = "x86_64")]
 use super::spawner::Spawner;
@@ -257,9 +257,21 @@ pub fn exec(req: &Request) -> Result<ExecResult, ExecError> {
 
 /// Runs one request; emits one audit event (`tracing`, target `sandbox::exec`).
 pub fn exec_with(req: &Request, opts: &RunOptions) -> Result<ExecResult, ExecError> {
+    exec_for(req, opts, Audience::Json)
+}
+
+/// [`exec_with`] with hints and refusals worded for `audience`: `sandbox mcp` runs requests
+/// whose policy came from its command line, so the change that allows a refused call is a
+/// flag of that command line (`--allow socket`), not a request field no tool call can set.
+pub(crate) fn exec_for(
+    req: &Request,
+    opts: &RunOptions,
+    audience: Audience,
+) -> Result<ExecResult, ExecError> {
     let start = Instant::now();
     let mut mechanism = None;
-    let res = req.validate().map_err(ExecError::from).and_then(|v| {
+    let res = req.validate().map_err(ExecError::from).and_then(|mut v| {
+        v.audience = audience;
         let sandbox = sandbox_for(&v, opts)?;
         run_planned(&v, &sandbox, opts, start, &mut mechanism, None)
     });
