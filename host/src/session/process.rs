@@ -30,7 +30,7 @@ pub struct Process {
     inner: Arc<Inner>,
     stdin: Mutex<Option<std::fs::File>>,
     events: Mutex<Receiver<Event>>,
-    done: Option<JoinHandle<ExecResult>>,
+    done: Mutex<Option<JoinHandle<ExecResult>>>,
 }
 
 impl std::fmt::Debug for Process {
@@ -106,12 +106,21 @@ impl Process {
         })
     }
 
-    /// Waits for the command to end and returns its result.
-    pub fn wait(mut self) -> ExecResult {
+    /// Closes its stdin, waits for the command to end and returns its result.
+    pub fn wait(self) -> ExecResult {
         self.close_stdin();
-        let done = self.done.take().expect("waited once");
-        done.join()
-            .unwrap_or_else(|_| panic!("a session command's thread panicked"))
+        self.finish().expect("a process is waited for once")
+    }
+
+    /// Waits for the command to end, leaving its stdin as it is; its result the first time,
+    /// `None` after (for a process shared between threads, one writing its stdin while
+    /// another waits).
+    pub fn finish(&self) -> Option<ExecResult> {
+        let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        Some(
+            done.join()
+                .unwrap_or_else(|_| panic!("a session command's thread panicked")),
+        )
     }
 }
 
@@ -161,7 +170,7 @@ pub(crate) fn start(mut s: Start) -> Process {
         inner,
         stdin: Mutex::new(stdin),
         events: Mutex::new(rx),
-        done: Some(done),
+        done: Mutex::new(Some(done)),
     }
 }
 
