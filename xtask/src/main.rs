@@ -9,7 +9,7 @@
 //! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
 //! - `cross`: the aarch64 check and the build with the minimum supported Rust alone
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--proxy] [--leaks] [--learn]
+//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--session] [--proxy] [--leaks] [--learn]
 //!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
 //!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
 //!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`)
@@ -26,6 +26,7 @@ mod bench_oneshot;
 mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
+mod bench_session;
 mod bench_violations;
 mod msrv;
 mod workspace;
@@ -227,6 +228,6 @@ fn main() -> Result<()> {
             println!("{}", xtask::dist::dist(&root(), &opts)?.display());
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--session] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
     }
 }
