@@ -355,6 +355,12 @@ pub fn run(args: &[&str]) -> Result<()> {
         print!("{}", crate::bench_mcp::run(rounds, per)?);
         return Ok(());
     }
+    // `--session`: only the session section, printed, not written.
+    if args.contains(&"--session") {
+        let (n, growth) = if quick { (400, 1000) } else { (4000, 10_000) };
+        print!("{}", crate::bench_session::run(n, growth)?);
+        return Ok(());
+    }
     // `--learn`: only the learn section, printed, not written.
     if args.contains(&"--learn") {
         let (rounds, per) = if quick { (3, 5) } else { (7, 20) };

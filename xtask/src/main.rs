@@ -10,12 +10,12 @@
 //! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
 //! - `cross`: the aarch64 check and the build with the minimum supported Rust alone
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--mcp] [--proxy] [--leaks]
-//!   [--learn] [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
-//!   `--exec`, `--serve`, `--mcp`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
-//!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`;
-//!   `--in-container`: per container setting, the agent matrix and the one-shot cost inside runc,
-//!   printed)
+//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--mcp] [--session] [--proxy]
+//!   [--leaks] [--learn] [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`,
+//!   `--outer`, `--exec`, `--serve`, `--mcp`, `--session`, `--proxy`, `--leaks`, `--learn`: that section
+//!   only, printed; `--violations`: the deny-and-report section, printed and replaced in
+//!   `docs/benchmarks.md` unless `--quick`; `--in-container`: per container setting, the agent matrix
+//!   and the one-shot cost inside runc, printed)
 
 mod acceptance;
 mod bench;
@@ -32,6 +32,7 @@ mod bench_oneshot;
 mod bench_outer;
 mod bench_proxy;
 mod bench_serve;
+mod bench_session;
 mod bench_violations;
 mod msrv;
 mod workspace;
@@ -242,6 +243,6 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--mcp] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--in-container]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--mcp] [--session] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--in-container]>"),
     }
 }

@@ -17,7 +17,7 @@
 //! assert_eq!(result.sandboxed.profile, "minimal");
 //! ```
 
-mod advice;
+pub(crate) mod advice;
 mod builder;
 mod cgroup1;
 mod cgroup_names;
@@ -48,7 +48,7 @@ mod memwatch;
 mod namespaces;
 mod net;
 mod no_listener;
-mod notify;
+pub(crate) mod notify;
 mod paths;
 mod placeholder;
 mod procfs;
@@ -59,6 +59,7 @@ mod refusals;
 pub mod request;
 mod run;
 mod schema;
+pub(crate) mod session_hook;
 mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
@@ -91,5 +92,6 @@ pub use limits::Rlimits;
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
 pub use request::{Audience, PathRules, Streams, Validated, MAX_TIMEOUT_S};
-pub(crate) use run::{exec_for, learn_validated, run_validated};
+pub(crate) use run::{exec_for, learn_validated, run_validated, sandbox_for, scan_leaks};
 pub(crate) use schema::Strict;
+pub(crate) use spawn::dup_above;
