@@ -406,8 +406,16 @@ fn result(
         ));
     }
     let profile = &inner.sandbox.options().profile;
+    // A command cannot change its session's policy: a hint names the change to the session's
+    // own request (a per-request allow list works there only as the one-shot rules say).
+    let asker = crate::exec::advice::Asker {
+        audience: v.audience,
+        allow_works: false,
+        keep_no_network: v.network.mode.is_none()
+            && inner.layers.network == crate::network::Mode::None,
+    };
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
-        let advice = crate::exec::advice::advise(nr, args, profile, v.audience);
+        let advice = crate::exec::advice::advise(nr, args, profile, &asker);
         Violation {
             syscall: NATIVE.syscall_name(nr).unwrap_or("unknown").to_string(),
             number: Some(nr),
@@ -436,6 +444,7 @@ fn result(
         .as_ref()
         .is_some_and(|l| !l.enforced.is_empty());
     ExecResult {
+        home: v.home.as_ref().map(|h| h.path.display().to_string()),
         program: v.program.to_string_lossy().into_owned(),
         exit_code,
         signal,
