@@ -778,6 +778,134 @@ pub(crate) fn is_child_subreaper() -> bool {
     rc == 0 && v != 0
 }
 
+/// A `SOCK_SEQPACKET` pair, close-on-exec.
+pub(crate) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two descriptors into a local array.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and belong to nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A copy (close-on-exec) of descriptor `fd` of the process behind `pidfd`.
+pub(crate) fn pidfd_getfd(pidfd: i32, fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd returns a new close-on-exec descriptor or -1.
+    let n = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: n was just created and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n as i32) })
+}
+
+/// The descriptors one message of [`send_with_fds`] carries at most: what its 64-byte control
+/// buffer holds after the 16-byte header.
+pub(crate) const MAX_SENT_FDS: usize = 12;
+
+/// Sends `body` as one message on `sock` with the descriptors `fds` (`SCM_RIGHTS`, at most
+/// [`MAX_SENT_FDS`]), retrying on `EINTR`; `MSG_NOSIGNAL`: a gone peer is an error, not SIGPIPE.
+pub(crate) fn send_with_fds(sock: BorrowedFd<'_>, body: &[u8], fds: &[RawFd]) -> io::Result<()> {
+    if fds.len() > MAX_SENT_FDS {
+        return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
+    }
+    let mut iov = libc::iovec {
+        iov_base: body.as_ptr() as *mut libc::c_void,
+        iov_len: body.len(),
+    };
+    let mut cbuf = [0u64; 8];
+    // SAFETY: a zeroed msghdr is valid; the fields are set below.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    if !fds.is_empty() {
+        let bytes = std::mem::size_of_val(fds) as u32;
+        // SAFETY: CMSG_SPACE is arithmetic.
+        hdr.msg_controllen = unsafe { libc::CMSG_SPACE(bytes) } as usize;
+        hdr.msg_control = cbuf.as_mut_ptr().cast();
+        // SAFETY: the control buffer (64 bytes) holds one header and MAX_FDS descriptors;
+        // CMSG_FIRSTHDR points into it.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&hdr);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(bytes) as usize;
+            std::ptr::copy_nonoverlapping(
+                fds.as_ptr(),
+                libc::CMSG_DATA(c).cast::<RawFd>(),
+                fds.len(),
+            );
+        }
+    }
+    loop {
+        // SAFETY: sendmsg reads the header, the body and the control buffer, all alive.
+        let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &hdr, libc::MSG_NOSIGNAL) };
+        if rc >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Receives one message on `sock` into `buf` with the descriptors it carries (close-on-exec),
+/// retrying on `EINTR`: the length, the descriptors and the message flags (`MSG_TRUNC`...).
+pub(crate) fn recv_with_fds(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+) -> io::Result<(usize, Vec<OwnedFd>, i32)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut cbuf = [0u64; 8];
+    // SAFETY: a zeroed msghdr is valid; the fields are set below.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = cbuf.as_mut_ptr().cast();
+    hdr.msg_controllen = std::mem::size_of_val(&cbuf);
+    let n = loop {
+        // SAFETY: recvmsg writes into the buffers the header names, all alive.
+        let rc = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut hdr, libc::MSG_CMSG_CLOEXEC) };
+        if rc >= 0 {
+            break rc as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut fds = Vec::new();
+    // SAFETY: walks the control messages the kernel wrote into `cbuf`; each SCM_RIGHTS entry
+    // holds descriptors now ours.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&hdr);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                let p = libc::CMSG_DATA(c).cast::<RawFd>();
+                for i in 0..len / std::mem::size_of::<RawFd>() {
+                    fds.push(OwnedFd::from_raw_fd(p.add(i).read_unaligned()));
+                }
+            }
+            c = libc::CMSG_NXTHDR(&hdr, c);
+        }
+    }
+    Ok((n, fds, hdr.msg_flags))
+}
+
 /// `path` opened with `O_PATH` (close-on-exec; `O_NOFOLLOW` unless `follow`): a handle that
 /// names the inode without opening the file itself. Not through `std::fs::OpenOptions`: std
 /// masks custom flags with `O_ACCMODE`, which musl defines as `3 | O_PATH`, so on the static

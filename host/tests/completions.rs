@@ -121,8 +121,8 @@ fn completions_offer_profile_names_and_mode_values() {
                 let name = e.unwrap().file_name().into_string().unwrap();
                 name.strip_suffix(".toml").map(String::from)
             })
-            // groups.toml and credentials.toml are data, not profiles.
-            .filter(|n| n != "groups" && n != "credentials")
+            // groups.toml, credentials.toml and registries.toml are data, not profiles.
+            .filter(|n| n != "groups" && n != "credentials" && n != "registries")
             .collect();
     assert!(profiles.len() >= 7, "{profiles:?}");
     for words in [

@@ -428,7 +428,10 @@ fn bad_input_is_refused_before_anything_runs() {
         (&["--out", "missing/p.toml"], "--out missing/p.toml: "),
         (&["--base", "no-such-profile"], "--base: unknown profile"),
         (&["--base", "adir/x.toml"], "--base: profile adir/x.toml"),
-        (&["--timeout", "0"], "--timeout: must be at least 1"),
+        (
+            &["--timeout", "0"],
+            "--timeout: must be between 1 and 86400 seconds",
+        ),
     ];
     for (flags, says) in cases {
         let mut args = vec!["learn"];

@@ -86,6 +86,11 @@ mod tests {
             "clone3 itself: the child returns on a new stack in the middle of the call",
         ),
         (
+            "session/resident.rs",
+            "a session's resident: forks each command and runs the child between fork and exec \
+             (its process group, the profile's filter, the listener handed over), raw calls only",
+        ),
+        (
             "exec/spawner.rs",
             "the spawner thread: installs the filter on itself and hands the spawn raw \
              descriptors across the clone",

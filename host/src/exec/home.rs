@@ -306,22 +306,37 @@ pub(crate) fn prepare(home: &Home) -> Result<(), String> {
 }
 
 /// Makes `p` an empty regular file of mode 0444 unless it is one already (one lookup per job).
+/// Jobs of one user start at once (`serve`, concurrent clients): another job's host may make
+/// or remove the same file between the lookup and the creation, so a lost race is looked at
+/// again rather than failing the job.
 fn empty_file(p: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
-    match std::fs::symlink_metadata(p) {
-        Ok(m) if m.is_file() && m.len() == 0 => return Ok(()),
-        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p)?,
-        Ok(_) => std::fs::remove_file(p)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+    let mut last = None;
+    for _ in 0..3 {
+        let gone = |r: std::io::Result<()>| match r {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        };
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.is_file() && m.len() == 0 => return Ok(()),
+            Ok(m) if m.is_dir() => gone(std::fs::remove_dir_all(p))?,
+            Ok(_) => gone(std::fs::remove_file(p))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(p)
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
     }
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o444)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(p)
-        .map(drop)
+    Err(last.unwrap_or_else(|| std::io::Error::from(std::io::ErrorKind::AlreadyExists)))
 }
 
 /// Removes `rel` (a file or a directory tree) below `home` without following a symlink on the

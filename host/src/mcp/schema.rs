@@ -51,6 +51,7 @@ pub fn output() -> Value {
                 "required": ["filter", "profile"]
             },
             "tier": {"type": "string", "enum": ["isolated", "contained", "filtered", "unconfined"]},
+            "home": {"type": ["string", "null"]},
             "warnings": {"type": "array", "items": {"type": "string"}},
             "landlock": nullable_object,
             "limits_hit": {"type": "array", "items": {"type": "string"}},

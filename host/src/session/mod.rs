@@ -20,15 +20,16 @@ pub mod resident;
 pub(crate) mod serve_ops;
 mod wire;
 
+use process::Layers;
 pub use process::{Event, Process};
 
 use crate::exec::{Cancel, ExecError, ExecResult, Refusal, Request, RunOptions};
 use crate::sandbox::Sandbox;
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -146,16 +147,6 @@ struct Routes {
     exits: HashMap<u64, Sender<i32>>,
 }
 
-/// The session's layers, as the engine started them (the same for every command).
-#[derive(Clone, Debug)]
-pub(crate) struct Layers {
-    landlock: Option<crate::landlock::Status>,
-    isolation: Option<crate::exec::IsolationStatus>,
-    warnings: Vec<String>,
-    namespaces: bool,
-    network: crate::network::Mode,
-}
-
 fn refused(field: &str, reason: impl Into<String>) -> ExecError {
     ExecError::Refused(Refusal::new(field, reason.into()))
 }
@@ -180,7 +171,7 @@ impl Session {
         let mut req = policy.clone();
         req.argv = vec![resident, resident::ARG.to_string()];
         let mut v = req.validate()?;
-        let (host, child) = socketpair().map_err(ExecError::Setup)?;
+        let (host, child) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
         v.streams = crate::exec::Streams::Session(child.as_raw_fd());
         v.timeout = None;
         let opts = RunOptions {
@@ -300,6 +291,21 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.end();
+    }
+}
+
+impl process::Host for Inner {
+    fn signal(&self, id: u64, sig: i32) -> std::io::Result<()> {
+        Inner::signal(self, id, sig)
+    }
+    fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+    fn ended(&self) -> bool {
+        self.ended.load(Ordering::Acquire)
+    }
+    fn layers(&self) -> &Layers {
+        &self.layers
     }
 }
 
@@ -513,7 +519,7 @@ impl Inner {
             )));
         }
         Ok(process::start(process::Start {
-            inner: Arc::clone(self),
+            inner: Arc::clone(self) as Arc<dyn process::Host>,
             id,
             v,
             plan_planned: plan.planned,
@@ -535,25 +541,6 @@ impl Inner {
     }
 }
 
-/// A `SOCK_SEQPACKET` pair, close-on-exec.
-fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0; 2];
-    // SAFETY: socketpair writes two descriptors into a local array.
-    let rc = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: both were just created and belong to nobody else.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
-}
-
 /// Waits until `fd` is readable (or hung up); `TimedOut` after `t`.
 fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, t: Duration) -> std::io::Result<()> {
     let mut p = [libc::pollfd {
@@ -571,14 +558,5 @@ fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, t: Duration) -> std::io::Resul
 /// A copy of descriptor `fd` of the process behind `pidfd` (the host, as the owner of the
 /// session's user namespace, may take it from the resident's non-dumpable child).
 fn take_fd(pidfd: i32, fd: i32) -> std::io::Result<OwnedFd> {
-    // SAFETY: pidfd_getfd returns a new close-on-exec descriptor or -1.
-    let n = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: n was just created and belongs to nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(n as i32) })
+    crate::sys::pidfd_getfd(pidfd, fd)
 }
-
-// The receiver type is used by `process`.
-pub(crate) type ExitRx = Receiver<i32>;

@@ -2,7 +2,6 @@
 //! result, capped, and as events when asked), answers its refused calls on its own listener,
 //! enforces its timeout, and builds its result once it has ended.
 
-use super::{ExitRx, Inner};
 use crate::exec::notify::{MainProgram, Notifier, Response, Tally};
 use crate::exec::{ExecResult, OnViolation, SandboxInfo, Tier, Validated, Violation};
 use crate::policy::{Action, NATIVE};
@@ -10,6 +9,32 @@ use crate::sandbox::Sandboxed;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+
+/// A running command's exit status, as the session's reader thread delivers it.
+pub(crate) type ExitRx = Receiver<i32>;
+
+/// The session's layers, as the engine started them (the same for every command).
+#[derive(Clone, Debug)]
+pub(crate) struct Layers {
+    pub landlock: Option<crate::landlock::Status>,
+    pub isolation: Option<crate::exec::IsolationStatus>,
+    pub warnings: Vec<String>,
+    pub namespaces: bool,
+    pub network: crate::network::Mode,
+}
+
+/// What a command needs of its session (the session implements it): a trait, so this
+/// module does not import its parent.
+pub(crate) trait Host: Send + Sync {
+    /// Sends `sig` to command `id`'s process group.
+    fn signal(&self, id: u64, sig: i32) -> std::io::Result<()>;
+    /// The session's sandbox.
+    fn sandbox(&self) -> &crate::sandbox::Sandbox;
+    /// Whether the session has ended.
+    fn ended(&self) -> bool;
+    /// The session's layers.
+    fn layers(&self) -> &Layers;
+}
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -27,7 +52,7 @@ pub enum Event {
 pub struct Process {
     id: u64,
     pid: i32,
-    inner: Arc<Inner>,
+    inner: Arc<dyn Host>,
     stdin: Mutex<Option<std::fs::File>>,
     events: Mutex<Receiver<Event>>,
     done: Mutex<Option<JoinHandle<ExecResult>>>,
@@ -126,7 +151,7 @@ impl Process {
 
 /// What [`start`] needs.
 pub(crate) struct Start {
-    pub inner: Arc<Inner>,
+    pub inner: Arc<dyn Host>,
     pub id: u64,
     pub v: Validated,
     pub plan_planned: Sandboxed,
@@ -242,7 +267,7 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
     let response = match s.v.on_violation {
         OnViolation::Kill => Response::Kill,
         OnViolation::Report => Response::Errno(s.v.deny_errno.unwrap_or(
-            match s.inner.sandbox.options().profile.default_action() {
+            match s.inner.sandbox().options().profile.default_action() {
                 Action::Errno(e) => e,
                 _ => libc::EPERM as u16,
             },
@@ -349,7 +374,7 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
     let tally = tally.or(notifier.map(|n| n.tally)).unwrap_or_default();
     let status = status.unwrap_or(libc::SIGKILL);
     result(
-        &s.inner,
+        s.inner.as_ref(),
         &s.v,
         s.plan_planned,
         s.plan_warnings,
@@ -364,7 +389,7 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
 
 #[allow(clippy::too_many_arguments)]
 fn result(
-    inner: &Inner,
+    inner: &dyn Host,
     v: &Validated,
     planned: Sandboxed,
     plan_warnings: Vec<String>,
@@ -375,7 +400,7 @@ fn result(
     started: Instant,
     timed_out: bool,
 ) -> ExecResult {
-    let cancelled = inner.ended.load(std::sync::atomic::Ordering::Acquire)
+    let cancelled = inner.ended()
         && libc::WIFSIGNALED(status)
         && libc::WTERMSIG(status) == libc::SIGKILL
         && !timed_out;
@@ -387,7 +412,7 @@ fn result(
     let (mut stdout, stdout_truncated) = out.finish();
     let (mut stderr, stderr_truncated) = err.finish();
     let leaks = crate::exec::scan_leaks(v, &mut stdout, &mut stderr);
-    let mut warnings = inner.layers.warnings.clone();
+    let mut warnings = inner.layers().warnings.clone();
     warnings.extend(plan_warnings);
     let mut limits_hit = Vec::new();
     if timed_out {
@@ -405,14 +430,14 @@ fn result(
             v.max_output_bytes
         ));
     }
-    let profile = &inner.sandbox.options().profile;
+    let profile = &inner.sandbox().options().profile;
     // A command cannot change its session's policy: a hint names the change to the session's
     // own request (a per-request allow list works there only as the one-shot rules say).
     let asker = crate::exec::advice::Asker {
         audience: v.audience,
         allow_works: false,
         keep_no_network: v.network.mode.is_none()
-            && inner.layers.network == crate::network::Mode::None,
+            && inner.layers().network == crate::network::Mode::None,
     };
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
         let advice = crate::exec::advice::advise(nr, args, profile, &asker);
@@ -439,7 +464,7 @@ fn result(
             .unwrap_or_else(|| entry(nr, program, 1, &[0; 6]))
     });
     let landlock_held = inner
-        .layers
+        .layers()
         .landlock
         .as_ref()
         .is_some_and(|l| !l.enforced.is_empty());
@@ -462,13 +487,13 @@ fn result(
             filter: planned,
             profile: v.profile.clone(),
         },
-        tier: Tier::of(planned, landlock_held, inner.layers.namespaces),
+        tier: Tier::of(planned, landlock_held, inner.layers().namespaces),
         warnings,
-        landlock: inner.layers.landlock.clone(),
+        landlock: inner.layers().landlock.clone(),
         limits_hit,
         leaks,
-        isolation: inner.layers.isolation.clone(),
-        network: crate::exec::NetworkReport::of_mode(inner.layers.network),
+        isolation: inner.layers().isolation.clone(),
+        network: crate::exec::NetworkReport::of_mode(inner.layers().network),
         refusals: Vec::new(),
         refusals_omitted: 0,
     }

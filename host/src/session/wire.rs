@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 
 /// The largest message either side sends or accepts.
 pub(crate) const MAX_MESSAGE: usize = 1 << 20;
@@ -58,45 +58,7 @@ pub(crate) fn send<T: Serialize>(sock: BorrowedFd<'_>, msg: &T, fds: &[RawFd]) -
     if body.len() > MAX_MESSAGE || fds.len() > MAX_FDS {
         return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
     }
-    let mut iov = libc::iovec {
-        iov_base: body.as_ptr() as *mut libc::c_void,
-        iov_len: body.len(),
-    };
-    let mut cbuf = [0u64; 8];
-    // SAFETY: a zeroed msghdr is valid; the fields are set below.
-    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    if !fds.is_empty() {
-        let bytes = std::mem::size_of_val(fds) as u32;
-        // SAFETY: CMSG_SPACE is arithmetic.
-        hdr.msg_controllen = unsafe { libc::CMSG_SPACE(bytes) } as usize;
-        hdr.msg_control = cbuf.as_mut_ptr().cast();
-        // SAFETY: the control buffer (64 bytes) holds one header and MAX_FDS descriptors;
-        // CMSG_FIRSTHDR points into it.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&hdr);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(bytes) as usize;
-            std::ptr::copy_nonoverlapping(
-                fds.as_ptr(),
-                libc::CMSG_DATA(c).cast::<RawFd>(),
-                fds.len(),
-            );
-        }
-    }
-    loop {
-        // SAFETY: sendmsg reads the header, the body and the control buffer, all alive.
-        let rc = unsafe { libc::sendmsg(sock.as_raw_fd(), &hdr, libc::MSG_NOSIGNAL) };
-        if rc >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
+    crate::sys::send_with_fds(sock, &body, fds)
 }
 
 /// Receives one message and its descriptors (close-on-exec); `Ok(None)` at end of stream.
@@ -105,48 +67,11 @@ pub(crate) fn recv<T: for<'de> Deserialize<'de>>(
     buf: &mut Vec<u8>,
 ) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
     buf.resize(MAX_MESSAGE, 0);
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut cbuf = [0u64; 8];
-    // SAFETY: a zeroed msghdr is valid; the fields are set below.
-    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-    hdr.msg_iov = &mut iov;
-    hdr.msg_iovlen = 1;
-    hdr.msg_control = cbuf.as_mut_ptr().cast();
-    hdr.msg_controllen = std::mem::size_of_val(&cbuf);
-    let n = loop {
-        // SAFETY: recvmsg writes into the buffers the header names, all alive.
-        let rc = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut hdr, libc::MSG_CMSG_CLOEXEC) };
-        if rc >= 0 {
-            break rc as usize;
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    };
-    let mut fds = Vec::new();
-    // SAFETY: walks the control messages the kernel wrote into `cbuf`; each SCM_RIGHTS entry
-    // holds descriptors now ours.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&hdr);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let len = (*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
-                let p = libc::CMSG_DATA(c).cast::<RawFd>();
-                for i in 0..len / std::mem::size_of::<RawFd>() {
-                    fds.push(OwnedFd::from_raw_fd(p.add(i).read_unaligned()));
-                }
-            }
-            c = libc::CMSG_NXTHDR(&hdr, c);
-        }
-    }
+    let (n, fds, flags) = crate::sys::recv_with_fds(sock, buf)?;
     if n == 0 && fds.is_empty() {
         return Ok(None);
     }
-    if hdr.msg_flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
+    if flags & (libc::MSG_TRUNC | libc::MSG_CTRUNC) != 0 {
         return Err(io::Error::from_raw_os_error(libc::EMSGSIZE));
     }
     let msg = serde_json::from_slice(&buf[..n]).map_err(io::Error::other)?;
