@@ -198,6 +198,16 @@ fn parent(root: &OwnedFd, parts: &[&str], create: bool) -> Result<OwnedFd, FileE
     Ok(dir)
 }
 
+/// Refuses a last component that is a symlink leading out of the workspace. Replacing or
+/// removing the link itself would not touch the outside, but a path that reads as outside is
+/// refused the same way for every method, as `GET` must refuse it.
+fn no_escape(dir: &OwnedFd, name: &str) -> Result<(), FileError> {
+    match open_beneath(dir.as_raw_fd(), name, libc::O_PATH, 0) {
+        Ok(_) | Err(FileError::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 fn cstr(name: &str) -> Result<CString, FileError> {
     CString::new(OsStr::new(name).as_bytes())
         .map_err(|_| FileError::Bad("the path holds a NUL byte".into()))
@@ -223,6 +233,7 @@ pub fn write(root: &OwnedFd, path: &str, bytes: &[u8], mode: u32) -> Result<(), 
         return Err(FileError::Bad("the workspace itself is not a file".into()));
     };
     let dir = parent(root, &parts, true)?;
+    no_escape(&dir, name)?;
     // A directory's descriptor opened with O_PATH serves as the base of the *at calls.
     let tmp_name = format!(".{name}.sandbox-put-{}", std::process::id());
     let tmp = cstr(&tmp_name)?;
@@ -288,6 +299,7 @@ pub fn remove(root: &OwnedFd, path: &str, recursive: bool) -> Result<(), FileErr
         ));
     };
     let dir = parent(root, &parts, false)?;
+    no_escape(&dir, name)?;
     remove_at(&dir, OsStr::new(name), recursive).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOENT) => {
             FileError::NotFound(format!("`{}`: no such file", path.escape_debug()))

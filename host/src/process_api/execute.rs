@@ -82,7 +82,7 @@ fn cwd(workspace: &Path, given: Option<&str>) -> Result<String, Status> {
 
 /// The request field as the API names it.
 fn api_field(field: &str) -> String {
-    let (head, rest) = field.split_at(field.find('[').unwrap_or(field.len()));
+    let (head, rest) = field.split_at(field.find(['[', '.']).unwrap_or(field.len()));
     match head {
         "argv" => format!("config.command{rest}"),
         "env" => format!("config.env_vars{rest}"),
@@ -95,8 +95,15 @@ fn api_field(field: &str) -> String {
 /// An engine error as a gRPC status whose message names the field and the refusal.
 pub fn status(e: &ExecError) -> Status {
     let code = match e {
+        // The shell's statuses: 127 not found, 126 found but not executable.
+        _ if e.exit_code() == Some(crate::exec::request::EXIT_NOT_FOUND) => Code::NotFound,
+        _ if e.exit_code() == Some(crate::exec::request::EXIT_CANNOT_EXECUTE) => {
+            Code::PermissionDenied
+        }
         ExecError::Refused(r) if r.field == "cwd" => Code::PermissionDenied,
-        ExecError::Refused(r) if matches!(r.field.split('[').next(), Some("argv" | "env")) => {
+        ExecError::Refused(r)
+            if matches!(r.field.split(['[', '.']).next(), Some("argv" | "env")) =>
+        {
             Code::InvalidArgument
         }
         ExecError::Refused(_) => Code::FailedPrecondition,
