@@ -286,6 +286,14 @@ fn violations(quick: bool) -> Result<String> {
 
 /// Runs every benchmark and writes docs/benchmarks.md.
 pub fn run(args: &[&str]) -> Result<()> {
+    // `--process-api`: only the process API section, printed, not written. Before the release
+    // re-run below: it measures two `sandbox` processes (a release build with the feature), not
+    // code of this process.
+    if args.contains(&"--process-api") {
+        let per = if args.contains(&"--quick") { 10 } else { 40 };
+        print!("{}", crate::bench_process_api::run(per)?);
+        return Ok(());
+    }
     // Measure optimised code: the host's own work per spawn is part of several figures.
     if cfg!(debug_assertions) {
         let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))

@@ -24,6 +24,7 @@ mod bench_learn;
 mod bench_oci;
 mod bench_oneshot;
 mod bench_outer;
+mod bench_process_api;
 mod bench_proxy;
 mod bench_serve;
 mod bench_violations;
@@ -227,6 +228,6 @@ fn main() -> Result<()> {
             println!("{}", xtask::dist::dist(&root(), &opts)?.display());
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--process-api]>"),
     }
 }

@@ -8,9 +8,10 @@
 //! and removals act on one name inside a parent directory opened that way (`*at` calls), never
 //! on a path the kernel would resolve again.
 
+use crate::sys;
 use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -67,49 +68,19 @@ pub fn components(path: &str) -> Result<Vec<&str>, FileError> {
     Ok(parts)
 }
 
-/// The kernel's `struct open_how` (libc's is non-exhaustive, so it cannot be built here).
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
 /// `openat2` beneath `dir`, without magic links; `EXDEV`/`ELOOP` become [`FileError::Escape`].
-fn open_beneath(dir: RawFd, rel: &str, flags: i32, mode: u32) -> Result<OwnedFd, FileError> {
-    let c = CString::new(if rel.is_empty() { "." } else { rel })
-        .map_err(|_| FileError::Bad("the path holds a NUL byte".into()))?;
-    let how = OpenHow {
-        flags: (flags | libc::O_CLOEXEC) as u64,
-        mode: u64::from(mode),
-        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: `c` is a NUL-terminated string and `how` a properly sized `open_how`, both live
-    // for the call; the returned descriptor is owned below.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            dir,
-            c.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::EXDEV) | Some(libc::ELOOP) => FileError::Escape(format!(
-                "`{}` leads out of the workspace (a symlink or `..` beneath it)",
-                rel.escape_debug()
-            )),
-            Some(libc::ENOENT) => {
-                FileError::NotFound(format!("`{}`: no such file", rel.escape_debug()))
-            }
-            _ => FileError::Io(rel.to_string(), e),
-        });
-    }
-    // SAFETY: `fd` is a descriptor the kernel just returned to us and nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+fn open_beneath(dir: &OwnedFd, rel: &str, flags: i32, mode: u32) -> Result<OwnedFd, FileError> {
+    let c = cstr(if rel.is_empty() { "." } else { rel })?;
+    sys::openat2_beneath(dir.as_fd(), &c, flags, mode).map_err(|e| match e.raw_os_error() {
+        Some(libc::EXDEV) | Some(libc::ELOOP) => FileError::Escape(format!(
+            "`{}` leads out of the workspace (a symlink or `..` beneath it)",
+            rel.escape_debug()
+        )),
+        Some(libc::ENOENT) => {
+            FileError::NotFound(format!("`{}`: no such file", rel.escape_debug()))
+        }
+        _ => FileError::Io(rel.to_string(), e),
+    })
 }
 
 /// The workspace itself, as a directory descriptor.
@@ -143,7 +114,7 @@ pub struct Entry {
 /// Reads a file or lists a directory beneath `root`.
 pub fn read(root: &OwnedFd, path: &str) -> Result<Found, FileError> {
     let rel = components(path)?.join("/");
-    let fd = open_beneath(root.as_raw_fd(), &rel, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
+    let fd = open_beneath(root, &rel, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
     let file = std::fs::File::from(fd);
     let meta = file.metadata().map_err(|e| FileError::Io(rel.clone(), e))?;
     if meta.is_dir() {
@@ -184,13 +155,13 @@ fn list(dir: std::fs::File, rel: &str) -> Result<Vec<Entry>, FileError> {
 
 /// The parent directory of `parts` (created when `create`), opened beneath the workspace.
 fn parent(root: &OwnedFd, parts: &[&str], create: bool) -> Result<OwnedFd, FileError> {
-    let mut dir = open_beneath(root.as_raw_fd(), ".", libc::O_PATH | libc::O_DIRECTORY, 0)?;
+    let mut dir = open_beneath(root, ".", libc::O_PATH | libc::O_DIRECTORY, 0)?;
     for name in &parts[..parts.len() - 1] {
-        let next = open_beneath(dir.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0);
+        let next = open_beneath(&dir, name, libc::O_PATH | libc::O_DIRECTORY, 0);
         dir = match next {
             Err(FileError::NotFound(_)) if create => {
                 mkdirat(&dir, name)?;
-                open_beneath(dir.as_raw_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0)?
+                open_beneath(&dir, name, libc::O_PATH | libc::O_DIRECTORY, 0)?
             }
             other => other?,
         };
@@ -202,7 +173,7 @@ fn parent(root: &OwnedFd, parts: &[&str], create: bool) -> Result<OwnedFd, FileE
 /// removing the link itself would not touch the outside, but a path that reads as outside is
 /// refused the same way for every method, as `GET` must refuse it.
 fn no_escape(dir: &OwnedFd, name: &str) -> Result<(), FileError> {
-    match open_beneath(dir.as_raw_fd(), name, libc::O_PATH, 0) {
+    match open_beneath(dir, name, libc::O_PATH, 0) {
         Ok(_) | Err(FileError::NotFound(_)) => Ok(()),
         Err(e) => Err(e),
     }
@@ -214,14 +185,9 @@ fn cstr(name: &str) -> Result<CString, FileError> {
 }
 
 fn mkdirat(dir: &OwnedFd, name: &str) -> Result<(), FileError> {
-    let c = cstr(name)?;
-    // SAFETY: a valid directory descriptor and a NUL-terminated name, both live for the call.
-    let r = unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), 0o755) };
-    let e = io::Error::last_os_error();
-    if r == 0 || e.raw_os_error() == Some(libc::EEXIST) {
-        Ok(())
-    } else {
-        Err(FileError::Io(name.to_string(), e))
+    match sys::mkdirat(dir.as_fd(), &cstr(name)?, 0o755) {
+        Err(e) if e.raw_os_error() != Some(libc::EEXIST) => Err(FileError::Io(name.to_string(), e)),
+        _ => Ok(()),
     }
 }
 
@@ -238,48 +204,23 @@ pub fn write(root: &OwnedFd, path: &str, bytes: &[u8], mode: u32) -> Result<(), 
     let tmp_name = format!(".{name}.sandbox-put-{}", std::process::id());
     let tmp = cstr(&tmp_name)?;
     let target = cstr(name)?;
-    // SAFETY: a valid directory descriptor and a NUL-terminated name; O_EXCL|O_NOFOLLOW means
-    // an existing file or symlink of that name is never written through.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            tmp.as_ptr(),
-            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-            0o600 as libc::c_uint,
-        )
-    };
-    if fd < 0 {
-        return Err(FileError::Io(path.to_string(), io::Error::last_os_error()));
-    }
-    // SAFETY: a descriptor just returned by openat, owned by nothing else.
-    let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    let unlink_tmp = || {
-        // SAFETY: as above; failure leaves a temporary file, which is all it can do.
-        unsafe { libc::unlinkat(dir.as_raw_fd(), tmp.as_ptr(), 0) };
-    };
+    // O_EXCL|O_NOFOLLOW: an existing file or symlink of that name is never written through.
+    let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+    let file = std::fs::File::from(
+        sys::openat(dir.as_fd(), &tmp, flags, 0o600)
+            .map_err(|e| FileError::Io(path.to_string(), e))?,
+    );
     let written = io::Write::write_all(&mut &file, bytes)
         .and_then(|()| {
             use std::os::unix::fs::PermissionsExt;
             // fchmod: the umask does not apply, the caller's bits do.
             file.set_permissions(std::fs::Permissions::from_mode(mode))
         })
-        .and_then(|()| file.sync_data());
+        .and_then(|()| file.sync_data())
+        .and_then(|()| sys::renameat(dir.as_fd(), &tmp, &target));
     if let Err(e) = written {
-        unlink_tmp();
-        return Err(FileError::Io(path.to_string(), e));
-    }
-    // SAFETY: both names are NUL-terminated and relative to the same valid directory.
-    let r = unsafe {
-        libc::renameat(
-            dir.as_raw_fd(),
-            tmp.as_ptr(),
-            dir.as_raw_fd(),
-            target.as_ptr(),
-        )
-    };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        unlink_tmp();
+        // Failure leaves a temporary file behind at worst, which is all this can do.
+        let _ = sys::unlinkat(dir.as_fd(), &tmp, 0);
         return Err(match e.raw_os_error() {
             Some(libc::EISDIR) => {
                 FileError::NotEmpty(format!("`{}` is a directory", path.escape_debug()))
@@ -316,35 +257,24 @@ pub fn remove(root: &OwnedFd, path: &str, recursive: bool) -> Result<(), FileErr
 fn remove_at(dir: &OwnedFd, name: &OsStr, recursive: bool) -> io::Result<()> {
     let c =
         CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: a valid directory descriptor and a NUL-terminated name.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) } == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
+    let e = match sys::unlinkat(dir.as_fd(), &c, 0) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
     if e.raw_os_error() != Some(libc::EISDIR) {
         return Err(e);
     }
-    // SAFETY: as above; AT_REMOVEDIR removes an empty directory only.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) } == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
+    // AT_REMOVEDIR removes an empty directory only.
+    let e = match sys::unlinkat(dir.as_fd(), &c, libc::AT_REMOVEDIR) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
     if !recursive || e.raw_os_error() != Some(libc::ENOTEMPTY) {
         return Err(e);
     }
-    // SAFETY: O_NOFOLLOW|O_DIRECTORY: the entry itself, a directory, never a symlink's target.
-    let fd = unsafe {
-        libc::openat(
-            dir.as_raw_fd(),
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor just returned by openat, owned by nothing else.
-    let sub = unsafe { OwnedFd::from_raw_fd(fd) };
+    // O_NOFOLLOW|O_DIRECTORY: the entry itself, a directory, never a symlink's target.
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW;
+    let sub = sys::openat(dir.as_fd(), &c, flags, 0)?;
     let names: Vec<std::ffi::OsString> =
         std::fs::read_dir(format!("/proc/self/fd/{}", sub.as_raw_fd()))?
             .flatten()
@@ -353,10 +283,5 @@ fn remove_at(dir: &OwnedFd, name: &OsStr, recursive: bool) -> io::Result<()> {
     for child in names {
         remove_at(&sub, &child, true)?;
     }
-    // SAFETY: as above.
-    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), libc::AT_REMOVEDIR) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
+    sys::unlinkat(dir.as_fd(), &c, libc::AT_REMOVEDIR)
 }
