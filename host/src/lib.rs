@@ -40,6 +40,7 @@
 
 pub mod exec;
 pub mod serve;
+pub mod session;
 mod sys;
 
 pub use layer_mode::LayerMode;

@@ -118,6 +118,13 @@ fn fail(msg: impl std::fmt::Display) -> i32 {
 }
 
 fn main() {
+    // A session's resident process (module `session`): nothing else of the command runs.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == sandbox_host::session::resident::ARG)
+    {
+        sandbox_host::session::resident::main();
+    }
     // The audit log is off unless asked for; then no subscriber is needed at all, and
     // building one (an env filter, a registry) is a measurable part of a one-shot run.
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("SANDBOX_LOG") {

@@ -17,7 +17,7 @@
 //! assert_eq!(result.sandboxed.profile, "minimal");
 //! ```
 
-mod advice;
+pub(crate) mod advice;
 mod builder;
 mod cgroup1;
 mod cgroup_names;
@@ -43,7 +43,7 @@ pub mod limits;
 mod memwatch;
 mod namespaces;
 mod net;
-mod notify;
+pub(crate) mod notify;
 mod paths;
 mod placeholder;
 mod procfs;
@@ -54,6 +54,7 @@ mod refusals;
 pub mod request;
 mod run;
 mod schema;
+pub(crate) mod session_hook;
 mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
@@ -85,4 +86,5 @@ pub use limits::Rlimits;
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
 pub use request::{Audience, PathRules, Streams, Validated};
-pub(crate) use run::{learn_validated, run_validated};
+pub(crate) use run::{learn_validated, run_validated, sandbox_for, scan_leaks};
+pub(crate) use spawn::dup_above;

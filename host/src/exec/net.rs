@@ -179,6 +179,14 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report of a session's command: the session's mode, no destinations recorded.
+    pub(crate) fn of_mode(mode: Mode) -> Report {
+        Report {
+            mode,
+            ..Report::host()
+        }
+    }
+
     /// The report of a job that ran with the host's network.
     pub(crate) fn host() -> Report {
         Report {

@@ -179,6 +179,10 @@ pub enum Streams {
     Capture,
     /// The host's own standard streams, passed through (`sandbox run`).
     Inherit,
+    /// A session's resident process: stdin is this socket (the session's control channel,
+    /// duplicated for the child), stdout and stderr captured; no filter of its own (module
+    /// `session`).
+    Session(std::os::fd::RawFd),
 }
 
 /// A request that passed validation, with everything resolved.

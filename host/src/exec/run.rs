@@ -369,7 +369,7 @@ fn audit(
 /// A profile the request changed gets a sandbox of its own, not kept: clients may send any
 /// number of different lists, and each kept sandbox would hold memory (and a spawner thread)
 /// for the life of the host.
-fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecError> {
+pub(crate) fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecError> {
     if let Some(profile) = &v.custom {
         let profile = v
             .paths
@@ -423,7 +423,7 @@ fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbox>, ExecErr
 /// Finds secrets and tokens in the collected output (each stream whole, so a value split
 /// across reads is found) and, when asked, redacts them. Output passed through to the host's
 /// own streams is not seen here.
-fn scan_leaks(v: &Validated, stdout: &mut String, stderr: &mut String) -> Vec<Leak> {
+pub(crate) fn scan_leaks(v: &Validated, stdout: &mut String, stderr: &mut String) -> Vec<Leak> {
     // Nothing collected (streams passed through, or a silent program): nothing to scan, and
     // no automaton to build (a `sandbox run` would pay for it on every call).
     if stdout.is_empty() && stderr.is_empty() {
@@ -621,13 +621,22 @@ fn run(
     // The profile's spawner thread holds the filter already and its children inherit it;
     // otherwise the child attaches one whose execve exemption names this very buffer.
     #[cfg(target_arch = "x86_64")]
-    let spawner_base = sandbox
-        .exact_outer_policy()
-        .filter(|_| opts.start == StartFrom::SpawnerThread && v.custom.is_none());
+    let spawner_base = sandbox.exact_outer_policy().filter(|_| {
+        opts.start == StartFrom::SpawnerThread
+            && v.custom.is_none()
+            && !matches!(v.streams, Streams::Session(_))
+    });
     #[cfg(not(target_arch = "x86_64"))]
     let spawner_base: Option<&crate::policy::Policy> = None;
     let attach = spawner_base.is_none().then_some(path.as_ptr() as u64);
     let mut plan = sandbox.plan(&v.program, attach)?;
+    // A session's resident process runs no filter of its own: it installs the profile's in
+    // each command it starts, between fork and exec (module `session`).
+    if matches!(v.streams, Streams::Session(_)) {
+        plan.filter = None;
+        plan.notify = false;
+        plan.preload_env.clear();
+    }
     if let Some(r) = recorder {
         plan.filter = Some(
             r.filter(path.as_ptr() as u64)
@@ -738,6 +747,10 @@ fn run(
     let mut tee = None;
     let io = match v.streams {
         Streams::Capture => pipes(v.stdin.is_some()),
+        Streams::Session(control) => pipes(false).and_then(|mut p| {
+            p.child[0] = Some(spawn::dup_above(control, 3)?);
+            Ok(p)
+        }),
         Streams::Inherit => super::tee::inherit().map(|([i, o, e], t)| {
             tee = t;
             Pipes {
@@ -837,6 +850,21 @@ fn run(
     };
     registration.add_child(main);
 
+    if matches!(v.streams, Streams::Session(_)) {
+        super::session_hook::started(super::session_hook::Started {
+            landlock: layer.as_ref().map(|l| l.prepared.status().clone()),
+            isolation: isolation.as_ref().ok().map(|l| l.status.clone()),
+            network: net.mode,
+            namespaces_unavailable: isolation.as_ref().err().filter(|w| !w.is_empty()).cloned(),
+            warnings: plan
+                .warnings
+                .iter()
+                .chain(&broad)
+                .chain(&root_warning)
+                .cloned()
+                .collect(),
+        });
+    }
     let pidfd = spawned.pidfd;
     // The proxy and host-port relays serve the listeners made inside the sandbox's network
     // namespace; the init, when there is one, tells how the program itself ended.

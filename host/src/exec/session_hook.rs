@@ -1,0 +1,38 @@
+//! What the one-shot engine tells a session about the sandbox it built for the session's
+//! resident process: the layers that held, once that process runs. The session's thread sets
+//! a sender before it hands its job to the engine, which blocks in the job's wait loop for
+//! the session's whole life; the engine sends on it right after the spawn.
+
+use std::cell::RefCell;
+use std::sync::mpsc::Sender;
+
+/// The session's layers, as the engine planned and started them.
+#[derive(Debug)]
+pub(crate) struct Started {
+    /// What Landlock enforces (`None`: off).
+    pub landlock: Option<crate::landlock::Status>,
+    /// What the namespace layer did (`None`: off or unavailable).
+    pub isolation: Option<super::isolation::Status>,
+    /// Why there are no namespaces, when they were wanted but are unavailable.
+    pub namespaces_unavailable: Option<String>,
+    /// The network mode carried out.
+    pub network: crate::network::Mode,
+    /// The plan's warnings (broad workspace, root below the isolated tier, ...).
+    pub warnings: Vec<String>,
+}
+
+thread_local! {
+    static SENDER: RefCell<Option<Sender<Started>>> = const { RefCell::new(None) };
+}
+
+/// Sets where this thread's next session job reports its start.
+pub(crate) fn expect(tx: Sender<Started>) {
+    SENDER.with(|s| *s.borrow_mut() = Some(tx));
+}
+
+/// Called by the engine once a session's resident process runs.
+pub(crate) fn started(info: Started) {
+    if let Some(tx) = SENDER.with(|s| s.borrow_mut().take()) {
+        let _ = tx.send(info);
+    }
+}

@@ -1,0 +1,583 @@
+//! Sessions: one sandbox in which many commands run, one after another or at once.
+//!
+//! [`Session::start`] builds the sandbox a one-shot request would get (profile, workspace,
+//! paths, network, limits; namespaces, a private `/tmp`, the view, a cgroup where the caller
+//! has one) once, around a resident process (module `resident`) that stays. Each
+//! [`Session::spawn`] sends it a command, which it forks, confines with the profile's filter
+//! between fork and exec, and starts in a process group of its own; the host relays the
+//! command's streams, answers its refused calls on the command's own listener (so violations
+//! are the command's), enforces its timeout, and returns its [`ExecResult`].
+//!
+//! Background processes a command leaves (`server &`) keep running for the next commands, and
+//! files in the private `/tmp` stay, until the session ends: by [`Session::end`], by its idle
+//! time, by dropping it, or with the host (the resident ends when its control socket closes,
+//! the namespaces' init dies with the thread that holds the session, and the init's end kills
+//! every process of the PID namespace). See `docs/sessions.md`.
+
+mod process;
+#[doc(hidden)]
+pub mod resident;
+mod wire;
+
+pub use process::{Event, Process};
+
+use crate::exec::{Cancel, ExecError, ExecResult, Refusal, Request, RunOptions};
+use crate::sandbox::Sandbox;
+use std::collections::HashMap;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use wire::{FromResident, ToResident};
+
+/// How a session is held, beyond its policy.
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    /// The `sandbox` executable, started inside the sandbox as the session's resident process
+    /// (`sandbox __session-resident`). It must be visible in the view (anywhere but a
+    /// private `/tmp`).
+    pub resident: PathBuf,
+    /// End the session after this long without a running command or a new one (`None`:
+    /// only when ended or dropped).
+    pub idle_timeout: Option<Duration>,
+}
+
+impl SessionOptions {
+    /// Options with `resident` as the `sandbox` executable and no idle time.
+    pub fn new(resident: impl Into<PathBuf>) -> SessionOptions {
+        SessionOptions {
+            resident: resident.into(),
+            idle_timeout: None,
+        }
+    }
+}
+
+/// One command of a session: what differs from the session's policy.
+#[derive(Clone, Debug, Default)]
+pub struct Command {
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    cwd: Option<String>,
+    timeout: Option<Duration>,
+    stream: bool,
+}
+
+impl Command {
+    /// A command running `argv` (its program absolute, or a name looked up in `PATH`, as in
+    /// a request).
+    pub fn new<I, S>(argv: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Command {
+            argv: argv.into_iter().map(Into::into).collect(),
+            ..Command::default()
+        }
+    }
+
+    /// Adds a variable to the session's environment for this command (checked as a request's
+    /// `env`).
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Command {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The working directory (absolute, existing); default: the session's.
+    pub fn cwd(mut self, dir: impl Into<String>) -> Command {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// The command's wall-clock limit (default: the policy's `timeout_s`).
+    pub fn timeout(mut self, t: Duration) -> Command {
+        self.timeout = Some(t);
+        self
+    }
+
+    /// Deliver output as [`Event`]s while the command runs (it is also in the result).
+    pub fn stream(mut self, on: bool) -> Command {
+        self.stream = on;
+        self
+    }
+}
+
+/// A live session. Dropping it ends it.
+pub struct Session {
+    inner: Arc<Inner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("ended", &self.is_ended())
+            .finish()
+    }
+}
+
+/// What the session's threads and processes share.
+pub(crate) struct Inner {
+    sock: OwnedFd,
+    /// Serialises what is sent to the resident (a start is a request and its answers).
+    send_lock: Mutex<()>,
+    addr: u64,
+    policy: Request,
+    sandbox: Arc<Sandbox>,
+    layers: Layers,
+    cancel: Cancel,
+    ended: AtomicBool,
+    next_id: AtomicU64,
+    routes: Mutex<Routes>,
+    last_active: Mutex<Instant>,
+    idle: Option<Duration>,
+}
+
+/// Where the reader thread delivers the resident's messages.
+#[derive(Default)]
+struct Routes {
+    /// The start under way.
+    pending: Option<Sender<(FromResident, Vec<OwnedFd>)>>,
+    /// Running commands' exit statuses.
+    exits: HashMap<u64, Sender<i32>>,
+}
+
+/// The session's layers, as the engine started them (the same for every command).
+#[derive(Clone, Debug)]
+pub(crate) struct Layers {
+    landlock: Option<crate::landlock::Status>,
+    isolation: Option<crate::exec::IsolationStatus>,
+    warnings: Vec<String>,
+    namespaces: bool,
+    network: crate::network::Mode,
+}
+
+fn refused(field: &str, reason: impl Into<String>) -> ExecError {
+    ExecError::Refused(Refusal::new(field, reason.into()))
+}
+
+impl Session {
+    /// Builds the sandbox `policy` describes (its `argv` and `stdin` are not used; its
+    /// `timeout_s` is each command's default) and starts the session in it.
+    pub fn start(policy: &Request, options: &SessionOptions) -> Result<Session, ExecError> {
+        if policy.stdin.is_some() {
+            return Err(refused(
+                "stdin",
+                "a session has no stdin of its own; write to a command's stdin instead",
+            ));
+        }
+        let resident = options.resident.to_string_lossy().into_owned();
+        if !options.resident.is_absolute() {
+            return Err(refused(
+                "resident",
+                format!("`{resident}` is not an absolute path to the sandbox executable"),
+            ));
+        }
+        let mut req = policy.clone();
+        req.argv = vec![resident, resident::ARG.to_string()];
+        let mut v = req.validate()?;
+        let (host, child) = socketpair().map_err(ExecError::Setup)?;
+        v.streams = crate::exec::Streams::Session(child.as_raw_fd());
+        v.timeout = None;
+        let opts = RunOptions {
+            cancel: Some(Cancel::new().map_err(ExecError::Setup)?),
+            start: crate::exec::StartFrom::CallingThread,
+            ..RunOptions::default()
+        };
+        let cancel = opts.cancel.clone().expect("set above");
+        let sandbox = crate::exec::sandbox_for(&v, &opts)?;
+        let (tx, rx) = channel();
+        let (done_tx, done_rx) = channel::<Result<ExecResult, ExecError>>();
+        let engine_sandbox = Arc::clone(&sandbox);
+        let engine = std::thread::Builder::new()
+            .name("sandbox-session".into())
+            .spawn(move || {
+                crate::exec::session_hook::expect(tx);
+                let res = crate::exec::run_validated(&v, &engine_sandbox, &opts);
+                drop(child);
+                let _ = done_tx.send(res);
+            })
+            .map_err(ExecError::Setup)?;
+        let started = match rx.recv() {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = engine.join();
+                return Err(match done_rx.recv() {
+                    Ok(Err(e)) => e,
+                    _ => ExecError::Setup(std::io::Error::other(
+                        "the session's resident process did not start",
+                    )),
+                });
+            }
+        };
+        let cancel_on_fail = cancel.clone();
+        let fail = |e: std::io::Error| {
+            cancel_on_fail.cancel();
+            ExecError::Setup(e)
+        };
+        let mut buf = Vec::new();
+        let addr = match wait_readable(host.as_fd(), Duration::from_secs(30))
+            .and_then(|()| wire::recv::<FromResident>(host.as_fd(), &mut buf))
+        {
+            Ok(Some((FromResident::Hello { addr }, _))) => addr,
+            Ok(_) => {
+                cancel.cancel();
+                let _ = engine.join();
+                let why = match done_rx.recv() {
+                    Ok(Ok(r)) => r.stderr.trim().to_string(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => String::new(),
+                };
+                return Err(ExecError::Setup(std::io::Error::other(format!(
+                    "the session's resident process ended before it was ready: {why}"
+                ))));
+            }
+            Err(e) => return Err(fail(e)),
+        };
+        let layers = Layers {
+            namespaces: started.isolation.is_some(),
+            network: started.network,
+            landlock: started.landlock,
+            isolation: started.isolation,
+            warnings: started.warnings.into_iter().chain(started.namespaces_unavailable.map(|why| {
+                format!("sandbox: warning: namespaces unavailable ({why}); the session runs without isolation (own PID space and /proc, private /tmp)")
+            })).collect(),
+        };
+        let inner = Arc::new(Inner {
+            sock: host,
+            send_lock: Mutex::new(()),
+            addr,
+            policy: policy.clone(),
+            sandbox,
+            layers,
+            cancel,
+            ended: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            routes: Mutex::new(Routes::default()),
+            last_active: Mutex::new(Instant::now()),
+            idle: options.idle_timeout,
+        });
+        let reader_inner = Arc::clone(&inner);
+        let reader = std::thread::Builder::new()
+            .name("sandbox-session-reader".into())
+            .spawn(move || reader_inner.read_loop())
+            .map_err(fail)?;
+        let waiter = std::thread::spawn(move || {
+            let _ = engine.join();
+            drop(done_rx);
+        });
+        Ok(Session {
+            inner,
+            threads: Mutex::new(vec![reader, waiter]),
+        })
+    }
+
+    /// Starts a command in the session.
+    pub fn spawn(&self, cmd: &Command) -> Result<Process, ExecError> {
+        self.inner.spawn(cmd)
+    }
+
+    /// Whether the session has ended (explicitly, idle, or its resident is gone).
+    pub fn is_ended(&self) -> bool {
+        self.inner.ended.load(Ordering::Acquire)
+    }
+
+    /// Ends the session: every process in it is killed and reaped before this returns.
+    pub fn end(&self) {
+        self.inner.end();
+        let threads: Vec<_> =
+            std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl Inner {
+    fn end(&self) {
+        self.ended.store(true, Ordering::Release);
+        crate::sys::shutdown(self.sock.as_raw_fd());
+        self.cancel.cancel();
+    }
+
+    fn touch(&self) {
+        *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+    }
+
+    /// Delivers the resident's messages until it is gone; ends an idle session.
+    fn read_loop(&self) {
+        let mut buf = Vec::new();
+        loop {
+            let tick = self.idle.map_or(Duration::from_secs(3600), |d| {
+                (d / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
+            });
+            match wait_readable(self.sock.as_fd(), tick) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    if let Some(idle) = self.idle {
+                        let quiet = self
+                            .routes
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .exits
+                            .is_empty();
+                        let since = self
+                            .last_active
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .elapsed();
+                        if quiet && since >= idle {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+                Err(_) => break,
+            }
+            let Ok(Some((msg, fds))) = wire::recv::<FromResident>(self.sock.as_fd(), &mut buf)
+            else {
+                break;
+            };
+            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+            match msg {
+                FromResident::Exited { id, status } => {
+                    if let Some(tx) = routes.exits.remove(&id) {
+                        let _ = tx.send(status);
+                    }
+                    drop(routes);
+                    self.touch();
+                }
+                other => {
+                    if let Some(tx) = &routes.pending {
+                        let _ = tx.send((other, fds));
+                    }
+                }
+            }
+        }
+        // Gone, ended or idle: whatever still runs is killed with the session.
+        self.end();
+        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+        routes.exits.clear();
+        routes.pending = None;
+    }
+
+    fn spawn(self: &Arc<Self>, cmd: &Command) -> Result<Process, ExecError> {
+        if self.ended.load(Ordering::Acquire) {
+            return Err(refused("session", "the session has ended; start a new one"));
+        }
+        let mut req = self.policy.clone();
+        req.argv = cmd.argv.clone();
+        for (k, val) in &cmd.env {
+            req.env.insert(k.clone(), val.clone());
+        }
+        if let Some(c) = &cmd.cwd {
+            req.cwd = Some(c.clone());
+        }
+        if let Some(t) = cmd.timeout {
+            req.timeout_s = t.as_secs_f64();
+        }
+        let v = req.validate()?;
+        let plan = self.sandbox.plan(&v.program, Some(self.addr))?;
+        if !plan.preload_env.is_empty() {
+            return Err(refused(
+                "profile",
+                "this profile needs the preload to stack its exact filter, which a session's \
+                 commands do not load; use a built-in profile, or one that allows the loader's \
+                 calls (`@loader`), or a one-shot request",
+            ));
+        }
+        let (stdin_r, stdin_w) = crate::sys::pipe2(libc::O_CLOEXEC).map_err(ExecError::Setup)?;
+        let (stdout_r, stdout_w) = crate::sys::pipe2(libc::O_CLOEXEC).map_err(ExecError::Setup)?;
+        let (stderr_r, stderr_w) = crate::sys::pipe2(libc::O_CLOEXEC).map_err(ExecError::Setup)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let path = v.program.to_string_lossy().into_owned();
+        let start = ToResident::Start {
+            id,
+            path: path.clone(),
+            argv: v.argv.clone(),
+            env: cmd
+                .env
+                .iter()
+                .map(|(k, val)| format!("{k}={val}"))
+                .collect(),
+            cwd: v.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
+            filter: plan
+                .filter
+                .as_ref()
+                .map(|f| f.iter().map(wire::pack).collect()),
+            notify: plan.notify,
+        };
+        let (exit_tx, exit_rx) = channel();
+        let (tx, rx) = channel();
+        let _guard = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+            routes.pending = Some(tx);
+            routes.exits.insert(id, exit_tx);
+        }
+        self.touch();
+        let unroute = || {
+            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
+            routes.pending = None;
+            routes.exits.remove(&id);
+        };
+        let sent = wire::send(
+            self.sock.as_fd(),
+            &start,
+            &[
+                stdin_r.as_raw_fd(),
+                stdout_w.as_raw_fd(),
+                stderr_w.as_raw_fd(),
+            ],
+        );
+        drop((stdin_r, stdout_w, stderr_w));
+        if let Err(e) = sent {
+            unroute();
+            return Err(ExecError::Setup(e));
+        }
+        let mut pidfd: Option<OwnedFd> = None;
+        let mut listener: Option<OwnedFd> = None;
+        let outcome = loop {
+            match rx.recv_timeout(Duration::from_secs(30)) {
+                Ok((FromResident::Handover { listener: fd, .. }, mut fds)) => {
+                    let p = fds.pop();
+                    let taken = p.as_ref().map(|p| take_fd(p.as_raw_fd(), fd));
+                    let ok = matches!(taken, Some(Ok(_)));
+                    listener = taken.and_then(Result::ok);
+                    pidfd = p;
+                    let go = wire::send(self.sock.as_fd(), &ToResident::Go { id, ok }, &[]);
+                    if let Err(e) = go {
+                        break Err(ExecError::Setup(e));
+                    }
+                }
+                Ok((FromResident::Started { .. }, mut fds)) => {
+                    if pidfd.is_none() {
+                        pidfd = fds.pop();
+                    }
+                    break Ok(());
+                }
+                Ok((FromResident::Failed { stage, errno, .. }, _)) => {
+                    let source = std::io::Error::from_raw_os_error(errno);
+                    break Err(if stage == "exec" {
+                        ExecError::Spawn {
+                            program: v.argv[0].clone(),
+                            source,
+                        }
+                    } else {
+                        ExecError::Setup(std::io::Error::new(
+                            source.kind(),
+                            format!("the command's {stage} step failed: {source}"),
+                        ))
+                    });
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    break Err(refused("session", "the session has ended; start a new one"));
+                }
+            }
+        };
+        let pending_done = || {
+            self.routes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pending = None
+        };
+        pending_done();
+        drop(_guard);
+        if let Err(e) = outcome {
+            unroute();
+            return Err(e);
+        }
+        let Some(pidfd) = pidfd else {
+            unroute();
+            return Err(ExecError::Setup(std::io::Error::other(
+                "the resident sent no pidfd",
+            )));
+        };
+        if plan.notify && listener.is_none() {
+            // Fail closed: the filter's refused calls would have no one to answer them.
+            let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
+            unroute();
+            return Err(ExecError::Setup(std::io::Error::other(
+                "the command's seccomp listener could not be taken",
+            )));
+        }
+        Ok(process::start(process::Start {
+            inner: Arc::clone(self),
+            id,
+            v,
+            plan_planned: plan.planned,
+            plan_warnings: plan.warnings,
+            pidfd,
+            listener,
+            stdin: Some(stdin_w),
+            stdout: stdout_r,
+            stderr: stderr_r,
+            exit: exit_rx,
+            stream: cmd.stream,
+        }))
+    }
+
+    /// Sends `sig` to command `id`'s process group.
+    pub(crate) fn signal(&self, id: u64, sig: i32) -> std::io::Result<()> {
+        let _guard = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
+        wire::send(self.sock.as_fd(), &ToResident::Signal { id, sig }, &[])
+    }
+}
+
+/// A `SOCK_SEQPACKET` pair, close-on-exec.
+fn socketpair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: socketpair writes two descriptors into a local array.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both were just created and belong to nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Waits until `fd` is readable (or hung up); `TimedOut` after `t`.
+fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, t: Duration) -> std::io::Result<()> {
+    let mut p = [libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    let ms = t.as_millis().min(i32::MAX as u128) as i32;
+    match crate::sys::poll_for(&mut p, ms)? {
+        0 => Err(std::io::Error::from(std::io::ErrorKind::TimedOut)),
+        _ => Ok(()),
+    }
+}
+
+/// A copy of descriptor `fd` of the process behind `pidfd` (the host, as the owner of the
+/// session's user namespace, may take it from the resident's non-dumpable child).
+fn take_fd(pidfd: i32, fd: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd returns a new close-on-exec descriptor or -1.
+    let n = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: n was just created and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n as i32) })
+}
+
+// The receiver type is used by `process`.
+pub(crate) type ExitRx = Receiver<i32>;

@@ -1,0 +1,572 @@
+//! Sessions (`sandbox_host::session`): one sandbox, many commands, with real programs. Each
+//! test runs as root and, re-executing this test binary under `setpriv`, as uid 65534.
+
+mod common;
+
+use common::{As, BOTH, NOBODY, SANDBOX};
+use sandbox_host::exec::Request;
+use sandbox_host::session::{Command, Event, Session, SessionOptions};
+use std::time::{Duration, Instant};
+
+/// Set in the re-executed test binary that runs one test as uid 65534.
+const INNER: &str = "SESSION_TEST_AS_NOBODY";
+
+/// Runs `body` as root here, then this very test as uid 65534 in a bare environment.
+fn as_both(name: &str, body: impl Fn(As)) {
+    if std::env::var_os(INNER).is_some() {
+        body(As::Nobody);
+        return;
+    }
+    for who in BOTH {
+        match who {
+            As::Root => body(As::Root),
+            As::Nobody => {
+                let exe = std::env::current_exe().expect("the test binary");
+                let out = common::command(As::Nobody, exe)
+                    .args(["--exact", name, "--nocapture", "--test-threads=1"])
+                    .env(INNER, "1")
+                    .current_dir("/")
+                    .output()
+                    .expect("run the test as uid 65534");
+                let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                    + &String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success() && text.contains("1 passed"),
+                    "as uid {NOBODY}: {text}"
+                );
+            }
+        }
+    }
+}
+
+/// A project directory of the test's user (made by that user, so uid 65534 owns its own).
+fn project() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("session-project")
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+/// The policy of the tests: `profile`, the project as workspace and working directory, the
+/// bare environment agents pass.
+fn policy(profile: &str, dir: &std::path::Path) -> Request {
+    let mut r = Request::builder(["/bin/true"])
+        .profile(profile)
+        .workspace(dir.to_str().unwrap())
+        .cwd(dir.to_str().unwrap())
+        .build();
+    r.env.insert("PATH".into(), common::PATH.into());
+    r.env.insert("LANG".into(), "C.UTF-8".into());
+    r
+}
+
+/// A session of `profile` in a fresh project; the project lives as long as the session.
+struct Held {
+    session: Session,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Held {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.session
+    }
+}
+
+fn start(profile: &str) -> Held {
+    start_with(profile, |r| r, SessionOptions::new(SANDBOX))
+}
+
+fn start_with(profile: &str, edit: impl Fn(Request) -> Request, options: SessionOptions) -> Held {
+    let dir = project();
+    let session =
+        Session::start(&edit(policy(profile, dir.path())), &options).expect("start a session");
+    Held { session, _dir: dir }
+}
+
+/// The host pids of processes whose command line is exactly `argv`.
+fn find(argv: &[&str]) -> Vec<i32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == want))
+        .filter(|pid| {
+            // Zombies are dead already.
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .is_ok_and(|s| !s.rsplit(") ").next().unwrap_or("").starts_with('Z'))
+        })
+        .collect()
+}
+
+/// Waits up to 10 s for `cond`.
+fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < until, "timed out waiting: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Output events until `needle` has appeared in the stream; the text so far.
+fn read_until(p: &sandbox_host::session::Process, needle: &str) -> String {
+    let mut text = String::new();
+    let until = Instant::now() + Duration::from_secs(10);
+    while !text.contains(needle) {
+        assert!(Instant::now() < until, "no `{needle}` in {text:?}");
+        match p.next_event(Duration::from_millis(200)) {
+            Some(Event::Stdout(b)) | Some(Event::Stderr(b)) => {
+                text.push_str(&String::from_utf8_lossy(&b))
+            }
+            None => {}
+        }
+    }
+    text
+}
+
+fn sh(script: &str) -> Command {
+    Command::new(["/bin/bash", "-c", script])
+}
+
+#[test]
+fn commands_share_background_processes_and_tmp() {
+    as_both("commands_share_background_processes_and_tmp", |who| {
+        let s = start("shell");
+        let r = s
+            .spawn(&sh("echo kept > /tmp/note; sleep 100 & echo $!"))
+            .unwrap()
+            .wait();
+        assert_eq!(r.exit_code, Some(0), "{who:?}: {r:?}");
+        let pid = r.stdout.trim().to_string();
+        let r = s
+            .spawn(&sh(&format!("cat /tmp/note; kill -0 {pid} && echo alive")))
+            .unwrap()
+            .wait();
+        assert_eq!(r.stdout, "kept\nalive\n", "{who:?}: {r:?}");
+        s.end();
+    });
+}
+
+/// A unique marker for process names, per test and user.
+fn marker(who: As, n: u32) -> String {
+    let base = match who {
+        As::Root => 4000,
+        As::Nobody => 5000,
+    };
+    format!("{}.{}", base + n, std::process::id() % 1000)
+}
+
+#[test]
+fn a_server_started_by_one_command_is_fetched_by_the_next() {
+    as_both(
+        "a_server_started_by_one_command_is_fetched_by_the_next",
+        |who| {
+            let s = start_with(
+                "shell-network",
+                |r| {
+                    let mut r = r;
+                    r.network = Some(sandbox_host::NetworkMode::None);
+                    r
+                },
+                SessionOptions::new(SANDBOX),
+            );
+            std::fs::write(
+                s._dir.path().join("index.html"),
+                "served from the session\n",
+            )
+            .unwrap();
+            let r = s
+                .spawn(&sh(
+                    "/usr/bin/python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &",
+                ))
+                .unwrap()
+                .wait();
+            assert_eq!(r.exit_code, Some(0), "{who:?}: {r:?}");
+            let fetch =
+                "for i in $(seq 50); do curl -sf http://127.0.0.1:8765/index.html && exit 0; \
+                     sleep 0.1; done; exit 1";
+            let r = s.spawn(&sh(fetch)).unwrap().wait();
+            assert_eq!(
+                (r.exit_code, r.stdout.as_str()),
+                (Some(0), "served from the session\n"),
+                "{who:?}: {r:?}"
+            );
+            // Control: another session has its own network namespace; the server is not there.
+            let other = start_with(
+                "shell-network",
+                |r| {
+                    let mut r = r;
+                    r.network = Some(sandbox_host::NetworkMode::None);
+                    r
+                },
+                SessionOptions::new(SANDBOX),
+            );
+            let r = other
+                .spawn(&sh("curl -sf -m 2 http://127.0.0.1:8765/index.html"))
+                .unwrap()
+                .wait();
+            assert_ne!(r.exit_code, Some(0), "{who:?}: {r:?}");
+        },
+    );
+}
+
+#[test]
+fn output_streams_while_the_command_runs() {
+    as_both("output_streams_while_the_command_runs", |who| {
+        let s = start("shell");
+        let t = Instant::now();
+        let p = s
+            .spawn(&sh("echo first; sleep 1; echo second >&2").stream(true))
+            .unwrap();
+        read_until(&p, "first");
+        let first_at = t.elapsed();
+        let rest: Vec<Event> = p.events().collect();
+        let r = p.wait();
+        assert!(
+            first_at < Duration::from_millis(900),
+            "{who:?}: first at {first_at:?}"
+        );
+        assert_eq!(rest, vec![Event::Stderr(b"second\n".to_vec())], "{who:?}");
+        assert_eq!(
+            (r.stdout.as_str(), r.stderr.as_str()),
+            ("first\n", "second\n")
+        );
+    });
+}
+
+#[test]
+fn python_answers_over_stdin() {
+    as_both("python_answers_over_stdin", |who| {
+        let s = start("shell");
+        let p = s
+            .spawn(&Command::new(["/usr/bin/python3", "-i", "-q", "-u"]).stream(true))
+            .unwrap();
+        p.write_stdin(b"print(6 * 7)\n").unwrap();
+        read_until(&p, "42");
+        p.write_stdin(b"x = 'again'; print(x)\n").unwrap();
+        read_until(&p, "again");
+        p.close_stdin();
+        let r = p.wait();
+        assert_eq!(r.exit_code, Some(0), "{who:?}: {r:?}");
+        assert!(r.stdout.contains("42\nagain\n"), "{who:?}: {r:?}");
+    });
+}
+
+#[test]
+fn sigint_ends_sleep_and_make() {
+    as_both("sigint_ends_sleep_and_make", |who| {
+        let s = start("shell");
+        let m = marker(who, 1);
+        let p = s.spawn(&Command::new(["sleep", &m])).unwrap();
+        eventually("sleep runs", || !find(&["sleep", &m]).is_empty());
+        p.signal(libc::SIGINT).unwrap();
+        let r = p.wait();
+        assert_eq!(r.signal, Some(libc::SIGINT), "{who:?}: {r:?}");
+        // make runs sleep in a shell; SIGINT reaches the whole group, as at a terminal.
+        let m = marker(who, 2);
+        std::fs::write(
+            s._dir.path().join("Makefile"),
+            format!("all:\n\tsleep {m}\n"),
+        )
+        .unwrap();
+        let p = s.spawn(&Command::new(["make"])).unwrap();
+        eventually("make's sleep runs", || !find(&["sleep", &m]).is_empty());
+        let t = Instant::now();
+        p.signal(libc::SIGINT).unwrap();
+        let r = p.wait();
+        assert!(t.elapsed() < Duration::from_secs(5), "{who:?}: {r:?}");
+        assert!(
+            r.signal == Some(libc::SIGINT) || r.exit_code == Some(2),
+            "{who:?}: {r:?}"
+        );
+        eventually("make's sleep is gone", || find(&["sleep", &m]).is_empty());
+        // Control: without the signal the same command is still running.
+        let m = marker(who, 3);
+        let p = s
+            .spawn(&Command::new(["sleep", &m]).timeout(Duration::from_secs(2)))
+            .unwrap();
+        eventually("sleep runs", || !find(&["sleep", &m]).is_empty());
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(find(&["sleep", &m]).len(), 1, "{who:?}");
+        let r = p.wait();
+        assert!(r.timed_out && r.limits_hit == ["time"], "{who:?}: {r:?}");
+        assert!(r.signal.is_some(), "{who:?}: {r:?}");
+        // Out-of-range signals are refused.
+        let p = s.spawn(&Command::new(["true"])).unwrap();
+        assert!(p.signal(0).is_err() && p.signal(65).is_err() && p.signal(-9).is_err());
+        p.wait();
+    });
+}
+
+#[test]
+fn two_sessions_cannot_see_each_others_processes_or_files() {
+    as_both(
+        "two_sessions_cannot_see_each_others_processes_or_files",
+        |who| {
+            let a = start("shell");
+            let b = start("shell");
+            let m = marker(who, 4);
+            let r = a
+                .spawn(&sh(&format!(
+                    "echo a > /tmp/from-a; sleep {m} >/dev/null 2>&1 &"
+                )))
+                .unwrap()
+                .wait();
+            assert_eq!(r.exit_code, Some(0), "{who:?}: {r:?}");
+            // Every process's command line, one a line: the script's own holds the marker too, but
+            // not as a whole line.
+            let look = format!(
+                "ls /tmp; for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done \
+             | grep -x 'sleep {m} '; true"
+            );
+            // Control: a command of the same session sees both.
+            let r = a.spawn(&sh(&look)).unwrap().wait();
+            assert!(
+                r.stdout.contains("from-a") && r.stdout.contains(&m),
+                "{who:?}: {r:?}"
+            );
+            let r = b.spawn(&sh(&look)).unwrap().wait();
+            assert!(
+                !r.stdout.contains("from-a") && !r.stdout.contains(&m),
+                "{who:?}: {r:?}"
+            );
+            // Nor can it signal it: the pid of A's sleep names nothing of A in B. Control: in
+            // A the same pid reaches it.
+            let pid = a.spawn(&sh("pgrep -x sleep")).unwrap().wait().stdout;
+            let pid = pid.trim();
+            let r = a.spawn(&sh(&format!("kill -0 {pid}"))).unwrap().wait();
+            assert_eq!(r.exit_code, Some(0), "{who:?}: {r:?}");
+            b.spawn(&sh(&format!("kill -9 {pid}"))).unwrap().wait();
+            assert_eq!(find(&["sleep", &m]).len(), 1, "{who:?}");
+        },
+    );
+}
+
+#[test]
+fn ending_a_session_kills_everything_in_it() {
+    as_both("ending_a_session_kills_everything_in_it", |who| {
+        let s = start("shell");
+        let m = marker(who, 5);
+        let r = s
+            .spawn(&sh(&format!("sleep {m} >/dev/null 2>&1 &")))
+            .unwrap()
+            .wait();
+        assert_eq!(r.exit_code, Some(0));
+        let running = s.spawn(&Command::new(["sleep", "300"])).unwrap();
+        // Control: the background process outlived the command that started it.
+        assert_eq!(find(&["sleep", &m]).len(), 1, "{who:?}");
+        s.end();
+        assert!(find(&["sleep", &m]).is_empty(), "{who:?}");
+        let r = running.wait();
+        assert!(
+            r.cancelled && r.signal == Some(libc::SIGKILL),
+            "{who:?}: {r:?}"
+        );
+        let e = s.spawn(&Command::new(["true"])).unwrap_err();
+        assert_eq!(e.field(), "session", "{who:?}");
+    });
+}
+
+#[test]
+fn an_idle_session_ends_on_time() {
+    as_both("an_idle_session_ends_on_time", |who| {
+        let mut o = SessionOptions::new(SANDBOX);
+        o.idle_timeout = Some(Duration::from_millis(800));
+        let s = start_with("shell", |r| r, o);
+        let m = marker(who, 6);
+        s.spawn(&sh(&format!("sleep {m} >/dev/null 2>&1 &")))
+            .unwrap()
+            .wait();
+        // A running command is not idleness.
+        let r = s.spawn(&Command::new(["sleep", "1.2"])).unwrap().wait();
+        assert_eq!(r.exit_code, Some(0), "{who:?}: {r:?}");
+        assert!(!s.is_ended() && find(&["sleep", &m]).len() == 1, "{who:?}");
+        let t = Instant::now();
+        eventually("the idle session ends", || s.is_ended());
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "{who:?}: {:?}",
+            t.elapsed()
+        );
+        eventually("its processes are gone", || find(&["sleep", &m]).is_empty());
+    });
+}
+
+#[test]
+fn violations_are_the_commands_that_made_them() {
+    as_both("violations_are_the_commands_that_made_them", |who| {
+        let s = start("shell");
+        let connect = "import socket; socket.socket(socket.AF_INET).connect(('127.0.0.1', 9))";
+        let p = s
+            .spawn(&Command::new(["/usr/bin/python3", "-c", connect]))
+            .unwrap();
+        let quiet = s.spawn(&Command::new(["sleep", "0.3"])).unwrap();
+        let r = p.wait();
+        assert_ne!(r.exit_code, Some(0), "{who:?}: {r:?}");
+        assert_eq!(r.violations.len(), 1, "{who:?}: {r:?}");
+        assert_eq!(r.violations[0].syscall, "socket", "{who:?}: {r:?}");
+        let q = quiet.wait();
+        assert!(
+            q.violations.is_empty() && q.exit_code == Some(0),
+            "{who:?}: {q:?}"
+        );
+        // Control: a profile that allows it runs the same command without a refusal.
+        let n = start("shell-network");
+        let r = n
+            .spawn(&Command::new([
+                "/usr/bin/python3",
+                "-c",
+                "import socket; socket.socket(socket.AF_INET)",
+            ]))
+            .unwrap()
+            .wait();
+        assert!(
+            r.violations.is_empty() && r.exit_code == Some(0),
+            "{who:?}: {r:?}"
+        );
+    });
+}
+
+#[test]
+fn a_command_cannot_widen_its_sessions_policy_or_reach_the_host() {
+    as_both(
+        "a_command_cannot_widen_its_sessions_policy_or_reach_the_host",
+        |who| {
+            let s = start("shell");
+            // Only the standard streams: no descriptor of the resident or the host.
+            let r = s.spawn(&sh("ls /proc/self/fd")).unwrap().wait();
+            assert_eq!(r.stdout, "0\n1\n2\n3\n", "{who:?}: {r:?}");
+            // The filter is the command's: re-exec without the preload changes nothing, and a
+            // write outside the workspace is refused as in a one-shot run.
+            let r = s.spawn(&sh("touch /etc/session-escape")).unwrap().wait();
+            assert_ne!(r.exit_code, Some(0), "{who:?}: {r:?}");
+            assert!(!std::path::Path::new("/etc/session-escape").exists());
+            let r = s
+                .spawn(&sh("grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status"))
+                .unwrap()
+                .wait();
+            assert!(
+                r.stdout.contains("Seccomp:\t2") && r.stdout.contains("NoNewPrivs:\t1"),
+                "{who:?}: {r:?}"
+            );
+            // The resident's memory is not readable (the path buffer's address is there).
+            let r = s
+                .spawn(&sh(
+                    "cat /proc/1/mem /proc/$PPID/mem 2>&1; cat /proc/$PPID/environ",
+                ))
+                .unwrap()
+                .wait();
+            assert!(!r.stdout.contains("PATH="), "{who:?}: {r:?}");
+            // Control: the command's own environment is readable the same way.
+            let r = s
+                .spawn(&sh("cat /proc/self/environ | tr '\\0' '\\n'"))
+                .unwrap()
+                .wait();
+            assert!(r.stdout.contains("PATH="), "{who:?}: {r:?}");
+        },
+    );
+}
+
+#[test]
+fn hostile_commands_are_refused_and_change_nothing() {
+    as_both("hostile_commands_are_refused_and_change_nothing", |who| {
+        let s = start("shell");
+        let cases: Vec<(Command, &str)> = vec![
+            (Command::new(Vec::<String>::new()), "argv"),
+            (Command::new([""]), "argv"),
+            (Command::new(["/bin/echo", "a\0b"]), "argv"),
+            (Command::new(["./relative"]), "argv[0]"),
+            (
+                Command::new(["true"]).env("LD_PRELOAD", "/x.so"),
+                "env.LD_PRELOAD",
+            ),
+            (Command::new(["true"]).env("A", "b\0c"), "env.A"),
+            (Command::new(["true"]).cwd("relative"), "cwd"),
+            (Command::new(["true"]).cwd("/nonexistent-dir"), "cwd"),
+            (
+                Command::new(["true"]).timeout(Duration::from_secs(100_000)),
+                "timeout_s",
+            ),
+        ];
+        for (c, field) in cases {
+            let e = s.spawn(&c).expect_err(field);
+            assert!(
+                e.field().starts_with(field.split('.').next().unwrap()),
+                "{who:?}: {field}: {e:?}"
+            );
+        }
+        let e = s
+            .spawn(&Command::new(["/nonexistent-program"]))
+            .unwrap_err();
+        assert_eq!(e.exit_code(), Some(127), "{who:?}: {e:?}");
+        // The session still serves.
+        let r = s.spawn(&Command::new(["echo", "ok"])).unwrap().wait();
+        assert_eq!(r.stdout, "ok\n", "{who:?}");
+    });
+}
+
+/// Set in the re-executed test binary that holds a session until it is killed.
+const HOLDER: &str = "SESSION_TEST_HOLDER";
+
+/// Not a test of its own: the host process of `a_session_dies_with_its_host`, which holds a
+/// session with a background and a running command (and, for the control, a process it
+/// started without a sandbox), says `ready` and waits to be killed.
+#[test]
+fn holder() {
+    let Ok(m) = std::env::var(HOLDER) else { return };
+    let s = start("shell");
+    s.spawn(&sh(&format!("sleep {m}1 >/dev/null 2>&1 &")))
+        .unwrap()
+        .wait();
+    let _running = s.spawn(&Command::new(["sleep", &format!("{m}2")])).unwrap();
+    // Left running on purpose: the control that outlives the host.
+    std::process::Command::new("setsid")
+        .args(["-f", "sleep", &format!("{m}3")])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    eventually("the commands run", || {
+        !find(&["sleep", &format!("{m}2")]).is_empty()
+    });
+    println!("ready");
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
+fn a_session_dies_with_its_host() {
+    as_both("a_session_dies_with_its_host", |who| {
+        use std::io::BufRead;
+        let m = marker(who, 7);
+        let mut host = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "holder", "--nocapture", "--test-threads=1"])
+            .env(HOLDER, &m)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(host.stdout.take().unwrap()).lines();
+        assert!(
+            lines.any(|l| l.is_ok_and(|l| l.contains("ready"))),
+            "{who:?}: the holder did not start its session"
+        );
+        for n in 1..=3 {
+            eventually("the holder's processes run", || {
+                find(&["sleep", &format!("{m}{n}")]).len() == 1
+            });
+        }
+        host.kill().unwrap();
+        host.wait().unwrap();
+        eventually("the session's processes die with the host", || {
+            find(&["sleep", &format!("{m}1")]).is_empty()
+                && find(&["sleep", &format!("{m}2")]).is_empty()
+        });
+        // Control: what the host started outside a sandbox outlives it.
+        std::thread::sleep(Duration::from_millis(200));
+        let survivor = find(&["sleep", &format!("{m}3")]);
+        assert_eq!(survivor.len(), 1, "{who:?}");
+        // SAFETY: kill with a positive pid of our own stray process.
+        unsafe { libc::kill(survivor[0], libc::SIGKILL) };
+    });
+}
