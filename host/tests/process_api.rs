@@ -473,3 +473,111 @@ fn options_are_checked_before_serving() {
     assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--process-api"));
 }
+
+#[test]
+fn start_streams_output_as_it_comes() {
+    for who in BOTH {
+        let s = Server::start(who);
+        let r = s.client(
+            "start",
+            json!({"command": ["/bin/sh", "-c",
+                "for i in 1 2 3; do echo line$i; sleep 0.4; done; echo oops >&2; exit 7"]}),
+        );
+        assert!(r["error"].is_null(), "{who:?}: {r}");
+        let events = r["events"].as_array().unwrap();
+        assert_eq!(events[0]["kind"], "init", "{who:?}: {r}");
+        assert!(events[0]["id"].as_i64().unwrap() > 0);
+        let at = |text: &str| {
+            events
+                .iter()
+                .find(|e| e["data"].as_str().is_some_and(|d| d.contains(text)))
+                .unwrap_or_else(|| panic!("{who:?}: no {text}: {r}"))["t"]
+                .as_f64()
+                .unwrap()
+        };
+        // Streamed: the first line arrives well before the last (0.8 s of sleeps apart).
+        assert!(at("line3") - at("line1") > 0.5, "{who:?}: {r}");
+        assert!(events
+            .iter()
+            .any(|e| e["kind"] == "stderr" && e["data"].as_str().unwrap().contains("oops")));
+        let last = events.last().unwrap();
+        assert_eq!(
+            (&last["kind"], &last["code"]),
+            (&json!("exit"), &json!(7)),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn write_stdin_reaches_the_process() {
+    for who in BOTH {
+        let s = Server::start(who);
+        let r = s.client(
+            "stdin",
+            json!({"command": ["/bin/cat"], "input": "hello stdin\n", "expect": "hello stdin"}),
+        );
+        assert_eq!(r["write"], "ok", "{who:?}: {r}");
+        assert_eq!(r["echoed"], true, "{who:?}: {r}");
+        assert_eq!(r["eof"], "ok", "{who:?}: {r}");
+        let last = r["events"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["code"], 0, "{who:?}: cat ends at eof: {r}");
+        // python3 -i answers over stdin too.
+        let r = s.client(
+            "stdin",
+            json!({"command": ["/usr/bin/python3", "-i", "-q"], "input": "print(6*7)\n",
+                   "expect": "42"}),
+        );
+        assert_eq!(r["echoed"], true, "{who:?}: {r}");
+    }
+}
+
+#[test]
+fn send_signal_interrupts_sleep() {
+    for who in BOTH {
+        let s = Server::start(who);
+        let r = s.client(
+            "signal",
+            json!({"command": ["/bin/sleep", "30"], "signal": 2, "bad": 99}),
+        );
+        assert_eq!(r["bad_signal"]["code"], "INVALID_ARGUMENT", "{who:?}: {r}");
+        assert_eq!(r["signal"], "ok", "{who:?}: {r}");
+        assert!(r["seconds_to_exit"].as_f64().unwrap() < 5.0, "{who:?}: {r}");
+        let last = r["events"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["code"], 128 + 2, "{who:?}: ended by SIGINT: {r}");
+        assert_eq!(r["after_exit"]["code"], "NOT_FOUND", "{who:?}: {r}");
+    }
+}
+
+#[test]
+fn calls_on_unknown_processes_are_not_found() {
+    let s = Server::start(As::Nobody);
+    for id in [0, 1, -1, i32::MAX] {
+        let r = s.client("unknown", json!({"id": id}));
+        for call in ["write", "eof", "signal", "resize"] {
+            assert_eq!(r[call]["code"], "NOT_FOUND", "{id} {call}: {r}");
+            assert!(
+                r[call]["details"].as_str().unwrap().contains("process_id"),
+                "{r}"
+            );
+        }
+        assert_eq!(r["no_payload"]["code"], "INVALID_ARGUMENT", "{r}");
+    }
+}
+
+#[test]
+fn huge_writes_are_refused_and_the_process_goes_on() {
+    let s = Server::start(As::Nobody);
+    let r = s.client("huge", json!({"command": ["/bin/cat"], "bytes": 16 << 20}));
+    // tonic's limit on a received message (4 MiB): OUT_OF_RANGE, naming the size.
+    assert_eq!(r["huge"]["code"], "OUT_OF_RANGE", "{r}");
+    assert_eq!(r["small_after"], "ok", "{r}");
+    assert_eq!(r["echoed"], true, "{r}");
+}
+
+#[test]
+fn resize_needs_a_terminal() {
+    let s = Server::start(As::Nobody);
+    let r = s.client("no_tty", json!({"command": ["/bin/sleep", "30"]}));
+    assert_eq!(r["resize"]["code"], "FAILED_PRECONDITION", "{r}");
+}

@@ -35,7 +35,14 @@ impl ProcessService for Service {
             &self.shared.config.workspace,
             req.config.as_ref(),
         )?;
-        super::table::start(&self.shared, exec, req.pty).map(Response::new)
+        let env = req
+            .config
+            .as_ref()
+            .map(|c| c.env_vars.clone().into_iter().collect())
+            .unwrap_or_default();
+        super::table::start(&self.shared, exec, env, req.pty)
+            .await
+            .map(Response::new)
     }
 
     async fn execute(
@@ -85,19 +92,19 @@ impl ProcessService for Service {
         request: Request<pb::WriteStdinRequest>,
     ) -> Result<Response<pb::WriteStdinResponse>, Status> {
         let req = request.into_inner();
+        let Some(payload) = req.payload else {
+            return Err(Status::invalid_argument(
+                "payload: missing; give input (bytes) or eof",
+            ));
+        };
         let process = self.shared.table.get(req.process_id)?;
-        match req.payload {
-            Some(pb::write_stdin_request::Payload::Input(bytes)) => {
+        match payload {
+            pb::write_stdin_request::Payload::Input(bytes) => {
                 tokio::task::spawn_blocking(move || process.write_stdin(&bytes))
                     .await
                     .map_err(|e| Status::internal(format!("writing stdin failed: {e}")))??
             }
-            Some(pb::write_stdin_request::Payload::Eof(())) => process.close_stdin()?,
-            None => {
-                return Err(Status::invalid_argument(
-                    "payload: missing; give input (bytes) or eof",
-                ))
-            }
+            pb::write_stdin_request::Payload::Eof(()) => process.close_stdin()?,
         }
         Ok(Response::new(pb::WriteStdinResponse {}))
     }

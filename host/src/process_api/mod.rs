@@ -60,6 +60,35 @@ mod server {
         pub running: Runs,
         /// The processes of `Start`.
         pub table: table::Table,
+        /// The session `Start`'s processes run in: started by the first, again after it ended.
+        pub session: tokio::sync::Mutex<Option<Arc<crate::session::Session>>>,
+    }
+
+    impl Shared {
+        /// The session of `Start`'s processes, started if there is none (or it has ended).
+        pub async fn session(&self) -> Result<Arc<crate::session::Session>, Status> {
+            let mut slot = self.session.lock().await;
+            if let Some(s) = slot.as_ref().filter(|s| !s.is_ended()) {
+                return Ok(Arc::clone(s));
+            }
+            if self.running.stopping.load(SeqCst) {
+                return Err(Status::unavailable("the server is shutting down"));
+            }
+            let resident = std::env::current_exe().map_err(|e| {
+                Status::internal(format!("cannot find the sandbox executable: {e}"))
+            })?;
+            let policy = self.config.policy.clone();
+            let options = crate::session::SessionOptions::new(resident);
+            let session = tokio::task::spawn_blocking(move || {
+                crate::session::Session::start(&policy, &options)
+            })
+            .await
+            .map_err(|e| Status::internal(format!("starting the session failed: {e}")))?
+            .map_err(|e| super::execute::status(&e))?;
+            let session = Arc::new(session);
+            *slot = Some(Arc::clone(&session));
+            Ok(session)
+        }
     }
 
     /// The cancellation handles of the runs in progress.
@@ -187,6 +216,7 @@ mod server {
             slots: tokio::sync::Semaphore::new(max_concurrent),
             running: Runs::default(),
             table: table::Table::default(),
+            session: tokio::sync::Mutex::new(None),
         });
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|e| ProcessApiError::Setup(format!("a SIGTERM handler: {e}")))?;
@@ -218,6 +248,10 @@ mod server {
                 }
                 shared.running.cancel_all();
                 shared.slots.close();
+                // Every process of `Start` ends with the session; their streams then end.
+                if let Some(session) = shared.session.lock().await.take() {
+                    let _ = tokio::task::spawn_blocking(move || session.end()).await;
+                }
                 let _ = stop_tx.send(true);
             }
         };
