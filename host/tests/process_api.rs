@@ -581,3 +581,21 @@ fn resize_needs_a_terminal() {
     let r = s.client("no_tty", json!({"command": ["/bin/sleep", "30"]}));
     assert_eq!(r["resize"]["code"], "FAILED_PRECONDITION", "{r}");
 }
+
+#[test]
+fn resize_tty_changes_the_terminal_size() {
+    for who in BOTH {
+        let s = Server::start(who);
+        // `stty size` reads the terminal of its stdin: 24 80 at start, 40 100 after ResizeTTY.
+        let r = s.client(
+            "tty",
+            json!({"command": ["/bin/sh", "-c", "stty size; read x; stty size"]}),
+        );
+        assert_eq!(r["first"], true, "{who:?}: {r}");
+        assert_eq!(r["bad_size"]["code"], "INVALID_ARGUMENT", "{who:?}: {r}");
+        assert_eq!(r["resize"], "ok", "{who:?}: {r}");
+        assert_eq!(r["second"], true, "{who:?}: {r}");
+        let last = r["events"].as_array().unwrap().last().unwrap().clone();
+        assert_eq!(last["code"], 0, "{who:?}: {r}");
+    }
+}

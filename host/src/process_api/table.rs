@@ -114,10 +114,15 @@ impl Running for Started {
             })
     }
 
-    fn resize(&self, _cols: u16, _rows: u16) -> Result<(), Status> {
-        Err(Status::failed_precondition(
-            "the process has no terminal: start it with `pty` to resize it",
-        ))
+    fn resize(&self, cols: u16, rows: u16) -> Result<(), Status> {
+        if !self.process.has_tty() {
+            return Err(Status::failed_precondition(
+                "the process has no terminal: start it with `pty` to resize it",
+            ));
+        }
+        self.process
+            .resize(cols, rows)
+            .map_err(|e| Status::internal(format!("cannot resize the terminal: {e}")))
     }
 }
 
@@ -134,14 +139,12 @@ pub async fn start(
     env: Vec<(String, String)>,
     pty: Option<pb::Pty>,
 ) -> Result<super::grpc::StartStream, Status> {
-    if pty.is_some() {
-        return Err(Status::failed_precondition(
-            "pty: this server's session engine gives commands pipes, not a terminal; start \
-             without `pty`",
-        ));
-    }
+    let window = pty.map(|p| window(p.cols, p.rows)).transpose()?;
     let session = shared.session().await?;
     let mut command = Command::new(request.argv.clone()).stream(true);
+    if let Some((cols, rows)) = window {
+        command = command.pty(cols, rows);
+    }
     for (k, v) in env {
         command = command.env(k, v);
     }
