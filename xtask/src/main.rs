@@ -12,7 +12,9 @@
 //! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--proxy] [--leaks] [--learn]
 //!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
 //!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
-//!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`)
+//!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`;
+//!   `--process-api`: gRPC `Execute` against `exec --json`, printed, from a release build with
+//!   the `process-api` feature)
 
 mod bench;
 mod bench_exec;
