@@ -91,6 +91,21 @@ fn ci() -> Result<()> {
         "-D",
         "clippy::incompatible_msrv",
     ]))?;
+    // The process API is code only its feature compiles (tonic, tokio): lint that build too.
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "sandbox-host",
+        "--all-targets",
+        "--features",
+        "process-api",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+        "-D",
+        "clippy::incompatible_msrv",
+    ]))?;
     // The shipped, no_std build of the preload is a different configuration: lint it too.
     run(cargo().args([
         "clippy",
