@@ -152,7 +152,14 @@ fn measure(
         "| gRPC `Execute` to a warm `sandbox serve --process-api` | {:.2} |",
         a * 1e3
     )?;
-    writeln!(md, "\nRatio: {:.2}x the CPU of `exec --json`.", a / e)?;
+    writeln!(
+        md,
+        "\nRatio: {:.2}x the CPU of `exec --json`. Both sides are the same binary (a release \
+         build with the feature, dynamically linked); the server's figure includes everything \
+         it reaped (the sandbox's init, the command), not the client's own CPU, which is the \
+         agent's and is about what an `exec --json` caller spends writing a request.\n",
+        a / e
+    )?;
     Ok(md)
 }
 

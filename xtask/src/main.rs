@@ -13,8 +13,8 @@
 //!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
 //!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
 //!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`;
-//!   `--process-api`: gRPC `Execute` against `exec --json`, printed, from a release build with
-//!   the `process-api` feature)
+//!   `--process-api`: gRPC `Execute` against `exec --json` from a release build with the
+//!   `process-api` feature, printed and replaced in `docs/benchmarks.md` unless `--quick`)
 
 mod bench;
 mod bench_exec;
