@@ -601,7 +601,7 @@ fn resize_tty_changes_the_terminal_size() {
 }
 
 #[test]
-fn start_refuses_a_credential_read() {
+fn start_refuses_a_credential_read_and_names_it() {
     for who in BOTH {
         let s = Server::start(who);
         let secret = s.home.join(".netrc");
@@ -627,8 +627,10 @@ fn start_refuses_a_credential_read() {
         assert!(!text("stdout").contains("hunter2"), "{who:?}: {r}");
         assert!(text("stderr").contains("Permission denied"), "{who:?}: {r}");
         assert_ne!(events.last().unwrap()["code"], 0, "{who:?}: {r}");
-        // Not asserted: a `sandbox:` line naming the entry of the credential list. The session
-        // engine's results do not name refusals from stderr yet (`refusals` is empty), so the
-        // report of a `Start` command has the refused syscalls, limits and warnings only.
+        let named = text("stderr")
+            .lines()
+            .filter(|l| l.starts_with("sandbox: ") && l.contains(".netrc"))
+            .count();
+        assert_eq!(named, 1, "{who:?}: one line names the refusal: {r}");
     }
 }

@@ -86,5 +86,7 @@ pub use limits::Rlimits;
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
 pub use request::{Audience, PathRules, Streams, Validated};
+#[cfg(feature = "process-api")]
+pub(crate) use run::name_refusals;
 pub(crate) use run::{learn_validated, run_validated, sandbox_for, scan_leaks};
 pub(crate) use spawn::dup_above;

@@ -156,6 +156,11 @@ pub async fn start(
         .map_err(|e| Status::internal(format!("starting the process failed: {e}")))?
         .map_err(|e| super::execute::status(&e))?;
     let process = Arc::new(process);
+    // For naming the refusals the command's stderr reports, once it has ended.
+    let named = request
+        .validate()
+        .ok()
+        .and_then(|v| Some((crate::exec::sandbox_for(&v, &shared.run).ok()?, v)));
     let id = shared.table.insert(Arc::new(Started {
         process: Arc::clone(&process),
     }))?;
@@ -163,7 +168,7 @@ pub async fn start(
     let shared = Arc::clone(shared);
     std::thread::Builder::new()
         .name("sandbox-api-start".into())
-        .spawn(move || relay(&shared, id, process, &tx))
+        .spawn(move || relay(&shared, id, process, named, &tx))
         .map_err(|e| Status::internal(format!("cannot start a relay thread: {e}")))?;
     Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
 }
@@ -175,7 +180,13 @@ fn event(e: pb::start_response::Event) -> Result<pb::StartResponse, Status> {
 }
 
 /// Sends the process's events until it ends; kills it when the client has gone away.
-fn relay(shared: &Shared, id: i32, process: Arc<Process>, tx: &Tx) {
+fn relay(
+    shared: &Shared,
+    id: i32,
+    process: Arc<Process>,
+    named: Option<(Arc<crate::sandbox::Sandbox>, crate::exec::Validated)>,
+    tx: &Tx,
+) {
     use pb::start_response::Event as E;
     let mut gone = tx
         .blocking_send(event(E::Init(pb::InitEvent { process_id: id })))
@@ -207,7 +218,10 @@ fn relay(shared: &Shared, id: i32, process: Arc<Process>, tx: &Tx) {
             }
         }
     };
-    let result = process.wait();
+    let mut result = process.wait();
+    if let Some((sandbox, v)) = &named {
+        crate::exec::name_refusals(&mut result, v, sandbox);
+    }
     if gone {
         return;
     }
