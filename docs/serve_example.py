@@ -18,7 +18,7 @@ server = subprocess.Popen(
 
 requests = {
     "greet": {"argv": ["/bin/echo", "hello"]},
-    "count": {"argv": ["/bin/bash", "-c", "ls /usr | wc -l"], "profile": "shell"},
+    "count": {"argv": ["/bin/bash", "-c", "ls / | wc -l"], "profile": "shell"},
     "net": {"argv": ["/usr/bin/python3", "-c", "import socket; socket.socket()"]},
 }
 for rid, req in requests.items():

@@ -19,7 +19,11 @@ struct Group {
 }
 
 fn main() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../profiles/groups.toml");
+    // The manifest directory of this build, read when the script runs: `env!` would bake in
+    // the directory the script was compiled in, and a target directory shared with (or moved
+    // from) another checkout would then read that checkout's groups.
+    let dir = std::env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");
+    let path = std::path::Path::new(&dir).join("../profiles/groups.toml");
     println!("cargo:rerun-if-changed={}", path.display());
     let text = std::fs::read_to_string(&path).expect("reading profiles/groups.toml");
     let file: File = toml::from_str(&text).expect("parsing profiles/groups.toml");

@@ -27,3 +27,9 @@ declare const process: {
   exitCode: number | undefined;
   stdout: { write(s: string): boolean };
 };
+declare module "path" {
+  export function join(...parts: string[]): string;
+}
+declare const require: { main: unknown };
+declare const module: unknown;
+declare const __dirname: string;

@@ -147,4 +147,5 @@ async function main(): Promise<void> {
   process.exitCode = status === 0 ? 0 : 1;
 }
 
-main();
+// Run as a program, not when imported (the npm package's index.js imports this module).
+if (require.main === module) main();

@@ -283,6 +283,30 @@ pub fn classify(program: &Path) -> Verdict {
     classify_with_path(program, path_env.as_deref())
 }
 
+/// Whether `reason` is a native program that only lacks a glibc loader (static, static-pie,
+/// another loader such as musl's), or a script run by one: the outer filter confines such a
+/// program exactly as it would a dynamic one. 32-bit and foreign programs are not.
+pub fn native_without_preload(reason: &Unconfinable) -> bool {
+    match reason {
+        Unconfinable::Static { .. }
+        | Unconfinable::StaticPie { .. }
+        | Unconfinable::ForeignLoader { .. } => true,
+        Unconfinable::ScriptInterpreter { reason, .. } => native_without_preload(reason),
+        _ => false,
+    }
+}
+
+/// Whether this system's `/bin/sh` is itself a program the preload cannot enter (busybox-based
+/// and distroless-like images, whose programs are all static): there a static program is the
+/// norm, and refusing it refuses everything. Checked once per process.
+pub fn static_system() -> bool {
+    static ONCE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ONCE.get_or_init(|| match classify_cached(Path::new("/bin/sh")).preload {
+        Ok(()) => false,
+        Err(reason) => native_without_preload(&reason),
+    })
+}
+
 /// [`classify`] for an absolute path, remembering verdicts on ELF programs by the file's
 /// identity (device, inode, size, modification and change times, mode, owner): a file that is
 /// replaced, rewritten, chmod'ed or given capabilities no longer matches, so a remembered
@@ -575,6 +599,33 @@ fn bytes_at(file: &File, head: &[u8], offset: u64, len: usize) -> io::Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_native_programs_without_a_glibc_loader_count_as_static() {
+        let p = || PathBuf::from("/x");
+        assert!(native_without_preload(&Unconfinable::Static {
+            program: p()
+        }));
+        assert!(native_without_preload(&Unconfinable::StaticPie {
+            program: p()
+        }));
+        let script = Unconfinable::ScriptInterpreter {
+            script: p(),
+            interpreter: p(),
+            reason: Box::new(Unconfinable::Static { program: p() }),
+        };
+        assert!(native_without_preload(&script));
+        let m32 = Unconfinable::WrongClass {
+            program: p(),
+            bits: 32,
+        };
+        assert!(!native_without_preload(&m32));
+        assert!(!native_without_preload(&Unconfinable::NotFound {
+            program: p()
+        }));
+        // This test machine's /bin/sh is dash, linked against glibc.
+        assert!(!static_system());
+    }
 
     #[test]
     fn shell_is_confinable() {

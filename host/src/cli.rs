@@ -7,6 +7,10 @@
 // or dispatches on carry none, and need none.
 #![allow(missing_docs)]
 
+mod choices;
+
+pub use choices::{parse_action, parse_violation_action};
+
 use crate::StaticBinaryAction;
 use clap::{Parser, Subcommand};
 use sandbox_policy::Action;
@@ -29,7 +33,7 @@ pub struct PolicyArgs {
     /// A built-in profile (minimal, network, write, no-exec, shell, shell-network,
     /// unrestricted; `sandbox profiles` describes them) or a profile file's path (default:
     /// minimal).
-    #[arg(long)]
+    #[arg(long, value_parser = choices::profile(), hide_possible_values = true)]
     pub profile: Option<String>,
     /// Extra allow-list entries (`a:b:@group`); alone, they form a custom allow list.
     #[arg(long)]
@@ -40,10 +44,10 @@ pub struct PolicyArgs {
     /// What a blocked syscall does: report (default: it fails with EPERM, or the profile's
     /// errno, the program goes on, and each refused call is listed), kill (ended by SIGSYS,
     /// the call named), errno:NAME (report with that errno), trap, log.
-    #[arg(long, value_parser = parse_violation_action)]
+    #[arg(long, value_parser = choices::violation_action(), hide_possible_values = true)]
     pub on_violation: Option<Action>,
     /// Programs a preload cannot enter: block, warn, allow or confine.
-    #[arg(long)]
+    #[arg(long, value_parser = choices::static_binary(), hide_possible_values = true)]
     pub static_binary: Option<StaticBinaryAction>,
     /// Refuse to run when the sandbox is unavailable on this machine.
     #[arg(long)]
@@ -77,12 +81,12 @@ pub struct PathArgs {
     #[arg(long, value_delimiter = ',', value_name = "PORTS")]
     pub connect_ports: Option<Vec<u16>>,
     /// Landlock: required (refuse without it), preferred (default; say what is missing) or off.
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = choices::layer_mode(), hide_possible_values = true)]
     pub landlock: Option<crate::landlock::Mode>,
     /// Namespaces (own PID space and /proc, private /tmp, read-only .git/hooks, git
     /// configuration checked after the job): required, preferred (default; say when
     /// unavailable) or off.
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = choices::layer_mode(), hide_possible_values = true)]
     pub isolation: Option<crate::exec::isolation::Mode>,
     /// A path mounted read-only over itself (repeatable); one that does not exist must be in
     /// the workspace and cannot be created.
@@ -142,7 +146,7 @@ pub fn layer_flag(field: &str) -> Option<&'static str> {
 pub struct NetArgs {
     /// host (the host's network), none (loopback only) or proxy (only the allowlist proxy);
     /// default: proxy with --allow-domain, none with only --allow-host-port, else by profile.
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", value_parser = choices::network_mode(), hide_possible_values = true)]
     pub network: Option<crate::network::Mode>,
     /// A domain the proxy lets through; `*.example.com` covers its subdomains (repeatable).
     #[arg(long = "allow-domain", value_name = "NAME")]
@@ -199,8 +203,12 @@ pub struct RunArgs {
     pub net: NetArgs,
     #[command(flatten)]
     pub env: EnvArgs,
-    /// The program and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    /// The program and its arguments (after `--` when the program's name starts with `-`).
+    // `trailing_var_arg` alone: everything from the program on is its own, but a flag-like
+    // word before it is this command's, so a misspelt flag (`--profle`) is a usage error with
+    // a suggestion instead of a program that is not found. `allow_hyphen_values` took it as
+    // the program.
+    #[arg(required = true, trailing_var_arg = true)]
     pub argv: Vec<String>,
 }
 
@@ -214,6 +222,32 @@ pub struct EnvArgs {
     /// Pass this variable of the caller's environment on (repeatable); refused as --env is.
     #[arg(long = "keep-env", value_name = "NAME")]
     pub keep: Vec<String>,
+    /// The program's HOME: the caller's, read-only (default); persistent (the per-user
+    /// sandbox home, kept between commands, writable, with the package caches); private
+    /// (HOME=/tmp, gone after the command). See docs/exec.md, "The job's home".
+    #[arg(long = "home", value_name = "persistent|private|real")]
+    pub home: Option<crate::exec::HomeMode>,
+}
+
+/// The arguments of `sandbox mcp`: `sandbox run`'s policy flags, fixed for the server's life
+/// (module `mcp::policy` turns them into the exec request every tool call copies).
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Kill each command after this many seconds (1 to 600; default 60). A tool call may ask
+    /// for less, never more.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// Memory of each command's whole job, in bytes (default 512 MiB; at least 32 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub memory: Option<u64>,
+    #[command(flatten)]
+    pub paths: PathArgs,
+    #[command(flatten)]
+    pub net: NetArgs,
+    #[command(flatten)]
+    pub env: EnvArgs,
 }
 
 /// Parses this process's command line. `sandbox run ...`, what an agent starts for every
@@ -295,6 +329,9 @@ pub enum Cmd {
         #[arg(long, required = true)]
         json: bool,
     },
+    /// Serve an MCP server on stdio whose tools run commands under the policy these flags fix
+    /// (docs/mcp.md).
+    Mcp(McpArgs),
     /// Serve exec requests as JSON lines (stdin or a unix socket) until EOF or SIGTERM.
     Serve {
         /// Requests run at once, 1 to 1024 (default: the number of CPUs).
@@ -320,7 +357,7 @@ pub enum Cmd {
         /// A built-in profile (minimal, network, write, no-exec, shell, shell-network,
         /// unrestricted; `sandbox profiles` describes them) or a profile file's path (default:
         /// minimal).
-        #[arg(long)]
+        #[arg(long, value_parser = choices::profile(), hide_possible_values = true)]
         profile: Option<String>,
         /// Extra allow-list entries (`a:b:@group`), as for `run`.
         #[arg(long)]
@@ -329,7 +366,7 @@ pub enum Cmd {
         #[arg(long)]
         deny: Option<String>,
         /// The action for blocked calls: kill, trap, log, errno, errno:NAME.
-        #[arg(long, value_parser = parse_action)]
+        #[arg(long, value_parser = choices::action(), hide_possible_values = true)]
         on_violation: Option<Action>,
         /// The architecture the JSON is for: x86_64 or aarch64 (default: this machine's).
         #[arg(long)]
@@ -337,6 +374,10 @@ pub enum Cmd {
         /// Write here (atomically) instead of stdout.
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
+        /// Also allow what `sandbox` itself needs inside the container (the Landlock calls;
+        /// namespace creation answered EPERM, so it runs in the contained tier).
+        #[arg(long)]
+        for_sandbox: bool,
     },
     /// Read OCI / Docker seccomp JSON into a profile file (the format `--profile FILE` reads).
     Import {
@@ -356,13 +397,14 @@ pub enum Cmd {
         out: Option<PathBuf>,
         /// Compare with this profile: the summary and the profile mark calls it refuses
         /// (built-in name or file; default: minimal).
-        #[arg(long, value_name = "PROFILE")]
+        #[arg(long, value_name = "PROFILE", value_parser = choices::profile(), hide_possible_values = true)]
         base: Option<String>,
         /// Kill the command and everything it started after this many seconds.
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
-        /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        /// The program and its arguments (after `--` when the program's name starts with
+        /// `-`); a flag-like word before the program is a usage error, as for `run`.
+        #[arg(required = true, trailing_var_arg = true)]
         argv: Vec<String>,
     },
     /// Print a shell completion script (bash, zsh or fish) on stdout.
@@ -377,10 +419,17 @@ pub enum ProfilesCmd {
     /// Show a profile's resolved syscall list.
     Show {
         /// Built-in name or profile file.
+        #[arg(value_parser = choices::profile(), hide_possible_values = true)]
         name: String,
     },
     /// List the syscall groups.
     Groups,
+    /// List the registry presets (`--allow-domain @pypi`) and their domains.
+    Registries {
+        /// Print JSON instead: an object of presets, each with `description` and `domains`.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the credential list: the paths no confined command may read, for this user.
     Credentials {
         /// Print JSON instead: every entry as written, with its kind, reason, whether it is
@@ -388,22 +437,6 @@ pub enum ProfilesCmd {
         #[arg(long)]
         json: bool,
     },
-}
-
-/// [`parse_action`] plus `report`, the default of `run`: the profile's errno (else EPERM),
-/// reported; stands as `errno:0`, which no real action is.
-pub fn parse_violation_action(s: &str) -> Result<Action, String> {
-    if s == "report" {
-        return Ok(Action::Errno(0));
-    }
-    parse_action(s)
-        .map_err(|_| format!("unknown action `{s}` (report, kill, trap, log, errno, errno:NAME)"))
-}
-
-/// Parses an action name: kill, trap, log, errno, errno:NAME.
-pub fn parse_action(s: &str) -> Result<Action, String> {
-    Action::parse(s)
-        .ok_or_else(|| format!("unknown action `{s}` (kill, trap, log, errno, errno:NAME)"))
 }
 
 /// The formats `sandbox export` writes.
@@ -527,12 +560,18 @@ mod tests {
             &["sandbox", "run"],
             &["sandbox", "run", "--timeout", "soon", "--", "ls"],
             &["sandbox", "run", "--profile"],
+            &["sandbox", "run", "--profle", "shell", "--", "ls"],
             &["sandbox", "exec", "--json"],
             &["sandbox", "--version"],
             &["sandbox"],
         ] {
             assert!(short_form(&os(v)).is_none(), "{v:?}");
         }
+        // A flag-like word before the program is the command's: a misspelt one is an error of
+        // the whole command too (exit 2 with a suggestion), not the program's name.
+        let e = Cli::try_parse_from(os(&["sandbox", "run", "--profle", "shell", "--", "ls"]))
+            .expect_err("a misspelt flag");
+        assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument);
     }
     /// `--profile`'s help names every built-in profile.
     #[test]

@@ -593,6 +593,18 @@ fn open_follow(path: &Path) -> io::Result<OwnedFd> {
     crate::sys::open_path(path, true)
 }
 
+/// Whether a deny path cannot be reached by this process: it does not exist, or a directory on
+/// the way refuses this user the search (`EACCES`: another user's private directory, such as
+/// root's `/.local` when a service account's `HOME` is `/`). The job runs with the same
+/// credentials and no more rights, so it cannot reach the path either; it is treated as absent
+/// (watched like one) instead of failing every run.
+fn unreachable_here(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+    )
+}
+
 /// The nearest existing directory above `path` (its parent, or further up).
 fn nearest_dir(path: &Path) -> Option<PathBuf> {
     path.ancestors()
@@ -724,14 +736,14 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
         };
         watched.extend(near);
         let resolved = match fs::metadata(p) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(e),
+            Err(e) if unreachable_here(&e) => Err(e),
             _ => fs::canonicalize(p),
         };
         match resolved {
             Ok(c) => {
                 denied.insert(c);
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Err(e) if unreachable_here(&e) => {
                 absent.push(p.clone());
             }
             Err(source) => {

@@ -73,6 +73,8 @@ pub mod landlock;
 pub mod layer_mode;
 #[doc(hidden)]
 pub mod learn;
+#[doc(hidden)]
+pub mod mcp;
 mod mountinfo;
 #[doc(hidden)]
 pub mod network;

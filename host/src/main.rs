@@ -59,6 +59,18 @@ fn options(p: &PolicyArgs) -> Result<(Options, Option<ExecConfig>), String> {
     Ok((opts, config))
 }
 
+/// A run's timeout in seconds, within the bounds of an exec request's `timeout_s` (0 would
+/// kill the program at once; more than a day is taken for a mistake).
+fn checked_timeout(what: &str, t: u64) -> Result<Duration, String> {
+    let max = sandbox_host::exec::MAX_TIMEOUT_S as u64;
+    if !(1..=max).contains(&t) {
+        return Err(format!(
+            "{what}: must be between 1 and {max} seconds, got {t}"
+        ));
+    }
+    Ok(Duration::from_secs(t))
+}
+
 /// Adds `--allow` / `--deny` entries to a named profile, re-validating it.
 fn extend(prof: &mut Profile, p: &PolicyArgs) -> Result<(), String> {
     if p.allow.is_none() && p.deny.is_none() {
@@ -138,7 +150,7 @@ fn main() {
     let cli = sandbox_host::cli::parse();
     if !matches!(
         cli.command,
-        Cmd::Run(_) | Cmd::Exec { .. } | Cmd::Serve { .. }
+        Cmd::Run(_) | Cmd::Exec { .. } | Cmd::Serve { .. } | Cmd::Mcp(_)
     ) {
         // Commands that only print end quietly when their reader goes away (`| head`), like
         // other command-line tools. `run` and `exec` keep ignoring SIGPIPE: exec writes a
@@ -195,6 +207,10 @@ fn main() {
             ),
             (false, false) => cmd_serve(max_concurrent.as_deref(), socket),
         },
+        Cmd::Mcp(args) => match sandbox_host::mcp::serve(&args) {
+            Ok(()) => 0,
+            Err(e) => fail(format_args!("mcp: {e}")),
+        },
         Cmd::Export {
             format: _,
             profile,
@@ -203,6 +219,7 @@ fn main() {
             on_violation,
             arch,
             out,
+            for_sandbox,
         } => {
             let policy = PolicyArgs {
                 profile,
@@ -210,7 +227,8 @@ fn main() {
                 deny,
                 ..PolicyArgs::default()
             };
-            cmd_export(&policy, on_violation, arch.as_deref(), out.as_deref())
+            let arch = arch.as_deref();
+            cmd_export(&policy, on_violation, arch, out.as_deref(), for_sandbox)
         }
         Cmd::Import { file, out } => cmd_import(&file, out.as_deref()),
         Cmd::Completions { shell } => {
@@ -224,17 +242,25 @@ fn cmd_run(
     policy: &PolicyArgs,
     paths: &PathArgs,
     net: &NetArgs,
-    env: &EnvArgs,
+    env_args: &EnvArgs,
     timeout: Option<u64>,
     verbose: bool,
     argv: &[String],
 ) -> i32 {
-    let env = match run::environment(&env.keep, &env.set) {
+    let env = match run::environment(&env_args.keep, &env_args.set) {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
+    let home = env_args.home;
     match run_setup(policy, paths, net, timeout, verbose, env) {
-        Ok((sandbox, settings)) => run::run(&sandbox, &argv[0], &argv[1..], &settings),
+        Ok((sandbox, mut settings)) => {
+            if let Some(mode) = home {
+                if let Err(e) = run::with_home(&mut settings, mode, env_args) {
+                    return fail(e);
+                }
+            }
+            run::run(&sandbox, &argv[0], &argv[1..], &settings)
+        }
         Err(e) => fail(e),
     }
 }
@@ -262,9 +288,11 @@ fn run_setup(
     if !matches!(opts.on_violation, Some(Action::Log)) {
         opts.on_violation = Some(Action::Trap);
     }
-    let timeout = timeout
-        .or(config.as_ref().and_then(|c| c.timeout))
-        .map(Duration::from_secs);
+    let timeout = match (timeout, config.as_ref().and_then(|c| c.timeout)) {
+        (Some(t), _) => Some(checked_timeout("--timeout", t)?),
+        (None, Some(t)) => Some(checked_timeout("the configuration's timeout", t)?),
+        (None, None) => None,
+    };
     let paths = paths.rules().map_err(|e| e.to_string())?;
     opts.profile = paths.guard(opts.profile).map_err(|e| e.to_string())?;
     let network = net.network().map_err(|e| e.to_string())?;
@@ -280,6 +308,7 @@ fn run_setup(
         network,
         env,
         root_warning: platform::running_as_root() && !policy.allow_root,
+        home: None,
     };
     Ok((sandbox, settings))
 }
@@ -513,6 +542,7 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
             0
         }
         Some(ProfilesCmd::Credentials { json }) => cmd_credentials(json),
+        Some(ProfilesCmd::Registries { json }) => cmd_registries(json),
         Some(ProfilesCmd::Show { name }) => {
             let p = match Profile::named_or_file(&name) {
                 Ok(p) => p,
@@ -533,6 +563,27 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
 }
 
 /// `sandbox profiles credentials`: the resolved paths one per line, or every entry as JSON.
+/// `sandbox profiles registries`: the presets `--allow-domain @NAME` expands.
+fn cmd_registries(json: bool) -> i32 {
+    let all = sandbox_host::proxy::presets::all();
+    if json {
+        let v: serde_json::Map<String, serde_json::Value> = all
+            .iter()
+            .map(|(k, p)| {
+                let v = serde_json::json!({"description": p.description, "domains": p.domains});
+                (k.clone(), v)
+            })
+            .collect();
+        println!("{}", serde_json::Value::Object(v));
+        return 0;
+    }
+    for (name, p) in all {
+        println!("@{name:9} {}", p.domains.join(" "));
+        println!("           {}", p.description);
+    }
+    0
+}
+
 fn cmd_credentials(json: bool) -> i32 {
     use sandbox_host::credentials::{self, Context};
     let ctx = Context::current();
@@ -616,14 +667,18 @@ fn cmd_export(
     action: Option<Action>,
     arch: Option<&str>,
     out: Option<&std::path::Path>,
+    for_sandbox: bool,
 ) -> i32 {
     use sandbox_host::interchange;
     let result = (|| {
         let arch = interchange::arch(arch)?;
         let (opts, _) = options(policy)?;
-        let export = interchange::export(&opts.profile, arch, action)?;
+        let (profile, mut notes) =
+            interchange::for_container(&opts.profile, arch, action, for_sandbox)?;
+        let export = interchange::export(&profile, arch, action)?;
         interchange::write_out(out, &export.json)?;
-        Ok::<_, String>(export.notes)
+        notes.extend(export.notes);
+        Ok::<_, String>(notes)
     })();
     match result {
         Ok(notes) => {
@@ -657,8 +712,8 @@ fn cmd_learn(
         Ok(p) => p,
         Err(e) => return fail(format_args!("--base: {e}")),
     };
-    if timeout == Some(0) {
-        return fail("--timeout: must be at least 1 second");
+    if let Some(Err(e)) = timeout.map(|t| checked_timeout("--timeout", t)) {
+        return fail(e);
     }
     // Where the profile goes is checked before anything runs.
     let target = match &out {

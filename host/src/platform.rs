@@ -126,6 +126,7 @@ pub fn weaknesses() -> Vec<Check> {
     [
         ("user", user()),
         ("yama", yama()),
+        ("seccomp listener", seccomp_listener_check()),
         ("landlock", landlock()),
         ("user namespaces", user_namespaces()),
         ("cgroup v2", cgroup_delegation()),
@@ -139,6 +140,36 @@ pub fn weaknesses() -> Vec<Check> {
         result,
     })
     .collect()
+}
+
+/// Whether seccomp filters can send refused calls to a listener (user notification), probed
+/// once per process. Without it the engine still filters, but refused calls are answered by
+/// the filter itself (an errno, or the end of the process) and the host cannot name them.
+/// `Err` says why, in words for a warning.
+pub fn seccomp_listener() -> Result<(), String> {
+    static ONCE: OnceLock<Result<(), String>> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        crate::sys::seccomp_listener_probe().map_err(|e| {
+            format!(
+                "seccomp user notification unavailable (seccomp() with \
+                 SECCOMP_FILTER_FLAG_NEW_LISTENER: {}; the container's runtime or seccomp \
+                 profile refuses it, as gVisor does, or the kernel is older than 5.0)",
+                std::io::Error::from_raw_os_error(e)
+            )
+        })
+    })
+    .clone()
+}
+
+fn seccomp_listener_check() -> Result<String, String> {
+    seccomp_listener()
+        .map(|()| "available: refused calls are named by the host".to_string())
+        .map_err(|why| {
+            format!(
+                "{why}: refused calls get the profile's errno (or end the program with \
+                 SIGSYS under --on-violation kill) and are named only from the program's exit"
+            )
+        })
 }
 
 /// Whether this process runs with the effective uid of root.

@@ -50,6 +50,40 @@ pub struct RunSettings {
     /// (in it, root's reach is the job's view: the host's tree read-only, credentials
     /// unreadable).
     pub root_warning: bool,
+    /// The job's home when `--home` asked for one (`None`: the caller's `HOME`, as given).
+    pub home: Option<crate::exec::home::Home>,
+}
+
+/// Gives the run the home `--home` asks for: its variables over the safe list's `HOME`
+/// (names the caller passes with `--env` or `--keep-env` keep their values) and, for the
+/// persistent home, a place among the writable ones.
+pub fn with_home(
+    settings: &mut RunSettings,
+    mode: crate::exec::HomeMode,
+    args: &crate::cli::EnvArgs,
+) -> Result<(), String> {
+    use crate::exec::home;
+    let Some(h) = home::resolve(mode).map_err(|e| format!("--home {mode}: {e}"))? else {
+        // private: HOME=/tmp, the job's own /tmp in namespaces.
+        settings.env.retain(|(k, _)| k != "HOME");
+        settings.env.push(("HOME".into(), "/tmp".into()));
+        settings.env.sort();
+        return Ok(());
+    };
+    let given: std::collections::BTreeMap<String, String> = args
+        .keep
+        .iter()
+        .cloned()
+        .chain(
+            args.set
+                .iter()
+                .filter_map(|p| Some(p.split_once('=')?.0.to_string())),
+        )
+        .map(|k| (k, String::new()))
+        .collect();
+    home::apply(&h, &mut settings.env, &given, &mut settings.paths.writable);
+    settings.home = Some(h);
+    Ok(())
 }
 
 /// Prints one `sandbox: ...` line on stderr, escaped: paths, hosts and programs in it come
@@ -197,6 +231,7 @@ fn job(
         audience: Audience::Cli,
         custom: None,
         network: settings.network.clone(),
+        home: settings.home.clone(),
     }
 }
 
@@ -341,8 +376,32 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             }
         ));
     }
-    // Each destination the proxy refused, once, with what would allow it (clients often
-    // hide the proxy's answer).
+    for line in proxy_lines(r) {
+        say(line);
+    }
+    if r.timed_out {
+        say(format_args!(
+            "{} timed out after {:?}; it and every process it started were killed; raise \
+             --timeout if that is expected",
+            crate::escape::path(program),
+            settings.timeout.unwrap_or_default()
+        ));
+        return EXIT_TIMEOUT;
+    }
+    for line in violation_lines(r, program) {
+        say(line);
+    }
+    match (r.exit_code, r.signal) {
+        (Some(code), _) => code,
+        (None, Some(sig)) => 128 + sig,
+        (None, None) => EXIT_SANDBOX,
+    }
+}
+
+/// What the proxy refused, one line per destination with what would allow it (clients often
+/// hide the proxy's answer); without the `sandbox: ` prefix, unescaped.
+pub(crate) fn proxy_lines(r: &ExecResult) -> Vec<String> {
+    let mut lines = Vec::new();
     for d in r.network.destinations.iter().filter(|d| !d.allowed) {
         let change = match d.reason.as_deref() {
             // An address is not pinned; a name is, for the one port asked.
@@ -362,28 +421,26 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             }
             _ => format!("to allow it, add --allow-domain {}", d.host),
         };
-        say(format_args!(
+        lines.push(format!(
             "the proxy refused {}:{} ({}); {change}",
             d.host,
             d.port,
             d.reason.as_deref().unwrap_or("refused")
         ));
     }
-    if r.timed_out {
-        say(format_args!(
-            "{} timed out after {:?}; it and every process it started were killed; raise \
-             --timeout if that is expected",
-            crate::escape::path(program),
-            settings.timeout.unwrap_or_default()
-        ));
-        return EXIT_TIMEOUT;
-    }
-    // One line per distinct refused call (counts, not lines), then the one that killed.
+    lines
+}
+
+/// The refused calls: one line per distinct call (counts, not lines), then the one that
+/// ended the program; without the `sandbox: ` prefix, unescaped. `sandbox mcp` gives the same
+/// lines in its tool results.
+pub(crate) fn violation_lines(r: &ExecResult, program: &std::path::Path) -> Vec<String> {
+    let mut lines = Vec::new();
     for v in &r.violations {
         if r.violation.as_ref().is_some_and(|k| k == v) {
             continue;
         }
-        say(format_args!(
+        lines.push(format!(
             "{} was refused {} ({}){}: {}",
             v.program.as_deref().unwrap_or("the program"),
             v.syscall,
@@ -397,14 +454,14 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         ));
     }
     if r.violations_omitted > 0 {
-        say(format_args!(
+        lines.push(format!(
             "{} more refused calls of other kinds were not itemized",
             r.violations_omitted
         ));
     }
     if let (None, Some(libc::SIGSYS)) = (&r.violation, r.signal) {
         // No refused call the kernel reported: the program may have raised SIGSYS itself.
-        say(format_args!(
+        lines.push(format!(
             "{} was killed by signal {} (SIGSYS)",
             crate::escape::path(program),
             libc::SIGSYS
@@ -416,16 +473,12 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             .clone()
             .unwrap_or_else(|| crate::escape::path(program).into_owned());
         match v.number {
-            Some(nr) => say(format_args!(
+            Some(nr) => lines.push(format!(
                 "{who} was stopped by the filter: syscall {} ({nr}): {}",
                 v.syscall, v.hint
             )),
-            None => say(format_args!("{who} was stopped by the filter: {}", v.hint)),
+            None => lines.push(format!("{who} was stopped by the filter: {}", v.hint)),
         }
     }
-    match (r.exit_code, r.signal) {
-        (Some(code), _) => code,
-        (None, Some(sig)) => 128 + sig,
-        (None, None) => EXIT_SANDBOX,
-    }
+    lines
 }

@@ -16,7 +16,9 @@ use std::sync::OnceLock;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StaticBinaryAction {
-    /// Refuse to run it (the default).
+    /// Refuse to run it (the default). On a static system (`/bin/sh` is static: busybox and
+    /// distroless-like images) a native static program under a profile the outer filter
+    /// enforces exactly (every built-in one) runs under that filter instead, as with `Confine`.
     #[default]
     Block,
     /// Run it unconfined, with a warning on every run.
@@ -86,7 +88,7 @@ pub enum SandboxError {
     Extract(#[from] ExtractError),
     /// Admission control refused the program (static-binary action `block`).
     #[error(
-        "{0}; refusing to run it unconfined (use --static-binary warn or allow to run it anyway)"
+        "{0}; refusing to run it unconfined (use --static-binary confine to run it under the profile's filter alone; warn or allow run it unconfined)"
     )]
     Blocked(Unconfinable),
     /// The profile does not compile.
@@ -313,6 +315,17 @@ impl Sandbox {
         let confine_only = match verdict.preload {
             Ok(()) => false,
             Err(reason) => match self.options.static_binary {
+                // On a system of static programs (its /bin/sh is one) `block` would refuse
+                // everything; where the outer filter enforces the profile exactly, a native
+                // static program is confined as fully as a dynamic one, so it runs, silently.
+                StaticBinaryAction::Block
+                    if self.outer_exact
+                        && admission::native_without_preload(&reason)
+                        && admission::static_system() =>
+                {
+                    tracing::info!(%reason, "static system: the outer filter enforces the profile");
+                    true
+                }
                 StaticBinaryAction::Block => {
                     tracing::warn!(%reason, "refused by admission control");
                     return Err(SandboxError::Blocked(reason));

@@ -375,7 +375,35 @@ fn finish_line(kept: Vec<u8>, total: u64) -> Line {
 }
 
 /// Reads one stream's requests until EOF, answering bad lines at once and queueing the rest.
-fn reader(server: &Server, conn: &Arc<Conn>, input: &mut impl BufRead, jobs: &SyncSender<Job>) {
+/// Session operations write through the connection and count their result lines as owed
+/// answers, so that EOF waits for running commands as it waits for requests.
+struct ConnSink {
+    conn: Arc<Conn>,
+    server: Arc<Server>,
+}
+
+impl crate::session::serve_ops::Sink for ConnSink {
+    fn line(&self, line: &[u8]) {
+        self.conn.write_line(line);
+    }
+    fn owe(&self) {
+        self.conn.pending.fetch_add(1, SeqCst);
+    }
+    fn paid(&self) {
+        self.conn.answered(&self.server);
+    }
+}
+
+fn reader(
+    server: &Arc<Server>,
+    conn: &Arc<Conn>,
+    input: &mut impl BufRead,
+    jobs: &SyncSender<Job>,
+) {
+    let mut ops = crate::session::serve_ops::Ops::new(Arc::new(ConnSink {
+        conn: Arc::clone(conn),
+        server: Arc::clone(server),
+    }));
     while !server.shutting_down.load(SeqCst) && !conn.cancelled.load(SeqCst) {
         let Some(line) = next_line(input) else { break };
         let text = match line {
@@ -389,6 +417,9 @@ fn reader(server: &Server, conn: &Arc<Conn>, input: &mut impl BufRead, jobs: &Sy
         };
         // Blank lines (a trailing `\r\n`, an empty keep-alive) are not requests.
         if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        if ops.handle(&text) {
             continue;
         }
         let (id, parsed) = parse_with_id(&text);

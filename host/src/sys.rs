@@ -139,6 +139,36 @@ pub(crate) fn landlock_abi() -> Result<i64, i32> {
     }
 }
 
+/// Whether `seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, ...)` is
+/// accepted: `Ok` when it is, else the errno that refuses the flag (EINVAL: a kernel before
+/// 5.0, or a container filter or runtime that refuses the flag, as gVisor does).
+pub(crate) fn seccomp_listener_probe() -> Result<(), i32> {
+    // SAFETY: a NULL program: the kernel checks the flags, then fails copying the program
+    // with EFAULT before it installs anything or creates a descriptor. Nothing is read or
+    // written in this process's memory.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            std::ptr::null::<libc::c_void>(),
+        )
+    };
+    let errno = if rc < 0 {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL)
+    } else {
+        // Cannot happen with a NULL program; treated as "no" rather than trusted.
+        libc::EINVAL
+    };
+    if errno == libc::EFAULT {
+        Ok(())
+    } else {
+        Err(errno)
+    }
+}
+
 /// The running glibc's version.
 #[cfg(target_env = "gnu")]
 pub(crate) fn glibc_version() -> String {

@@ -1,7 +1,7 @@
 //! The client examples under `examples/` (Go, Python, TypeScript) built and run against the
 //! built `sandbox`, offline: each runs an allowed command, one whose socket call the profile
 //! refuses, and a request the server rejects. They need Debian's golang-go, python3, nodejs and
-//! node-typescript (`.ci/run` installs them); a missing tool fails the test, naming it.
+//! node-typescript (`.ci/packages`; `cargo xtask ci` checks them); a missing tool fails the test, naming it.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -20,7 +20,9 @@ fn bare(cmd: &mut Command, home: &Path) -> Output {
         .env("LANG", "C.UTF-8")
         .stdin(Stdio::null())
         .output()
-        .unwrap_or_else(|e| panic!("{cmd:?}: {e} (is its Debian package installed? see .ci/run)"))
+        .unwrap_or_else(|e| {
+            panic!("{cmd:?}: {e} (is its Debian package installed? see .ci/packages)")
+        })
 }
 
 fn ok(o: &Output, what: &str) -> String {

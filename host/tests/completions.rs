@@ -60,12 +60,12 @@ fn zsh_and_fish_scripts_parse_in_their_shells() {
             script.contains("completions"),
             "{shell} lists the subcommands"
         );
-        // zsh and fish come from Debian (.ci/run); `-n` parses without running.
+        // zsh and fish come from Debian (.ci/packages); `-n` parses without running.
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("script");
         std::fs::write(&f, &script).unwrap();
         let check = Command::new(shell).arg("-n").arg(&f).output();
-        let check = check.unwrap_or_else(|e| panic!("{shell} is needed (.ci/run): {e}"));
+        let check = check.unwrap_or_else(|e| panic!("{shell} is needed (.ci/packages): {e}"));
         assert!(check.status.success(), "{shell} -n: {check:?}");
     }
 }
@@ -80,4 +80,104 @@ fn an_unknown_shell_is_a_usage_error_naming_the_choices() {
         err.contains("tcsh") && err.contains("bash, zsh, fish"),
         "{err}"
     );
+}
+
+/// What bash-completion offers after `sandbox WORDS... <TAB>` with `cur` typed.
+fn bash_offers(script: &std::path::Path, words: &[&str], cur: &str) -> String {
+    let prev = words.last().copied().unwrap_or("sandbox");
+    let all: Vec<String> = words
+        .iter()
+        .chain([&cur])
+        .map(|w| format!("'{w}'"))
+        .collect();
+    let probe = format!(
+        "source {}; COMP_WORDS=({}); COMP_CWORD={}; _sandbox sandbox '{cur}' '{prev}'; echo \"${{COMPREPLY[*]}}\"",
+        script.display(),
+        all.join(" "),
+        words.len()
+    );
+    let out = Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &probe])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `--profile`, `--base` and `profiles show` offer the built-in profiles (the list in
+/// `profiles/`); the mode flags offer their modes. The control: a flag that takes a free value
+/// (`--allow-domain`) offers none of them.
+#[test]
+fn completions_offer_profile_names_and_mode_values() {
+    let o = sandbox(&["completions", "bash"]);
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("sandbox.bash");
+    std::fs::write(&script, &o.stdout).unwrap();
+    let profiles: Vec<String> =
+        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../profiles"))
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                name.strip_suffix(".toml").map(String::from)
+            })
+            // groups.toml and credentials.toml are data, not profiles.
+            .filter(|n| n != "groups" && n != "credentials")
+            .collect();
+    assert!(profiles.len() >= 7, "{profiles:?}");
+    for words in [
+        &["sandbox", "run", "--profile"][..],
+        &["sandbox", "env", "--profile"],
+        &["sandbox", "export", "--profile"],
+        &["sandbox", "learn", "--base"],
+        &["sandbox", "profiles", "show"],
+    ] {
+        let offered = bash_offers(&script, words, "");
+        for p in &profiles {
+            assert!(
+                offered.split(' ').any(|w| w == p),
+                "{words:?} offers {offered:?}, not {p}"
+            );
+        }
+    }
+    assert_eq!(
+        bash_offers(&script, &["sandbox", "run", "--profile"], "shell"),
+        "shell shell-network"
+    );
+    for (flag, modes) in [
+        ("--landlock", "required preferred off"),
+        ("--isolation", "required preferred off"),
+        ("--network", "host none proxy"),
+        ("--static-binary", "block warn allow confine"),
+        ("--on-violation", "report kill trap log errno"),
+    ] {
+        assert_eq!(
+            bash_offers(&script, &["sandbox", "run", flag], ""),
+            modes,
+            "{flag}"
+        );
+    }
+    assert_eq!(
+        bash_offers(&script, &["sandbox", "export", "--on-violation"], ""),
+        "kill trap log errno"
+    );
+    // Control: a free value is not completed from a list.
+    let free = bash_offers(&script, &["sandbox", "run", "--allow-domain"], "");
+    assert!(
+        !free.contains("minimal") && !free.contains("preferred"),
+        "{free:?}"
+    );
+    // zsh and fish carry the same values.
+    for shell in ["zsh", "fish"] {
+        let script = String::from_utf8(sandbox(&["completions", shell]).stdout).unwrap();
+        for v in [
+            "shell-network",
+            "unrestricted",
+            "preferred",
+            "proxy",
+            "confine",
+        ] {
+            assert!(script.contains(v), "{shell}: {v}");
+        }
+    }
 }

@@ -320,3 +320,41 @@ fn runtime_dir_entries_are_denied_where_xdg_runtime_dir_points() {
         assert_eq!(text(&out.stdout), "SECRET-PODMAN\n", "{who:?}: {out:?}");
     }
 }
+
+/// A credential path below a directory this user may not search (root's private `.local` in a
+/// service account's home of `/`) is one the job cannot reach either: the run goes ahead,
+/// where it used to fail every request with `deny_read: cannot open ...: Permission denied`.
+#[test]
+fn a_credential_path_this_user_cannot_reach_does_not_fail_the_run() {
+    let home = tempfile::Builder::new()
+        .prefix("cred-unreachable")
+        .tempdir()
+        .unwrap();
+    fs::set_permissions(home.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let private = home.path().join(".local");
+    fs::create_dir_all(private.join("share")).unwrap();
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).unwrap();
+    let work = tempfile::Builder::new()
+        .prefix("cred-unreachable-work")
+        .tempdir()
+        .unwrap();
+    fs::set_permissions(work.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    // Control: uid 65534 cannot even look below the private directory.
+    let stat = command(As::Nobody, "stat")
+        .arg(private.join("share/keyrings"))
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&stat.stderr).contains("Permission denied"),
+        "{stat:?}"
+    );
+    let out = output_with_input(
+        sandbox(As::Nobody)
+            .args(["exec", "--json"])
+            .env("HOME", home.path())
+            .current_dir(work.path()),
+        br#"{"argv":["/bin/echo","ran"],"profile":"minimal"}"#,
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\"stdout\":\"ran\\n\""), "{text}");
+}

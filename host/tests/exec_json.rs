@@ -130,7 +130,10 @@ fn violation_in_json() {
             .starts_with("/usr/bin/python3"),
         "{v}"
     );
-    assert_eq!(e["change"], "\"profile\": \"network\"", "{v}");
+    assert_eq!(
+        e["change"], "\"allow\": [\"socket\"], \"network\": \"none\"",
+        "{v}"
+    );
     // Control: on_violation kill ends the program at the call and names it.
     let (v, status, _) = cli(
         serde_json::json!({"argv": ["/usr/bin/python3", "-c", script], "on_violation": "kill"})
@@ -481,7 +484,7 @@ fn validation_rules_are_refused_with_their_field() {
             "between",
         ),
         (
-            r#"{"argv": ["/bin/true"], "timeout_s": 601}"#,
+            r#"{"argv": ["/bin/true"], "timeout_s": 86401}"#,
             "timeout_s",
             "between",
         ),
@@ -675,7 +678,10 @@ fn env_secrets_of_the_cli_do_not_reach_the_program() {
             .env("GITHUB_TOKEN", "ghp_xyz");
     });
     let env = v["stdout"].as_str().unwrap();
-    assert!(env.contains("HOME=/tmp"), "{env}");
+    // The persistent sandbox home, never the real one.
+    let home = v["home"].as_str().unwrap();
+    assert!(home.ends_with("/sandbox/home"), "{v}");
+    assert!(env.contains(&format!("HOME={home}\n")), "{env}");
     for s in [
         "sk-ant-xyz",
         "aws-xyz",

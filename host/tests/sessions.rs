@@ -570,3 +570,196 @@ fn a_session_dies_with_its_host() {
         unsafe { libc::kill(survivor[0], libc::SIGKILL) };
     });
 }
+
+/// `sandbox serve` on stdin, as `who`, with lines read on a thread of their own.
+struct Served {
+    child: std::process::Child,
+    input: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<serde_json::Value>,
+}
+
+impl Served {
+    fn start(who: As) -> Served {
+        use std::io::BufRead;
+        // The uid 65534 half of a test runs as that user already: no setpriv again.
+        let mut cmd = common::sandbox(As::Root);
+        if who == As::Nobody {
+            cmd.env("HOME", "/nonexistent");
+        }
+        let mut child = cmd
+            .arg("serve")
+            .current_dir("/")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(serde_json::from_str(&l).expect("a JSON line"));
+            }
+        });
+        Served {
+            input: child.stdin.take(),
+            child,
+            lines: rx,
+        }
+    }
+
+    fn send(&mut self, v: serde_json::Value) {
+        use std::io::Write;
+        let input = self.input.as_mut().unwrap();
+        writeln!(input, "{v}").unwrap();
+        input.flush().unwrap();
+    }
+
+    /// The next line with this `id` (others are skipped).
+    fn next(&self, id: &str) -> serde_json::Value {
+        loop {
+            let v = self
+                .lines
+                .recv_timeout(Duration::from_secs(20))
+                .expect("a line from the server");
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// The error of the next line with this `id`: its field.
+    fn error(&self, id: &str) -> String {
+        let v = self.next(id);
+        v["error"]["field"]
+            .as_str()
+            .unwrap_or_else(|| panic!("an error line: {v}"))
+            .to_string()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.input.take();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn serve_runs_sessions_over_json_lines() {
+    as_both("serve_runs_sessions_over_json_lines", |who| {
+        use serde_json::json;
+        let dir = project();
+        let ws = dir.path().to_str().unwrap();
+        let mut s = Served::start(who);
+        s.send(json!({"op": "session_start", "id": "s", "profile": "shell",
+                      "workspace": ws, "cwd": ws, "env": {"PATH": common::PATH}}));
+        let v = s.next("s");
+        let session = v["session"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{who:?}: {v}"))
+            .to_string();
+        // A background process of one command serves the next.
+        s.send(json!({"op": "start", "id": "bg", "session": session,
+                      "argv": ["bash", "-c", "echo state > /tmp/kept; sleep 100 >/dev/null 2>&1 &"]}));
+        assert_eq!(s.next("bg")["exit_code"], 0, "{who:?}");
+        s.send(json!({"op": "start", "id": "see", "session": session,
+                      "argv": ["bash", "-c", "cat /tmp/kept; pgrep -x sleep >/dev/null && echo alive"]}));
+        assert_eq!(s.next("see")["stdout"], "state\nalive\n", "{who:?}");
+        // Python answered over stdin, its output streamed as events.
+        s.send(
+            json!({"op": "start", "id": "py", "session": session, "stream": true,
+                      "argv": ["/usr/bin/python3", "-i", "-q", "-u"]}),
+        );
+        s.send(json!({"op": "stdin", "id": "py", "data": "print(6 * 7)\n"}));
+        let mut seen = String::new();
+        while !seen.contains("42") {
+            let v = s.next("py");
+            assert!(
+                v["event"].is_string(),
+                "{who:?}: an event before the result: {v}"
+            );
+            seen.push_str(v["data"].as_str().unwrap());
+        }
+        s.send(json!({"op": "stdin", "id": "py", "eof": true}));
+        let r = loop {
+            let v = s.next("py");
+            if v.get("event").is_none() {
+                break v;
+            }
+        };
+        assert_eq!(r["exit_code"], 0, "{who:?}: {r}");
+        // NUL in stdin data is a byte like any other.
+        s.send(json!({"op": "start", "id": "od", "session": session, "argv": ["od", "-An", "-c"]}));
+        s.send(json!({"op": "stdin", "id": "od", "data": "a\u{0}b", "eof": true}));
+        assert!(
+            s.next("od")["stdout"]
+                .as_str()
+                .unwrap()
+                .contains("a  \\0   b"),
+            "{who:?}"
+        );
+        // SIGINT by name.
+        s.send(json!({"op": "start", "id": "sl", "session": session, "argv": ["sleep", "100"]}));
+        std::thread::sleep(Duration::from_millis(300));
+        s.send(json!({"op": "signal", "id": "sl", "signal": "SIGFOO"}));
+        assert_eq!(s.error("sl"), "signal", "{who:?}");
+        s.send(json!({"op": "signal", "id": "sl", "signal": "int"}));
+        assert_eq!(s.next("sl")["signal"], libc::SIGINT, "{who:?}");
+        // Hostile lines: each refused, naming its field; nothing else changes.
+        let cases = [
+            (
+                json!({"op": "start", "id": "h1", "session": "s999", "argv": ["true"]}),
+                "session",
+            ),
+            (
+                json!({"op": "start", "id": "h2", "session": session, "argv": ["a\u{0}b"]}),
+                "argv",
+            ),
+            (
+                json!({"op": "start", "id": "h3", "session": session, "argv": ["true"], "timeout_s": 1e300}),
+                "timeout_s",
+            ),
+            (
+                json!({"op": "start", "id": "h4", "session": session, "argv": ["true"], "bogus": 1}),
+                "start",
+            ),
+            (
+                json!({"op": "start", "id": "h5", "session": session, "argv": ["true"], "env": {"LD_PRELOAD": "/x"}}),
+                "env",
+            ),
+            (
+                json!({"op": "signal", "id": "nobody-runs-this", "signal": "SIGINT"}),
+                "id",
+            ),
+            (
+                json!({"op": "stdin", "id": "nobody-runs-this", "data": "x"}),
+                "id",
+            ),
+            (json!({"op": "launch", "id": "h6"}), "op"),
+            (
+                json!({"op": "session_start", "id": "h7", "argv": ["true"]}),
+                "argv",
+            ),
+            (
+                json!({"op": "session_start", "id": "h8", "profile": "nope"}),
+                "profile",
+            ),
+            (
+                json!({"op": "session_start", "id": "h9", "idle_s": 1e12}),
+                "idle_s",
+            ),
+        ];
+        for (line, field) in cases {
+            let id = line["id"].as_str().unwrap().to_string();
+            s.send(line);
+            assert_eq!(s.error(&id), field, "{who:?}: {id}");
+        }
+        s.send(json!({"op": "session_end", "id": "end", "session": session}));
+        assert_eq!(s.next("end")["ended"], session.as_str(), "{who:?}");
+        s.send(json!({"op": "start", "id": "late", "session": session, "argv": ["true"]}));
+        assert_eq!(s.error("late"), "session", "{who:?}");
+        // Exec requests still work on the same stream.
+        s.send(json!({"id": "one-shot", "argv": ["/bin/echo", "plain"]}));
+        assert_eq!(s.next("one-shot")["stdout"], "plain\n", "{who:?}");
+    });
+}

@@ -233,7 +233,7 @@ fn refuses_code_injecting_env_keys() {
 
 #[test]
 fn refuses_timeout_out_of_range() {
-    for t in [0.0, 0.5, 600.5, 601.0, f64::NAN] {
+    for t in [0.0, 0.5, 86_400.5, 86_401.0, f64::NAN, f64::INFINITY, -1.0] {
         let mut r = req(&["/bin/true"]);
         r.timeout_s = t;
         assert_eq!(refused(&r).0, "timeout_s", "{t}");
@@ -285,6 +285,8 @@ fn env_scrub_drops_host_secrets() {
     let mut r = req(&["/usr/bin/env"]);
     r.env.insert("FOO".into(), "bar".into());
     r.env.insert("PATH".into(), "/opt/bin:/usr/bin".into());
+    // The private home: the persistent one adds its own variables (tests/home.rs).
+    r.home = sandbox_host::exec::home::Mode::Private;
     let res = run(&r);
     assert_eq!(res.exit_code, Some(0), "{res:?}");
     // The sandbox adds nothing: the filter is installed by the host (no LD_PRELOAD, no
@@ -831,9 +833,14 @@ fn violation_names_socket_under_minimal() {
         "{}",
         v.hint
     );
-    // minimal plus the socket's group (@network) is the network profile.
+    // The one call first, with the mode that keeps the run without network; then minimal
+    // plus the socket's group (@network), the network profile.
     assert!(v.hint.contains("@network"), "{}", v.hint);
-    assert_eq!(v.change.as_deref(), Some("\"profile\": \"network\""));
+    assert!(v.hint.contains("\"profile\": \"network\""), "{}", v.hint);
+    assert_eq!(
+        v.change.as_deref(),
+        Some("\"allow\": [\"socket\"], \"network\": \"none\"")
+    );
     assert!(!v.hint.contains('\n'));
 }
 
@@ -1211,7 +1218,7 @@ fn a_refused_call_fails_with_eperm_and_the_program_goes_on() {
         assert_eq!(v.profile, "minimal");
         assert_eq!(
             v.change.as_deref(),
-            Some("\"profile\": \"network\""),
+            Some("\"allow\": [\"socket\"], \"network\": \"none\""),
             "{v:?}"
         );
         // Control: with on_violation kill the same program dies at the call.

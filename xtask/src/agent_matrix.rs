@@ -248,8 +248,9 @@ pub struct Cell {
     pub mismatch: Option<String>,
 }
 
-/// The fixture workspace, built once per process (unsandboxed) and copied for each cell.
-fn master() -> Result<&'static Path> {
+/// The fixture workspace (`ws` and `home` under it), built once per process (unsandboxed) and
+/// copied for each cell.
+pub fn master() -> Result<&'static Path> {
     static M: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
     M.get_or_init(|| build_master().map_err(|e| format!("{e:#}")))
         .as_ref()

@@ -286,7 +286,7 @@ fn violations(quick: bool) -> Result<String> {
 
 /// Runs every benchmark and writes docs/benchmarks.md.
 pub fn run(args: &[&str]) -> Result<()> {
-    // `--process-api`: only the process API section, printed, not written. Before the release
+    // `--process-api`: only the process API section, printed and written (not with --quick). Before the release
     // re-run below: it measures two `sandbox` processes (a release build with the feature), not
     // code of this process.
     if args.contains(&"--process-api") {
@@ -301,6 +301,14 @@ pub fn run(args: &[&str]) -> Result<()> {
                 &crate::bench_violations::replace_section(&old, &section),
             )?;
         }
+        return Ok(());
+    }
+    // `--in-container`: per container setting, the agent matrix's share and the one-shot cost
+    // inside a runc container, printed, not written. What is timed is the sandbox binary
+    // (a separate, optimised build), not this process, so it needs no release re-run.
+    if args.contains(&"--in-container") {
+        let n = if args.contains(&"--quick") { 20 } else { 100 };
+        print!("{}", crate::bench_container::run(n)?);
         return Ok(());
     }
     // Measure optimised code: the host's own work per spawn is part of several figures.
@@ -358,6 +366,18 @@ pub fn run(args: &[&str]) -> Result<()> {
         );
         return Ok(());
     }
+    // `--mcp`: only the MCP section, printed, not written.
+    if args.contains(&"--mcp") {
+        let (rounds, per) = if quick { (5, 20) } else { (15, 100) };
+        print!("{}", crate::bench_mcp::run(rounds, per)?);
+        return Ok(());
+    }
+    // `--session`: only the session section, printed, not written.
+    if args.contains(&"--session") {
+        let (n, growth) = if quick { (400, 1000) } else { (4000, 10_000) };
+        print!("{}", crate::bench_session::run(n, growth)?);
+        return Ok(());
+    }
     // `--learn`: only the learn section, printed, not written.
     if args.contains(&"--learn") {
         let (rounds, per) = if quick { (3, 5) } else { (7, 20) };
@@ -410,6 +430,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &xtask::bench_syscalls::run()?;
     doc += &crate::bench_exec::run(if quick { 100 } else { 1000 })?;
     doc += &crate::bench_serve::run(if quick { 100 } else { 1000 })?;
+    doc += &crate::bench_mcp::run(if quick { 5 } else { 15 }, if quick { 20 } else { 100 })?;
     doc += &crate::bench_fsize::run(if quick { 3 } else { 9 }, if quick { 5 } else { 10 })?;
     doc += &crate::bench_proxy::run(if quick { 400 } else { 4000 })?;
     doc += &crate::bench_leaks::run(if quick { 5 } else { 21 })?;

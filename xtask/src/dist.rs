@@ -1,11 +1,17 @@
-//! `cargo xtask dist`: the release bundle `target/dist/sandbox-<version>-<target>.tar.gz`.
+//! `cargo xtask dist`: the release files in `target/dist/`, all around one build of the binary:
 //!
-//! It holds `bin/sandbox`, `lib/libsandbox.so` (extracted from that very binary, so the two
-//! never disagree), the built-in profiles, one man page per subcommand (clap_mangen), bash, zsh
-//! and fish completions (clap_complete), README and licences, and `SHA256SUMS` of every file;
-//! `target/dist/SHA256SUMS` has the tarball's. The binary is built with the workspace and
-//! cargo's home remapped (`--remap-path-prefix`), so no path of the build machine is baked in
-//! and the bundle works wherever it is unpacked.
+//! - `sandbox-<version>-<target>.tar.gz`, the bundle, named for the binary it holds
+//!   (`x86_64-unknown-linux-musl` for the static build, the host's triple otherwise). It holds
+//!   `bin/sandbox`, `lib/libsandbox.so` (extracted from that very binary, so the two never
+//!   disagree), the built-in profiles, one man page per subcommand (clap_mangen), bash, zsh and
+//!   fish completions (clap_complete), `docs/` (the pages the help points to), README and
+//!   licences, and `SHA256SUMS` of every file;
+//! - the Python wheel `kernel_sandbox-<version>-py3-none-<platform>.whl` (dist_wheel.rs);
+//! - the npm tarball `kernel-sandbox-<version>.tgz` (dist_npm.rs);
+//! - `SHA256SUMS` of those three.
+//!
+//! The binary is built with the workspace and cargo's home remapped (`--remap-path-prefix`), so
+//! no path of the build machine is baked in and the files work wherever they are unpacked.
 //!
 //! The shipped binary is fully static (musl, `<arch>-unknown-linux-musl`) where that target's
 //! standard library is installed (`rustup target add x86_64-unknown-linux-musl`): it runs on any
@@ -16,7 +22,6 @@
 //! (host/build.rs). Without the musl target the bundle holds the host's default build, and says so.
 
 use anyhow::{bail, Context, Result};
-use clap::CommandFactory;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,7 +31,7 @@ use std::process::Command;
 pub struct DistOptions {
     /// Cargo profile.
     pub profile: String,
-    /// Where the tarball and `SHA256SUMS` go.
+    /// Where the bundle, the wheel, the npm tarball and their `SHA256SUMS` go.
     pub out: PathBuf,
 }
 
@@ -72,15 +77,18 @@ pub fn std_installed(triple: &str) -> bool {
         })
 }
 
-/// A built `sandbox` binary and what it was built for.
-pub struct Built {
-    /// Where cargo left it.
-    pub path: PathBuf,
-    /// The target triple it was built for.
-    pub triple: String,
-    /// True when it is the fully static musl build; false for the host's default build.
-    pub fully_static: bool,
+/// The RUSTFLAGS of the shipped build: the workspace and cargo's home remapped, so that no path
+/// of the build machine is baked in. `cargo install` with the same flags and target directory
+/// reuses that build (the packages test does).
+pub fn remap_flags(root: &Path) -> String {
+    format!(
+        "--remap-path-prefix={}=/sandbox --remap-path-prefix={}=/cargo",
+        root.display(),
+        cargo_home().display()
+    )
 }
+
+pub use crate::built::Built;
 
 /// Builds the `sandbox` binary as the bundle ships it, with cargo profile `profile`, into
 /// `<root>/target/dist-build` (shared by `dist`, the benchmarks and CI, so each builds it once):
@@ -101,11 +109,7 @@ pub fn build_shipped(root: &Path, profile: &str) -> Result<Built> {
         None => host.clone(),
     };
     let target_dir = root.join("target/dist-build");
-    let remap = format!(
-        "--remap-path-prefix={}=/sandbox --remap-path-prefix={}=/cargo",
-        root.display(),
-        cargo_home().display()
-    );
+    let remap = remap_flags(root);
     let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["build", "--quiet", "-p", "sandbox-host", "--bin", "sandbox"])
         .args(["--profile", profile, "--target", &triple, "--target-dir"])
@@ -126,13 +130,50 @@ pub fn build_shipped(root: &Path, profile: &str) -> Result<Built> {
     })
 }
 
-/// Builds the bundle; returns the tarball's path.
-pub fn dist(root: &Path, opts: &DistOptions) -> Result<PathBuf> {
-    let version = env!("CARGO_PKG_VERSION");
+/// What `cargo xtask dist` wrote.
+pub struct Dist {
+    /// `sandbox-<version>-<target>.tar.gz`.
+    pub bundle: PathBuf,
+    /// The Python wheel (dist_wheel.rs).
+    pub wheel: PathBuf,
+    /// The npm tarball (dist_npm.rs).
+    pub npm: PathBuf,
+    /// The binary all three carry, and what it was built for.
+    pub built: Built,
+}
+
+/// Builds the bundle, the wheel and the npm tarball around one build of the binary, and writes
+/// `SHA256SUMS` of the three.
+pub fn dist(root: &Path, opts: &DistOptions) -> Result<Dist> {
     let built = build_shipped(root, &opts.profile)?;
-    // Named after the host's triple either way: the bundle is for machines like this one.
-    let name = format!("sandbox-{version}-{}", host_triple()?);
-    let built = built.path;
+    std::fs::create_dir_all(&opts.out)?;
+    let bundle = bundle(root, &built, &opts.out)?;
+    let wheel = crate::dist_wheel::wheel(root, &built, &opts.out)?;
+    let npm = crate::dist_npm::npm_package(root, &built, &opts.out)?;
+    let mut sums = String::new();
+    for f in [&bundle, &wheel, &npm] {
+        let name = f.file_name().unwrap_or_default().to_string_lossy();
+        sums += &format!("{}  {name}\n", hex(&Sha256::digest(std::fs::read(f)?)));
+    }
+    std::fs::write(opts.out.join("SHA256SUMS"), sums)?;
+    Ok(Dist {
+        bundle,
+        wheel,
+        npm,
+        built,
+    })
+}
+
+/// The bundle's name: named for the binary it holds, `x86_64-unknown-linux-musl` for the static
+/// build (it runs on any Linux of its architecture), the host's triple otherwise.
+pub fn bundle_name(built: &Built) -> String {
+    format!("sandbox-{}-{}", env!("CARGO_PKG_VERSION"), built.triple)
+}
+
+/// The release tarball; returns its path.
+fn bundle(root: &Path, built: &Built, out: &Path) -> Result<PathBuf> {
+    let name = bundle_name(built);
+    let built = &built.path;
 
     let stage_parent = tempfile::tempdir()?;
     let stage = stage_parent.path().join(&name);
@@ -142,7 +183,7 @@ pub fn dist(root: &Path, opts: &DistOptions) -> Result<PathBuf> {
         Ok(d)
     };
     let bin = mkdir("bin")?.join("sandbox");
-    std::fs::copy(&built, &bin).with_context(|| format!("copying {}", built.display()))?;
+    std::fs::copy(built, &bin).with_context(|| format!("copying {}", built.display()))?;
     let lib = mkdir("lib")?.join("libsandbox.so");
     let o = Command::new(&bin)
         .arg("extract")
@@ -181,11 +222,18 @@ pub fn dist(root: &Path, opts: &DistOptions) -> Result<PathBuf> {
     for f in ["README.md", "LICENSE-MIT", "LICENSE-APACHE"] {
         std::fs::copy(root.join(f), stage.join(f)).with_context(|| format!("copying {f}"))?;
     }
+    // The pages the help and README point to (`docs/paths.md`...), at the same relative place.
+    let docs = mkdir("docs")?;
+    for entry in std::fs::read_dir(root.join("docs"))? {
+        let p = entry?.path();
+        if p.is_file() {
+            std::fs::copy(&p, docs.join(p.file_name().unwrap()))?;
+        }
+    }
     let sums = sha256_lines(&stage)?;
     std::fs::write(stage.join("SHA256SUMS"), sums)?;
 
-    std::fs::create_dir_all(&opts.out)?;
-    let tarball = opts.out.join(format!("{name}.tar.gz"));
+    let tarball = out.join(format!("{name}.tar.gz"));
     // Reproducible archive: sorted names, fixed owner and time, and gzip told not to store the
     // name and time (`-n`; the GZIP variable that used to say so is deprecated and warns).
     let status = Command::new("tar")
@@ -207,30 +255,12 @@ pub fn dist(root: &Path, opts: &DistOptions) -> Result<PathBuf> {
     if !status.success() {
         bail!("tar failed: {status}");
     }
-    let hash = hex(&Sha256::digest(std::fs::read(&tarball)?));
-    std::fs::write(
-        opts.out.join("SHA256SUMS"),
-        format!("{hash}  {name}.tar.gz\n"),
-    )?;
     Ok(tarball)
 }
 
-/// `sandbox.1` and `sandbox-<subcommand>.1` for every subcommand, from the CLI definition.
+/// `sandbox.1` and a page per subcommand, from the CLI definition (see `crate::man`).
 fn man_pages(dir: &Path) -> Result<()> {
-    let cmd = sandbox_host::cli::Cli::command();
-    let mut pages = vec![("sandbox".to_string(), cmd.clone())];
-    for sub in cmd.get_subcommands() {
-        let name = format!("sandbox-{}", sub.get_name());
-        pages.push((name.clone(), sub.clone().name(name)));
-    }
-    for (name, page) in pages {
-        let mut text = Vec::new();
-        clap_mangen::Man::new(page)
-            .source(format!("sandbox {}", env!("CARGO_PKG_VERSION")))
-            .render(&mut text)?;
-        std::fs::write(dir.join(format!("{name}.1")), text)?;
-    }
-    Ok(())
+    crate::man::write_pages(dir)
 }
 
 /// `sha256sum` lines for every file under `dir`, sorted by path.
@@ -256,6 +286,7 @@ fn sha256_lines(dir: &Path) -> Result<String> {
     Ok(out)
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lower-case hexadecimal of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -3,32 +3,39 @@
 //! - `codegen [--check]`: write (or check) the syscall tables in `policy/src/syscalls/`
 //! - `build-preload`: build the shipped `libsandbox.so` at `target/preload-build/preload/libsandbox.so`,
 //!   the very build host/build.rs embeds
-//! - `ci`: formatting, the minimum supported Rust version (declared, and the workspace built
+//! - `ci`: the Debian packages the tests need (`.ci/packages`: installed as root, else named),
+//!   formatting, the minimum supported Rust version (declared, and the workspace built
 //!   with it), clippy, the whole test suite (the table drift check is a test in it), the
 //!   workspace checked for aarch64, and the escape suite against the shipped static binary
 //! - `msrv`: the minimum-supported-Rust-version check alone (see msrv.rs)
 //! - `cross`: the aarch64 check and the build with the minimum supported Rust alone
 //! - `matrix [--check]`: run real commands under every built-in profile, write `docs/profiles.md`
-//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--proxy] [--leaks] [--learn]
-//!   [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`, `--outer`,
-//!   `--exec`, `--serve`, `--proxy`, `--leaks`, `--learn`: that section only, printed; `--violations`:
-//!   the deny-and-report section, printed and replaced in `docs/benchmarks.md` unless `--quick`;
-//!   `--process-api`: gRPC `Execute` against `exec --json` from a release build with the
-//!   `process-api` feature, printed and replaced in `docs/benchmarks.md` unless `--quick`)
+//! - `bench [--quick] [--oneshot] [--outer] [--exec] [--fsize] [--serve] [--mcp] [--session] [--proxy]
+//!   [--leaks] [--learn] [--violations]`: every benchmark, written to `docs/benchmarks.md` (`--oneshot`,
+//!   `--outer`, `--exec`, `--serve`, `--mcp`, `--session`, `--proxy`, `--leaks`, `--learn`: that section
+//!   only, printed; `--violations`: the deny-and-report section, printed and replaced in
+//!   `docs/benchmarks.md` unless `--quick`; `--in-container`: per container setting, the agent matrix
+//!   and the one-shot cost inside runc, printed; `--process-api`: gRPC `Execute` against
+//!   `exec --json` from a release build with the `process-api` feature, printed and replaced in
+//!   `docs/benchmarks.md` unless `--quick`)
 
+mod acceptance;
 mod bench;
+mod bench_container;
 mod bench_exec;
 mod bench_floor;
 mod bench_fsize;
 mod bench_landlock;
 mod bench_leaks;
 mod bench_learn;
+mod bench_mcp;
 mod bench_oci;
 mod bench_oneshot;
 mod bench_outer;
 mod bench_process_api;
 mod bench_proxy;
 mod bench_serve;
+mod bench_session;
 mod bench_violations;
 mod msrv;
 mod workspace;
@@ -76,6 +83,9 @@ pub fn build_preload() -> Result<PathBuf> {
 }
 
 fn ci() -> Result<()> {
+    // First, so that a missing `go` or `tsc` stops the run at once, named (see packages.rs).
+    let packages = xtask::packages::list(&root())?;
+    xtask::packages::ensure(&packages, xtask::packages::Missing::InstallAsRoot)?;
     run(cargo().args(["fmt", "--all", "--", "--check"]))?;
     msrv::check(&root())?;
     // `incompatible_msrv` is named although `-D warnings` covers it: it is the MSRV check for
@@ -128,6 +138,8 @@ fn ci() -> Result<()> {
     run(cargo()
         .args(["test", "-p", "sandbox-host", "--test", "escape"])
         .env("SANDBOX_TEST_BINARY", &shipped.path))?;
+    // Real projects' test suites inside and outside (skipped, said, when registries are down).
+    acceptance::run(&root(), None)?;
     Ok(())
 }
 
@@ -226,6 +238,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("ci") => ci(),
+        Some("acceptance") => acceptance::run(&root(), rest.first().copied()),
         Some("msrv") => msrv::check(&root()),
         Some("cross") => cross_checks(),
         Some("matrix") => {
@@ -242,9 +255,12 @@ fn main() -> Result<()> {
                 profile: "release".into(),
                 out: root().join("target/dist"),
             };
-            println!("{}", xtask::dist::dist(&root(), &opts)?.display());
+            let d = xtask::dist::dist(&root(), &opts)?;
+            for f in [d.bundle, d.wheel, d.npm] {
+                println!("{}", f.display());
+            }
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--process-api]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--mcp] [--session] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--in-container] [--process-api]>"),
     }
 }

@@ -1,5 +1,6 @@
-//! `cargo xtask dist`: the bundle unpacked somewhere else runs, holds what it says it holds,
-//! and carries no path of the machine that built it. Built with the dev profile (faster, and
+//! `cargo xtask dist`: the bundle unpacked somewhere else runs, is named for the binary it
+//! holds, holds what it says it holds (the docs its help points to among them), and carries no
+//! path of the machine that built it. Built with the dev profile (faster, and
 //! its debug information would show a missed path remapping first).
 
 use std::path::Path;
@@ -7,6 +8,13 @@ use std::process::Command;
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// What `program args` prints on stdout.
+fn text_of(program: &Path, args: &[&str]) -> String {
+    let o = Command::new(program).args(args).output().unwrap();
+    assert!(o.status.success(), "{o:?}");
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 #[test]
@@ -17,15 +25,34 @@ fn the_bundle_works_unpacked_elsewhere_without_build_paths() {
         profile: "dev".into(),
         out: out.path().to_path_buf(),
     };
-    let tarball = xtask::dist::dist(root, &opts).unwrap();
+    let dist = xtask::dist::dist(root, &opts).unwrap();
+    let tarball = dist.bundle;
     let name = tarball.file_name().unwrap().to_string_lossy().into_owned();
-    assert!(
-        name.starts_with(&format!("sandbox-{}-", env!("CARGO_PKG_VERSION"))),
-        "{name}"
+    // Named for the binary it holds: the static build is not a `-gnu` one.
+    let musl = xtask::dist::static_target("x86_64-unknown-linux-gnu").unwrap();
+    let static_build = cfg!(target_arch = "x86_64") && xtask::dist::std_installed(&musl);
+    assert_eq!(dist.built.fully_static, static_build);
+    let target = if static_build {
+        musl.clone()
+    } else {
+        xtask::dist::host_triple().unwrap()
+    };
+    assert_eq!(
+        name,
+        format!("sandbox-{}-{target}.tar.gz", env!("CARGO_PKG_VERSION"))
     );
-    assert!(name.ends_with(".tar.gz"));
+    // One line per file written: the bundle, the wheel, the npm tarball.
     let sums = std::fs::read_to_string(out.path().join("SHA256SUMS")).unwrap();
-    assert!(sums.ends_with(&format!("  {name}\n")), "{sums}");
+    for f in [&tarball, &dist.wheel, &dist.npm] {
+        let f = f.file_name().unwrap().to_string_lossy();
+        assert_eq!(
+            sums.lines()
+                .filter(|l| l.ends_with(&format!("  {f}")))
+                .count(),
+            1,
+            "{sums}"
+        );
+    }
 
     let place = tempfile::tempdir().unwrap();
     let o = Command::new("tar")
@@ -77,6 +104,19 @@ fn the_bundle_works_unpacked_elsewhere_without_build_paths() {
     ] {
         assert!(top.join(f).is_file(), "{f}");
     }
+    // The pages the help points to, at the same place relative to README as in the repository.
+    let help = text_of(&top.join("bin/sandbox"), &["--help"]);
+    assert!(help.contains("docs/containers.md"), "{help}");
+    for entry in std::fs::read_dir(root.join("docs")).unwrap() {
+        let p = entry.unwrap().path();
+        let shipped = top.join("docs").join(p.file_name().unwrap());
+        assert_eq!(
+            std::fs::read(&shipped).ok(),
+            std::fs::read(&p).ok(),
+            "{}",
+            p.display()
+        );
+    }
 
     // It runs from there, with a bare environment.
     let sandbox = top.join("bin/sandbox");
@@ -103,8 +143,7 @@ fn the_bundle_works_unpacked_elsewhere_without_build_paths() {
 
     // Fully static where the musl target is installed: no program interpreter to load at every
     // start (admission's own ELF reading says so; a dynamically linked build is `Ok`).
-    let musl = xtask::dist::static_target("x86_64-unknown-linux-gnu").unwrap();
-    if cfg!(target_arch = "x86_64") && xtask::dist::std_installed(&musl) {
+    if static_build {
         use sandbox_host::admission::{classify, Unconfinable};
         let verdict = classify(&sandbox);
         assert!(

@@ -1,16 +1,27 @@
-//! What would allow a refused call: the smallest change, in the caller's language.
+//! What would allow a refused call: the narrowest change, in the caller's language, which
+//! never widens the network as a side effect.
 //!
-//! First a built-in profile that is the one in use plus the call's whole group (`shell` plus
-//! `@network` is `shell-network`, `minimal` plus `@network` is `network`): a call of a group the
-//! profile lacks rarely comes alone (`socket` is followed by `connect`), so allowing the one call
-//! would only move the refusal to the next. Then an `allow` entry added to the profile in use
-//! (`--allow NAME` for command-line users, `"allow": ["NAME"]` for JSON clients), checked against
-//! the call's real arguments: it is proposed only if the extended profile would then let this
-//! very call through (a call the profile denies explicitly stays denied whatever the allow list
-//! says). Otherwise the closest built-in profile that allows the call *and still runs the
-//! program*: one that allows every call the current profile allows (so a shell stays a shell),
-//! the smallest such. `unrestricted` (no filter) always qualifies, so there is always an answer;
-//! it is never a profile that cannot run the program.
+//! First an `allow` entry for the one call added to the profile in use (`"allow": ["NAME"]`
+//! for JSON clients, `--profile P --allow NAME` on the command line: `--allow` alone replaces
+//! the profile), checked against the call's real arguments: it is proposed only if the
+//! extended profile would then let this very call through (a call the profile denies
+//! explicitly stays denied whatever the allow list says), and only where a per-request allow
+//! list works for the caller (module `run`: an unprivileged caller without namespaces cannot
+//! take the listener a changed profile reports through). The hint names, second, the built-in
+//! profile that is the one in use plus the call's whole group (`shell` plus `@network` is
+//! `shell-network`): a call of a group rarely comes alone (`socket` is followed by `connect`).
+//! Without an allow entry, that profile is the change; else the closest built-in profile that
+//! allows the call *and still runs the program*: one that allows every call the current
+//! profile allows (so a shell stays a shell), the smallest such. `unrestricted` (no filter)
+//! always qualifies, so there is always an answer; it is never a profile that cannot run the
+//! program.
+//!
+//! The network mode follows the profile when the request names none (`none` for a profile
+//! that refuses sockets, `host` for one that allows them): a change that makes the profile
+//! allow TCP sockets would also open the host's network. When the request left the mode to the
+//! profile and got `none`, such a change carries the mode that keeps it (`"network": "none"`,
+//! `--network none`), and the hint says why. An explicit mode, or one implied by
+//! `allow_domains` or `host_ports`, stays as it is without help.
 
 use super::request::Audience;
 use crate::policy::profile::Profile;
@@ -122,8 +133,51 @@ fn plus_group(
     })
 }
 
+/// Who asks, and what a change may rely on.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Asker {
+    /// The caller's language.
+    pub audience: Audience,
+    /// A per-request `allow` entry works for this caller (the command line's `--allow` always
+    /// does; a request's only where the host can take the changed profile's listener).
+    pub allow_works: bool,
+    /// The request left the network mode to the profile and got `none`: a change that lets
+    /// the profile open TCP sockets must say `none` to keep it.
+    pub keep_no_network: bool,
+}
+
+/// Whether `policy` (`None`: no filter) lets a program open a TCP socket: what makes a
+/// request without a network mode get the host's network.
+fn opens_tcp(policy: Option<&Policy>) -> bool {
+    let tcp = [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
+    let socket = NATIVE.syscall_number("socket");
+    policy.is_none_or(|p| socket.is_some_and(|nr| p.decide(nr, &tcp) == Action::Allow))
+}
+
+/// `change` with the network mode that keeps the request's network, when the changed profile
+/// would open TCP sockets and the request left its mode to the profile; and the words that
+/// say so (empty when nothing was added).
+fn keeping_network(change: String, opens: bool, asker: &Asker) -> (String, &'static str) {
+    if !(opens && asker.keep_no_network) {
+        return (change, "");
+    }
+    match asker.audience {
+        Audience::Cli => (
+            format!("{change} --network none"),
+            " (--network none keeps the run without network; without it the change would \
+             also open the host's network)",
+        ),
+        Audience::Json => (
+            format!("{change}, \"network\": \"none\""),
+            " (\"network\": \"none\" keeps the request without network; without it the \
+             change would also open the host's network)",
+        ),
+    }
+}
+
 /// Advice for the call `nr` with `args`, refused under `profile`.
-pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audience) -> Advice {
+pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, asker: &Asker) -> Advice {
+    let audience = asker.audience;
     let name = NATIVE.syscall_name(nr).unwrap_or("unknown");
     let refused = format!("{name} is not allowed by profile {}", profile.name());
     let current = profile
@@ -131,39 +185,66 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audi
         .ok()
         .flatten()
         .map(|p| allowed_set(Some(&p)));
-    let to_profile = |target: &str| match audience {
-        Audience::Cli => format!("--profile {target}"),
-        Audience::Json => format!("\"profile\": \"{target}\""),
+    let to_profile = |target: &str| {
+        let opens = builtins()
+            .iter()
+            .find(|b| b.name == target)
+            .is_none_or(|b| opens_tcp(b.policy.as_deref()));
+        let plain = match audience {
+            Audience::Cli => format!("--profile {target}"),
+            Audience::Json => format!("\"profile\": \"{target}\""),
+        };
+        keeping_network(plain, opens, asker)
     };
-    if let Some((target, group)) = current
+    let group = current
         .as_ref()
-        .and_then(|cur| plus_group(nr, args, name, profile, cur))
-    {
-        let change = to_profile(target);
+        .and_then(|cur| plus_group(nr, args, name, profile, cur));
+    if name != "unknown" && profile.allow().is_some() && asker.allow_works {
+        let extended = profile
+            .extended(&[name.to_string()], &[])
+            .ok()
+            .and_then(|p| p.policy(NATIVE, None).ok());
+        let allows = extended.as_ref().is_some_and(|p| {
+            p.as_ref()
+                .is_none_or(|p| p.decide(nr, args) == Action::Allow)
+        });
+        if let (true, Some(extended)) = (allows, extended) {
+            let plain = match audience {
+                // `--allow` without `--profile` replaces the profile by the list alone, and
+                // is given once: the whole list again, with the call.
+                Audience::Cli if profile.name() == "custom" => {
+                    let mut list = profile.allow().unwrap_or_default().to_vec();
+                    list.push(name.to_string());
+                    format!("--allow {}", list.join(":"))
+                }
+                Audience::Cli => format!("--profile {} --allow {name}", profile.name()),
+                Audience::Json => format!("\"allow\": [\"{name}\"]"),
+            };
+            let (change, why) = keeping_network(plain, opens_tcp(extended.as_deref()), asker);
+            let more = group.map_or(String::new(), |(target, group)| {
+                let (whole, why) = to_profile(target);
+                format!(
+                    "; it belongs to @{group}, which profile {target} adds to {} if the program \
+                     needs more of it: {whole}{why}",
+                    profile.name()
+                )
+            });
+            return Advice {
+                hint: format!("{refused}; to allow it add {change}{why}{more}"),
+                change,
+            };
+        }
+    }
+    if let Some((target, group)) = group {
+        let (change, why) = to_profile(target);
         return Advice {
             hint: format!(
-                "{refused}; it belongs to @{group}, which profile {target} adds to {}: {change}",
+                "{refused}; it belongs to @{group}, which profile {target} adds to {}: \
+                 {change}{why}",
                 profile.name()
             ),
             change,
         };
-    }
-    if name != "unknown" && profile.allow().is_some() {
-        let allows = profile
-            .extended(&[name.to_string()], &[])
-            .ok()
-            .and_then(|p| p.policy(NATIVE, None).ok())
-            .is_some_and(|p| p.is_none_or(|p| p.decide(nr, args) == Action::Allow));
-        if allows {
-            let change = match audience {
-                Audience::Cli => format!("--allow {name}"),
-                Audience::Json => format!("\"allow\": [\"{name}\"]"),
-            };
-            return Advice {
-                hint: format!("{refused}; to allow it add {change}"),
-                change,
-            };
-        }
     }
     let runs_program = |b: &Builtin| {
         current
@@ -185,14 +266,14 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, audience: Audi
         }
     }
     let target = closest.map_or("unrestricted", |b| b.name);
-    let change = to_profile(target);
+    let (change, network) = to_profile(target);
     let why = if target == "unrestricted" {
         "no built-in profile that still runs this program allows it except unrestricted (no filter)"
     } else {
         "the closest built-in profile that allows it and still runs this program"
     };
     Advice {
-        hint: format!("{refused}; {why}: {change}"),
+        hint: format!("{refused}; {why}: {change}{network}"),
         change,
     }
 }
@@ -208,7 +289,7 @@ fn deny_list_fallback(
     profile: &Profile,
     current: Option<&[bool]>,
     refused: &str,
-    to_profile: impl Fn(&str) -> String,
+    to_profile: impl Fn(&str) -> (String, &'static str),
 ) -> Option<Advice> {
     let current = current?;
     let lacking = |b: &Builtin| -> Vec<&'static str> {
@@ -225,7 +306,7 @@ fn deny_list_fallback(
         .filter(|b| b.filtered_other_allowing(profile, nr, args))
         .map(|b| (b, lacking(b)))
         .min_by_key(|(_, m)| m.len())?;
-    let change = to_profile(best.name);
+    let (change, network) = to_profile(best.name);
     let examples = missing
         .iter()
         .take(4)
@@ -235,11 +316,11 @@ fn deny_list_fallback(
     Some(Advice {
         hint: format!(
             "{refused}; profile {} allows it but refuses {} calls profile {} allows (such as \
-             {examples}): {change}; {} removes the filter",
+             {examples}): {change}{network}; {} removes the filter",
             best.name,
             missing.len(),
             profile.name(),
-            to_profile("unrestricted"),
+            to_profile("unrestricted").0,
         ),
         change,
     })
@@ -253,23 +334,45 @@ mod tests {
         NATIVE.syscall_number(name).unwrap()
     }
 
+    /// A caller for whom a per-request allow entry works, with the network mode its own.
+    const CLI: Asker = Asker {
+        audience: Audience::Cli,
+        allow_works: true,
+        keep_no_network: false,
+    };
+    const JSON: Asker = Asker {
+        audience: Audience::Json,
+        ..CLI
+    };
+    /// The same callers where an allow entry does not work (unprivileged, no namespaces).
+    const CLI_NO_ALLOW: Asker = Asker {
+        allow_works: false,
+        ..CLI
+    };
+    const JSON_NO_ALLOW: Asker = Asker {
+        allow_works: false,
+        ..JSON
+    };
+
     #[test]
     fn the_profile_that_adds_the_calls_group() {
         // A shell that needed a socket: shell-network is shell plus @network, so connect and
         // the rest come with it; minimal plus @network is network.
+        // (Where an allow entry does not work for the caller: else the entry comes first.)
         let shell = Profile::builtin("shell").unwrap();
         for call in ["socket", "connect", "sendmsg"] {
-            let a = advise(nr(call), &[2, 1, 0, 0, 0, 0], &shell, Audience::Cli);
+            let a = advise(nr(call), &[2, 1, 0, 0, 0, 0], &shell, &CLI_NO_ALLOW);
             assert_eq!(a.change, "--profile shell-network", "{a:?}");
             assert!(a.hint.contains("@network"), "{a:?}");
         }
-        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &shell, Audience::Json);
+        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &shell, &JSON_NO_ALLOW);
         assert_eq!(a.change, "\"profile\": \"shell-network\"", "{a:?}");
         let minimal = Profile::builtin("minimal").unwrap();
-        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &minimal, Audience::Cli);
+        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &minimal, &CLI_NO_ALLOW);
         assert_eq!(a.change, "--profile network", "{a:?}");
-        // An IPv6 socket, which shell denies explicitly (EACCES), gets the same answer.
-        let a = advise(nr("socket"), &[10, 1, 0, 0, 0, 0], &shell, Audience::Cli);
+        // An IPv6 socket, which shell denies explicitly (EACCES), gets the profile even where
+        // an allow entry works: the entry would not let this very call through.
+        let a = advise(nr("socket"), &[10, 1, 0, 0, 0, 0], &shell, &CLI);
         assert_eq!(a.change, "--profile shell-network", "{a:?}");
     }
 
@@ -278,9 +381,9 @@ mod tests {
         // fork under write: shell is write plus @process and @exec, more than the call's
         // group, so the single call is the smaller change.
         let write = Profile::builtin("write").unwrap();
-        let a = advise(nr("fork"), &[0; 6], &write, Audience::Cli);
-        assert_eq!(a.change, "--allow fork", "{a:?}");
-        let a = advise(nr("fork"), &[0; 6], &write, Audience::Json);
+        let a = advise(nr("fork"), &[0; 6], &write, &CLI);
+        assert_eq!(a.change, "--profile write --allow fork", "{a:?}");
+        let a = advise(nr("fork"), &[0; 6], &write, &JSON);
         assert_eq!(a.change, "\"allow\": [\"fork\"]", "{a:?}");
     }
 
@@ -290,7 +393,7 @@ mod tests {
         // superset, so the closest filtered one is proposed, with what it refuses.
         let no_exec = Profile::builtin("no-exec").unwrap();
         for call in ["vfork", "execve"] {
-            let a = advise(nr(call), &[0; 6], &no_exec, Audience::Cli);
+            let a = advise(nr(call), &[0; 6], &no_exec, &CLI);
             assert_eq!(a.change, "--profile shell-network", "{a:?}");
             assert!(
                 a.hint.contains("refuses") && a.hint.contains("--profile unrestricted"),
@@ -299,7 +402,7 @@ mod tests {
         }
         // An allow-list profile keeps the superset rule.
         let write = Profile::builtin("write").unwrap();
-        let a = advise(nr("execve"), &[0; 6], &write, Audience::Cli);
+        let a = advise(nr("execve"), &[0; 6], &write, &CLI);
         assert!(!a.hint.contains("removes the filter"), "{a:?}");
     }
 
@@ -310,11 +413,73 @@ mod tests {
         let shell = Profile::builtin("shell").unwrap();
         for call in ["ptrace", "socket"] {
             let deny_all = shell.extended(&[], &[call.to_string()]).unwrap();
-            let a = advise(nr(call), &[2, 1, 0, 0, 0, 0], &deny_all, Audience::Cli);
+            let a = advise(nr(call), &[2, 1, 0, 0, 0, 0], &deny_all, &CLI);
             assert!(a.change.starts_with("--profile "), "{a:?}");
             for cannot in ["no-exec", "network", "minimal", "write"] {
                 assert_ne!(a.change, format!("--profile {cannot}"), "{a:?}");
             }
         }
+    }
+
+    #[test]
+    fn the_one_call_comes_first_and_the_group_second() {
+        // trio's setsockopt under shell: the entry, then shell-network for the whole group.
+        let shell = Profile::builtin("shell").unwrap();
+        let a = advise(nr("setsockopt"), &[3, 1, 2, 0, 0, 0], &shell, &JSON);
+        assert_eq!(a.change, "\"allow\": [\"setsockopt\"]", "{a:?}");
+        assert!(a.hint.contains("\"profile\": \"shell-network\""), "{a:?}");
+        let a = advise(nr("setsockopt"), &[3, 1, 2, 0, 0, 0], &shell, &CLI);
+        assert_eq!(a.change, "--profile shell --allow setsockopt", "{a:?}");
+        // A profile made of --allow alone gets that list again, with the call.
+        let custom = Profile::custom(Some("@base:@fd-io:@fs-read"), None).unwrap();
+        let a = advise(nr("setsockopt"), &[3, 1, 2, 0, 0, 0], &custom, &CLI);
+        assert_eq!(
+            a.change, "--allow @base:@fd-io:@fs-read:setsockopt",
+            "{a:?}"
+        );
+    }
+
+    #[test]
+    fn a_change_that_opens_sockets_keeps_a_request_without_network() {
+        let keep = |a: Asker| Asker {
+            keep_no_network: true,
+            ..a
+        };
+        let minimal = Profile::builtin("minimal").unwrap();
+        let shell = Profile::builtin("shell").unwrap();
+        // The one call that opens TCP sockets: the mode comes with it.
+        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &minimal, &keep(JSON));
+        assert_eq!(
+            a.change, "\"allow\": [\"socket\"], \"network\": \"none\"",
+            "{a:?}"
+        );
+        assert!(a.hint.contains("host's network"), "{a:?}");
+        let a = advise(nr("socket"), &[2, 1, 0, 0, 0, 0], &minimal, &keep(CLI));
+        assert_eq!(
+            a.change, "--profile minimal --allow socket --network none",
+            "{a:?}"
+        );
+        // A call that opens nothing needs no mode.
+        let a = advise(nr("setsockopt"), &[3, 1, 2, 0, 0, 0], &shell, &keep(JSON));
+        assert_eq!(a.change, "\"allow\": [\"setsockopt\"]", "{a:?}");
+        // But the group's profile in the hint, and as the change, does.
+        assert!(
+            a.hint
+                .contains("\"profile\": \"shell-network\", \"network\": \"none\""),
+            "{a:?}"
+        );
+        let a = advise(
+            nr("connect"),
+            &[3, 0, 16, 0, 0, 0],
+            &shell,
+            &keep(JSON_NO_ALLOW),
+        );
+        assert_eq!(
+            a.change, "\"profile\": \"shell-network\", \"network\": \"none\"",
+            "{a:?}"
+        );
+        // A request whose mode is its own (explicit, or implied) keeps it without help.
+        let a = advise(nr("connect"), &[3, 0, 16, 0, 0, 0], &shell, &JSON_NO_ALLOW);
+        assert_eq!(a.change, "\"profile\": \"shell-network\"", "{a:?}");
     }
 }

@@ -123,7 +123,7 @@ impl RequestBuilder {
         self
     }
 
-    /// Wall-clock limit (1 to 600 seconds; default 60).
+    /// Wall-clock limit (1 to 86400 seconds; default 60).
     pub fn timeout(mut self, limit: Duration) -> Self {
         self.request.timeout_s = limit.as_secs_f64();
         self
@@ -261,7 +261,15 @@ impl RequestBuilder {
         self
     }
 
-    /// Adds a domain the proxy lets through (`example.com`, `*.example.com`).
+    /// The job's home: persistent (default: kept between commands, with the package caches),
+    /// private (`HOME=/tmp`) or real (the host's, read-only).
+    pub fn home(mut self, mode: super::home::Mode) -> Self {
+        self.request.home = mode;
+        self
+    }
+
+    /// Adds a domain the proxy lets through (`example.com`, `*.example.com`, or a registry
+    /// preset such as `@pypi`).
     pub fn allow_domain(mut self, domain: impl Into<String>) -> Self {
         self.request.allow_domains.push(domain.into());
         self

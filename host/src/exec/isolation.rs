@@ -373,6 +373,10 @@ pub(crate) struct Inputs<'a> {
     pub private_tmp: bool,
     /// Host unix sockets the caller names as reachable (`--allow-unix-socket`).
     pub allowed_sockets: &'a [PathBuf],
+    /// The deny paths (credential list and `deny_read`) when the job's Landlock rules carve
+    /// around them: the view covers them instead (module `conceal`). Empty: nothing to cover
+    /// (no Landlock layer).
+    pub deny_read: &'a [PathBuf],
 }
 
 /// Resolves the layer for a job. `Ok(None)`: off, or unavailable under `preferred` (the
@@ -419,12 +423,19 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
     } else {
         Vec::new()
     };
+    // Without covers (no deny list, or no sources to bind) Landlock's carve-out stays.
+    let covers = if inputs.deny_read.is_empty() {
+        None
+    } else {
+        super::conceal::covers(inputs.deny_read)
+    };
     let view = super::view::plan(&super::view::Inputs {
         writable: inputs.writable,
         exposed: &exposed,
         private_tmp: inputs.private_tmp,
         root_caller: crate::sys::euid() == 0,
         allowed_sockets: inputs.allowed_sockets,
+        covers: covers.as_deref().unwrap_or_default(),
     });
     let mut mounts = view.mounts;
     for p in &pins {
@@ -492,6 +503,7 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
             net: false,
             private_tmp: inputs.private_tmp,
             fresh_dev: true,
+            read_root: covers.is_some(),
             mounts,
         },
         status: Status {

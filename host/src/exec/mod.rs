@@ -23,6 +23,7 @@ mod cgroup1;
 mod cgroup_names;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod clone;
+mod conceal;
 pub(crate) mod contain;
 #[doc(hidden)]
 pub mod env;
@@ -33,9 +34,12 @@ mod git_guard;
 mod git_index;
 mod hits;
 #[doc(hidden)]
+pub mod home;
+#[doc(hidden)]
 pub mod isolation;
 #[doc(hidden)]
 pub mod json;
+mod landlock_cover;
 #[doc(hidden)]
 pub mod leaks;
 #[doc(hidden)]
@@ -43,6 +47,7 @@ pub mod limits;
 mod memwatch;
 mod namespaces;
 mod net;
+mod no_listener;
 pub(crate) mod notify;
 mod paths;
 mod placeholder;
@@ -67,6 +72,7 @@ pub use crate::landlock::Status as LandlockStatus;
 pub use builder::{Redaction, RequestBuilder, Requirement};
 pub use contain::Containment;
 pub use git_guard::Reverted as GitReverted;
+pub use home::Mode as HomeMode;
 pub use isolation::Status as IsolationStatus;
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use net::Report as NetworkReport;
@@ -85,8 +91,9 @@ pub use limits::Rlimits;
 #[doc(hidden)]
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
-pub use request::{Audience, PathRules, Streams, Validated};
+pub use request::{Audience, PathRules, Streams, Validated, MAX_TIMEOUT_S};
 #[cfg(feature = "process-api")]
 pub(crate) use run::name_refusals;
-pub(crate) use run::{learn_validated, run_validated, sandbox_for, scan_leaks};
+pub(crate) use run::{exec_for, learn_validated, run_validated, sandbox_for, scan_leaks};
+pub(crate) use schema::Strict;
 pub(crate) use spawn::dup_above;

@@ -17,6 +17,9 @@ pub(crate) struct Namespaces {
     /// The mounts build a fresh `/dev` (whose directory, terminals and shared memory the
     /// job's Landlock rules then cover).
     pub fresh_dev: bool,
+    /// The mounts cover every deny path that exists (module `conceal`): the job's Landlock
+    /// rules grant reading the whole view instead of carving around them.
+    pub read_root: bool,
 }
 
 /// One step of the mount plan in the new mount namespace (see `view.rs` for the order).
@@ -45,6 +48,9 @@ pub(crate) enum Mount {
     Write(CString, CString),
     /// Covers this path (a host socket) with `/dev/null`; gone meanwhile is not an error.
     Hide(CString),
+    /// Binds the second path (an empty file or directory of mode 000) over the first (a deny
+    /// path); gone meanwhile is not an error.
+    Cover(CString, CString),
     /// This path bound over itself read-only (recursively).
     ReadOnly(CString),
     /// This path bound over itself, writable: it becomes a mount point, which cannot be

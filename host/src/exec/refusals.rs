@@ -86,6 +86,11 @@ pub(crate) struct Policy<'a> {
     pub homes: Vec<PathBuf>,
     /// Whom the changes are written for.
     pub audience: Audience,
+    /// The job's working directory: a relative path in a message is taken from it.
+    pub cwd: Option<&'a Path>,
+    /// The profile's name when its filter itself refuses file changes (`minimal`, `network`:
+    /// EROFS): a writable place does not help then, a profile that writes does.
+    pub profile_refuses_writes: Option<String>,
 }
 
 /// The kind of error a line reports.
@@ -224,8 +229,10 @@ fn paths_in(line: &str) -> Vec<String> {
         let raw = &line[i..end];
         let token = raw.trim_end_matches([':', ',', ';', ')', '\'', '"', '.']);
         // `PROGRAM: ...` at the start of a line names who speaks (`/bin/sh: 1: cannot create
-        // /x: ...`), not what was refused, when a path follows.
-        if i == 0 && raw.ends_with(':') && line[end..].contains('/') {
+        // /x: ...`, `/bin/sh: 1: cannot create f: ...`), not what was refused, when more of
+        // the message follows than the error itself (`/etc/z: Read-only file system`).
+        if i == 0 && raw.ends_with(':') && (line[end..].contains('/') || line[end..].contains(": "))
+        {
             continue;
         }
         out.push(token.to_string());
@@ -233,6 +240,50 @@ fn paths_in(line: &str) -> Vec<String> {
     let mut seen = HashSet::new();
     out.into_iter()
         .filter_map(|p| normalize(&p))
+        .filter(|p| seen.insert(p.clone()))
+        .collect()
+}
+
+/// The relative paths a line names where it names no absolute one, taken from `cwd`, the
+/// job's working directory (`sh -c 'echo x > f'` under `minimal` prints `sh: 1: cannot create
+/// f: Read-only file system`). Only the forms that certainly hold a path are read, so that a
+/// word of the message is never taken for a file: a quoted word ('f', "f", ‘f’, `f`), dash's
+/// `cannot create f:`, and bash's `bash: [line N: ]f: <error>`.
+fn relative_paths(line: &str, cwd: &Path) -> Vec<String> {
+    let plausible = |w: &str| {
+        !w.is_empty()
+            && !w.starts_with('/')
+            && !w.starts_with('-')
+            && !w.contains("://")
+            && !w.chars().any(|c| c.is_whitespace() || c.is_control())
+    };
+    let mut words: Vec<&str> = Vec::new();
+    for (open, close) in [('\'', '\''), ('"', '"'), ('`', '`'), ('‘', '’'), ('“', '”')] {
+        let mut rest = 0usize;
+        while let Some(i) = line[rest..].find(open) {
+            let s = rest + i + open.len_utf8();
+            let Some(j) = line[s..].find(close) else {
+                break;
+            };
+            words.push(&line[s..s + j]);
+            rest = s + j + close.len_utf8();
+        }
+    }
+    if let Some((_, after)) = line.split_once("cannot create ") {
+        words.extend(after.split_once(": ").map(|(w, _)| w));
+    }
+    if let Some(rest) = line.strip_prefix("bash: ") {
+        let rest = match rest.strip_prefix("line ") {
+            Some(r) => r.split_once(": ").map_or("", |(_, r)| r),
+            None => rest,
+        };
+        words.extend(rest.split_once(": ").map(|(w, _)| w));
+    }
+    let mut seen = HashSet::new();
+    words
+        .into_iter()
+        .filter(|w| plausible(w))
+        .filter_map(|w| normalize(&cwd.join(w).to_string_lossy()))
         .filter(|p| seen.insert(p.clone()))
         .collect()
 }
@@ -429,6 +480,9 @@ impl<'a> Policy<'a> {
             explicit_network: v.network.mode.is_some(),
             homes: super::workspace::homes(),
             audience: v.audience,
+            cwd: Some(cwd),
+            profile_refuses_writes: (!super::paths::writes_allowed(sandbox))
+                .then(|| v.profile.clone()),
         }
     }
 }
@@ -505,6 +559,19 @@ impl Policy<'_> {
         }
     }
 
+    /// A profile that writes (`write`: minimal plus file changes, its workspace the working
+    /// directory), with `dir` made writable too when it is outside the working directory.
+    fn allow_profile_write(&self, dir: &Path) -> String {
+        let profile = match self.audience {
+            Audience::Json => "\"profile\": \"write\"".to_string(),
+            Audience::Cli => "--profile write".to_string(),
+        };
+        if self.cwd.is_some_and(|c| dir.starts_with(resolved(c))) {
+            return profile;
+        }
+        format!("{profile} and {}", self.allow_write(dir))
+    }
+
     fn outside_writable(&self) -> String {
         match self.workspace {
             Some(w) => format!(
@@ -553,12 +620,7 @@ impl Policy<'_> {
         let virtual_fs = ["/proc", "/sys", "/dev"]
             .iter()
             .any(|v| path.starts_with(v));
-        if kind == Kind::Busy
-            || virtual_fs
-            || !self.writes_confined
-            || under(&self.writable)
-            || !host_may_write(&path)
-        {
+        if kind == Kind::Busy || virtual_fs || !host_may_write(&path) {
             return None;
         }
         let dir = if path.is_dir() {
@@ -566,6 +628,17 @@ impl Policy<'_> {
         } else {
             nearest_dir(path.parent().unwrap_or(Path::new("/")))
         };
+        // The profile's filter answers file changes with EROFS wherever they go: naming a
+        // writable place alone would not let the write through.
+        if let (Kind::ReadOnly, Some(name)) = (kind, &self.profile_refuses_writes) {
+            return Some((
+                format!("read-only: profile {} refuses file changes", shown(name)),
+                Some(self.allow_profile_write(&dir)),
+            ));
+        }
+        if !self.writes_confined || under(&self.writable) {
+            return None;
+        }
         Some((self.outside_writable(), Some(self.allow_write(&dir))))
     }
 }
@@ -618,6 +691,11 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
         let mut paths = paths_in(line);
         if paths.is_empty() {
             paths = chain_paths(text, start);
+        }
+        if paths.is_empty() && matches!(kind, Kind::ReadOnly | Kind::Denied) {
+            if let Some(cwd) = policy.cwd {
+                paths = relative_paths(line, cwd);
+            }
         }
         for p in paths {
             // Each distinct path is classified once (a program may print one error a
@@ -732,7 +810,101 @@ mod tests {
             explicit_network: false,
             homes: vec![PathBuf::from("/nonexistent-home")],
             audience: Audience::Cli,
+            cwd: None,
+            profile_refuses_writes: None,
         }
+    }
+
+    /// Relative paths are read only in the forms that certainly hold one, and taken from the
+    /// job's working directory; a line naming an absolute path keeps it alone (control).
+    #[test]
+    fn relative_paths_are_taken_from_the_working_directory() {
+        let cwd = Path::new("/w/p");
+        // exec --json runs `/bin/sh` by its path, which then speaks first: not the file.
+        assert!(paths_in("/bin/sh: 1: cannot create f: Read-only file system").is_empty());
+        for (line, want) in [
+            ("sh: 1: cannot create f: Read-only file system", "/w/p/f"),
+            (
+                "/bin/sh: 1: cannot create f: Read-only file system",
+                "/w/p/f",
+            ),
+            ("touch: cannot touch 'g': Read-only file system", "/w/p/g"),
+            ("bash: h: Read-only file system", "/w/p/h"),
+            ("bash: line 1: sub/i: Read-only file system", "/w/p/sub/i"),
+            (
+                "PermissionError: [Errno 13] Permission denied: '../x/.ssh/id'",
+                "/w/x/.ssh/id",
+            ),
+            (
+                "mkdir: cannot create directory ‘d’: Read-only file system",
+                "/w/p/d",
+            ),
+        ] {
+            assert_eq!(relative_paths(line, cwd), [want], "{line}");
+        }
+        // Words of a message are not files; neither are flags, URLs, blanks or escapes.
+        for line in [
+            "git: error: Read-only file system",
+            "cp: 'a b': Read-only file system",
+            "x: '-rf': Read-only file system",
+            "x: 'http://a/b': Read-only file system",
+            "x: '': Read-only file system",
+            "x: 'a\u{1b}[2J': Read-only file system",
+            "Read-only file system",
+        ] {
+            assert!(relative_paths(line, cwd).is_empty(), "{line}");
+        }
+        // Named through `name`: under a policy with the working directory, not without it.
+        let mut p = policy(&[], &[]);
+        let text = "sh: 1: cannot create f: Read-only file system\n";
+        assert!(name(text, &p).entries.is_empty());
+        let tmp = std::env::temp_dir();
+        p.cwd = Some(&tmp);
+        let found = name(text, &p);
+        let want = tmp.join("f");
+        assert_eq!(
+            found.entries.first().and_then(|e| e.path.as_deref()),
+            Some(want.to_str().unwrap()),
+            "{found:?}"
+        );
+    }
+
+    /// A profile whose filter refuses file changes (minimal) is named as the rule, and the
+    /// change offered is a profile that writes, with the directory when it is outside the
+    /// working directory; a writable place alone would not let the write through.
+    #[test]
+    fn a_profile_that_refuses_file_changes_is_named_with_one_that_writes() {
+        let tmp = std::env::temp_dir();
+        let p = Policy {
+            cwd: Some(&tmp),
+            profile_refuses_writes: Some("minimal".into()),
+            // Inside a writable place too: the filter refuses it all the same.
+            writable: vec![tmp.clone()],
+            ..policy(&[], &[])
+        };
+        let e = name("sh: 1: cannot create f: Read-only file system\n", &p).entries;
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].rule, "read-only: profile minimal refuses file changes");
+        assert_eq!(e[0].allow.as_deref(), Some("--profile write"));
+        let cwd = tmp.join("no-such-project-dir");
+        let p = Policy {
+            cwd: Some(&cwd),
+            ..p
+        };
+        let e = name("touch: cannot touch '/tmp/x': Read-only file system\n", &p).entries;
+        assert_eq!(
+            e[0].allow.as_deref(),
+            Some("--profile write and --allow-write /tmp"),
+            "{e:?}"
+        );
+        // Control: a profile that writes gets the writable place only.
+        let p = Policy {
+            profile_refuses_writes: None,
+            writable: vec![],
+            ..p
+        };
+        let e = name("touch: cannot touch '/tmp/x': Read-only file system\n", &p).entries;
+        assert_eq!(e[0].allow.as_deref(), Some("--allow-write /tmp"), "{e:?}");
     }
 
     #[test]

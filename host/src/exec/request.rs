@@ -17,8 +17,10 @@ use std::time::Duration;
 
 /// Default wall-clock limit, in seconds.
 pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
-/// Largest wall-clock limit, in seconds.
-pub const MAX_TIMEOUT_S: f64 = 600.0;
+/// Largest wall-clock limit, in seconds: a day. Builds, test suites and package installs
+/// run for hours; the default stays a minute, so only a request that asks waits longer.
+/// (The CPU-time limit, which follows the timeout by default, has the same ceiling.)
+pub const MAX_TIMEOUT_S: f64 = 86_400.0;
 /// Smallest wall-clock limit, in seconds.
 pub const MIN_TIMEOUT_S: f64 = 1.0;
 /// Default cap on each of stdout and stderr, in bytes.
@@ -45,7 +47,7 @@ pub struct Request {
     pub cwd: Option<String>,
     /// Variables added after the environment is scrubbed.
     pub env: BTreeMap<String, String>,
-    /// Wall-clock limit in seconds (1 to 600).
+    /// Wall-clock limit in seconds (1 to 86400).
     pub timeout_s: f64,
     /// Cap on each of stdout and stderr, in bytes (1 KiB to 4 MiB).
     pub max_output_bytes: u64,
@@ -114,6 +116,9 @@ pub struct Request {
     pub resolve: BTreeMap<String, String>,
     /// Ports of the host's loopback reachable at the same address inside (`none`, `proxy`).
     pub host_ports: Vec<u16>,
+    /// The job's home: `persistent` (default: the per-user sandbox home, kept between
+    /// commands, with the package caches), `private` (`HOME=/tmp`) or `real` (read-only).
+    pub home: super::home::Mode,
 }
 
 /// What a call the profile refuses does to the program.
@@ -231,6 +236,8 @@ pub struct Validated {
     pub custom: Option<crate::policy::profile::Profile>,
     /// The network mode and the proxy's rules.
     pub network: crate::network::Network,
+    /// The job's home, when it is not the private `HOME=/tmp` (module `home`).
+    pub home: Option<super::home::Home>,
 }
 
 impl Request {
@@ -271,6 +278,7 @@ impl Request {
             allow_domains: Vec::new(),
             resolve: BTreeMap::new(),
             host_ports: Vec::new(),
+            home: super::home::Mode::default(),
         }
     }
 
@@ -327,24 +335,29 @@ impl Request {
             }
         }
         let rlimits = Rlimits::resolve(self.timeout_s, &self.limits)?;
-        let paths = self.path_rules()?;
+        let mut paths = self.path_rules()?;
         let secrets = self.secrets()?;
         let profile = custom
             .as_ref()
             .map_or_else(|| self.profile.clone(), |p| p.name().to_string());
         // Last: a request that is wrong in any other way is refused as such (125) first.
-        let env = env::scrubbed(env::Base::Fixed, &self.env);
-        let search = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or("", |(_, v)| v.as_str());
-        let program = resolve_program(&argv[0], search)?;
         let network = crate::network::Network::from_fields(
             self.network,
             &self.allow_domains,
             &self.resolve,
             &self.host_ports,
         )?;
+        // The home is made (once per process) only for a request valid in every other way.
+        let home = super::home::resolve(self.home).map_err(|e| Refusal::new("home", e))?;
+        let mut env = env::scrubbed(env::Base::Fixed, &self.env);
+        if let Some(h) = &home {
+            super::home::apply(h, &mut env, &self.env, &mut paths.writable);
+        }
+        let search = env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
+        let program = resolve_program(&argv[0], search)?;
         Ok(Validated {
             program,
             argv,
@@ -367,6 +380,7 @@ impl Request {
             audience: Audience::Json,
             custom,
             network,
+            home,
         })
     }
 
@@ -418,6 +432,20 @@ impl Request {
         if self.profile_file.is_none() && self.allow.is_empty() && self.deny.is_empty() {
             return Ok(None);
         }
+        // Counted before anything is parsed: naming a bad entry checks each one alone, which
+        // for a list of a hundred thousand took minutes.
+        for (field, list) in [("allow", &self.allow), ("deny", &self.deny)] {
+            if list.len() > crate::policy::MAX_ENTRIES {
+                return Err(Refusal::new(
+                    field,
+                    format!(
+                        "{} entries; at most {} are accepted",
+                        list.len(),
+                        crate::policy::MAX_ENTRIES
+                    ),
+                ));
+            }
+        }
         let base = match &self.profile_file {
             Some(f) => {
                 if self.profile != DEFAULT_PROFILE {
@@ -429,33 +457,37 @@ impl Request {
                 if f.contains('\0') || !Path::new(f).is_absolute() {
                     return Err(Refusal::new(
                         "profile_file",
-                        format!("must be an absolute path, got `{f}`"),
+                        format!("must be an absolute path, got `{}`", f.escape_debug()),
                     ));
                 }
+                profile_file_readable(Path::new(f), &self.deny_read)?;
                 Profile::load(Path::new(f))
                     .map_err(|e| Refusal::new("profile_file", e.to_string()))?
             }
             None => Profile::builtin(&self.profile)
                 .map_err(|e| Refusal::new("profile", e.to_string()))?,
         };
-        // Each entry alone first, so that the refusal names the one at fault.
-        for (field, list) in [("allow", &self.allow), ("deny", &self.deny)] {
-            for (i, entry) in list.iter().enumerate() {
-                let one = std::slice::from_ref(entry);
-                let (a, d) = if field == "allow" {
-                    (one, &[][..])
-                } else {
-                    (&[][..], one)
-                };
-                base.extended(a, d).map_err(|e| {
-                    let reason = e.list_entry().map_or_else(|| e.to_string(), |(_, r)| r);
-                    Refusal::new(format!("{field}[{i}]"), reason)
-                })?;
+        let p = match base.extended(&self.allow, &self.deny) {
+            Ok(p) => p,
+            Err(whole) => {
+                // Each entry alone, so that the refusal names the one at fault.
+                for (field, list) in [("allow", &self.allow), ("deny", &self.deny)] {
+                    for (i, entry) in list.iter().enumerate() {
+                        let one = std::slice::from_ref(entry);
+                        let (a, d) = if field == "allow" {
+                            (one, &[][..])
+                        } else {
+                            (&[][..], one)
+                        };
+                        base.extended(a, d).map_err(|e| {
+                            let reason = e.list_entry().map_or_else(|| e.to_string(), |(_, r)| r);
+                            Refusal::new(format!("{field}[{i}]"), reason)
+                        })?;
+                    }
+                }
+                return Err(Refusal::new("allow", whole.to_string()));
             }
-        }
-        let p = base
-            .extended(&self.allow, &self.deny)
-            .map_err(|e| Refusal::new("allow", e.to_string()))?;
+        };
         // Too large a filter shows only when compiled.
         p.policy(crate::policy::NATIVE, None)
             .map_err(|e| Refusal::new("allow", format!("profile {}: {e}", p.name())))?;
@@ -723,4 +755,37 @@ fn validate_cwd(cwd: &str) -> Result<PathBuf, Refusal> {
         Ok(m) if !m.is_dir() => Err(Refusal::new("cwd", format!("`{cwd}` is not a directory"))),
         Ok(_) => Ok(p.to_path_buf()),
     }
+}
+
+/// Refuses a `profile_file` the request's program could not read itself: a credential store of
+/// the list (docs/paths.md) or a `deny_read` entry, followed through symbolic links. The host
+/// reads the file with the caller's rights, and a parse error quoting what it found (a value
+/// in an `unknown action` message, say) would hand the caller what the sandbox hides.
+fn profile_file_readable(file: &Path, deny_read: &[String]) -> Result<(), Refusal> {
+    let ctx = crate::credentials::Context::current();
+    // Resolved when it exists; a missing file is refused by the load with its own message.
+    let real = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
+    for p in [file, real.as_path()] {
+        if let Some(e) = crate::credentials::covering(p, &ctx) {
+            return Err(Refusal::new(
+                "profile_file",
+                format!(
+                    "`{}` is covered by the credential list's `{}` ({}), which commands may not read; name a profile file they could read",
+                    file.display(),
+                    e.path,
+                    e.reason
+                ),
+            ));
+        }
+        if let Some(d) = deny_read.iter().find(|d| p.starts_with(d)) {
+            return Err(Refusal::new(
+                "profile_file",
+                format!(
+                    "`{}` is under deny_read `{d}`, which commands may not read; name a profile file they could read",
+                    file.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -6,7 +6,7 @@ use super::contain::{Containment, Group, Mechanism};
 use super::leaks::{Leak, Scanner};
 use super::notify::{MainProgram, Notifier, Registration, Response, Tally};
 use super::record::Recorder;
-use super::request::{io_reason, OnViolation, Refusal, Request, Streams, Validated};
+use super::request::{io_reason, Audience, OnViolation, Refusal, Request, Streams, Validated};
 use super::spawn::{self, SpawnError, Spec};
 #[cfg(target_arch = "x86_64")]
 use super::spawner::Spawner;
@@ -156,6 +156,9 @@ pub struct ExecResult {
     pub refusals: Vec<super::refusals::Refused>,
     /// Refusals not itemized in `refusals` because it was full.
     pub refusals_omitted: u64,
+    /// The directory `HOME` named (`persistent` or `real` home); `null` for the private
+    /// `HOME=/tmp`.
+    pub home: Option<String>,
 }
 
 /// A syscall the filter refused.
@@ -287,9 +290,21 @@ pub fn exec(req: &Request) -> Result<ExecResult, ExecError> {
 
 /// Runs one request; emits one audit event (`tracing`, target `sandbox::exec`).
 pub fn exec_with(req: &Request, opts: &RunOptions) -> Result<ExecResult, ExecError> {
+    exec_for(req, opts, Audience::Json)
+}
+
+/// [`exec_with`] with hints and refusals worded for `audience`: `sandbox mcp` runs requests
+/// whose policy came from its command line, so the change that allows a refused call is a
+/// flag of that command line (`--allow socket`), not a request field no tool call can set.
+pub(crate) fn exec_for(
+    req: &Request,
+    opts: &RunOptions,
+    audience: Audience,
+) -> Result<ExecResult, ExecError> {
     let start = Instant::now();
     let mut mechanism = None;
-    let res = req.validate().map_err(ExecError::from).and_then(|v| {
+    let res = req.validate().map_err(ExecError::from).and_then(|mut v| {
+        v.audience = audience;
         let sandbox = sandbox_for(&v, opts)?;
         run_planned(&v, &sandbox, opts, start, &mut mechanism, None)
     });
@@ -632,6 +647,32 @@ fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
     })
 }
 
+/// The host could not take the child's seccomp listener: without CAP_SYS_PTRACE (any caller
+/// but root, and root in a container that drops it) only a dumpable child's, and a child
+/// without namespaces shares the host's memory, which is non-dumpable. Only a request that
+/// changed its profile (`allow`, `deny`, `profile_file`) or a recording has such a listener
+/// (built-in profiles report through the spawner thread's), so the refusal names that.
+fn handover_refused(v: &Validated, e: std::io::Error) -> ExecError {
+    if e.raw_os_error() != Some(libc::EPERM) {
+        return ExecError::Setup(std::io::Error::new(
+            e.kind(),
+            format!("handing over the seccomp listener: {e}"),
+        ));
+    }
+    let field = if v.custom.is_some() {
+        "allow"
+    } else {
+        "profile"
+    };
+    ExecError::Refused(Refusal::new(
+        field,
+        "a profile changed by the request (allow, deny, profile_file) reports refused calls \
+         through a listener this caller may take only from a program in namespaces of its \
+         own (the isolated tier); this run has none (isolation off, or no user namespaces \
+         here): use a built-in profile as it is, or the isolated tier",
+    ))
+}
+
 fn run(
     v: &Validated,
     sandbox: &Sandbox,
@@ -657,6 +698,7 @@ fn run(
     let spawner_base = sandbox.exact_outer_policy().filter(|_| {
         opts.start == StartFrom::SpawnerThread
             && v.custom.is_none()
+            && crate::platform::seccomp_listener().is_ok()
             && !matches!(v.streams, Streams::Session(_))
     });
     #[cfg(not(target_arch = "x86_64"))]
@@ -671,6 +713,13 @@ fn run(
         plan.preload_env.clear();
     }
     if let Some(r) = recorder {
+        // Learning is the listener: every call goes to the recorder.
+        if let Err(why) = crate::platform::seccomp_listener() {
+            return Err(ExecError::Refused(Refusal::new(
+                "learn",
+                format!("{why}; learning needs it: learn on a machine that has it"),
+            )));
+        }
         plan.filter = Some(
             r.filter(path.as_ptr() as u64)
                 .map_err(|e| ExecError::Setup(std::io::Error::other(e.to_string())))?,
@@ -701,6 +750,10 @@ fn run(
         v.audience,
     )?;
     let layer = super::paths::layer(&v.paths, sandbox, &here, !namespaced_tmp)?;
+    // What an earlier job left in the shared home to run in this one is removed first.
+    if let Some(h) = &v.home {
+        super::home::prepare(h).map_err(|e| Refusal::new("home", e))?;
+    }
     // Files changed from here on are the run's (the file-size check in `limits_hit`); a
     // second's slack for file systems with coarse timestamps.
     let started_at = std::time::SystemTime::now() - Duration::from_secs(1);
@@ -708,6 +761,11 @@ fn run(
     // has no supervisor to report to, so in report mode its filter fails refused calls with
     // the errno itself (they are not counted) instead of trapping.
     let response = response_of(v, sandbox);
+    if plan.notify {
+        if let Err(why) = crate::platform::seccomp_listener() {
+            super::no_listener::answer_in_filter(&mut plan, response, &why);
+        }
+    }
     if let Response::Errno(e) = response {
         for (k, val) in plan.preload_env.iter_mut() {
             if *k == "SECCOMP_DEFAULT_ACTION" {
@@ -868,6 +926,7 @@ fn run(
             source,
         },
         SpawnError::Setup(e) => ExecError::Setup(e),
+        SpawnError::Handover(e) => handover_refused(v, e),
     })?;
     drop(io.child);
     // The child has its own copy now (as descriptor 3): the host keeps only the read end.
@@ -1123,14 +1182,28 @@ fn run(
         super::request::Audience::Json => format!("pass {layer} \"required\""),
         super::request::Audience::Cli => format!("pass --{layer} required"),
     };
-    if let Some(missing) = layer
+    // What the run's namespaces give anyway is not warned about as missing (module
+    // `landlock_cover`); it is still listed in the layer's status.
+    let others = super::landlock_cover::Others {
+        pid_namespace: isolation.is_ok() && namespaces.as_ref().is_some_and(|n| n.isolate),
+        net_namespace: isolation.is_ok() && namespaces.as_ref().is_some_and(|n| n.net),
+        read_only_root: isolation.as_ref().is_ok_and(|l| l.status.read_only_root),
+        no_tcp_sockets: filter != Sandboxed::None
+            && super::landlock_cover::filter_refuses_tcp(sandbox),
+    };
+    if let Some((lacking, covered)) = layer
         .as_ref()
-        .map(|l| &l.prepared.status().missing)
-        .filter(|m| !m.is_empty())
+        .map(|l| super::landlock_cover::split(&l.prepared.status().missing, others))
+        .filter(|(lacking, _)| !lacking.is_empty())
     {
+        let covered = if covered.is_empty() {
+            String::new()
+        } else {
+            format!(" (given here by other layers: {})", covered.join("; "))
+        };
         warnings.push(format!(
-            "sandbox: warning: Landlock protections missing on this kernel: {}; {} to refuse instead",
-            missing.join("; "),
+            "sandbox: warning: Landlock protections missing on this kernel: {}{covered}; {} to refuse instead",
+            lacking.join("; "),
             required("landlock")
         ));
     }
@@ -1188,8 +1261,17 @@ fn run(
     );
     warnings.extend(memory.warning());
     let profile = &sandbox.options().profile;
+    let asker = super::advice::Asker {
+        audience: v.audience,
+        // The command line extends a named profile in the spawner thread; a request's allow
+        // list needs the listener handover (`handover_refused`).
+        allow_works: matches!(v.audience, super::request::Audience::Cli)
+            || init.is_some()
+            || crate::platform::running_as_root(),
+        keep_no_network: v.network.mode.is_none() && net.mode == crate::network::Mode::None,
+    };
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
-        let advice = super::advice::advise(nr, args, profile, v.audience);
+        let advice = super::advice::advise(nr, args, profile, &asker);
         Violation {
             syscall: NATIVE.syscall_name(nr).unwrap_or("unknown").to_string(),
             number: Some(nr),
@@ -1218,6 +1300,13 @@ fn run(
         // host): reported as the signal it is, the filter not named.
         _ => None,
     };
+    if signal == Some(libc::SIGSYS)
+        && violation.is_none()
+        && sandbox.exact_outer_policy().is_some()
+        && crate::platform::seccomp_listener().is_err()
+    {
+        warnings.push(super::no_listener::sigsys_warning(&v.profile));
+    }
     if let (Some(libc::SIGSYS), None, Some(nr)) = (signal, &violation, claimed) {
         warnings.push(format!(
             "sandbox: the preload in the program's own process reported a refused call {} \
@@ -1276,6 +1365,7 @@ fn run(
         network,
         refusals: refusals.entries,
         refusals_omitted: refusals.omitted,
+        home: v.home.as_ref().map(|h| h.path.display().to_string()),
     })
 }
 
@@ -1381,8 +1471,20 @@ fn isolation_layer(
         Some(l) => l.writable.clone(),
         None => super::paths::writable_set(&v.paths, &super::paths::allows(sandbox), here),
     };
+    // The deny list Landlock carves around, for the view to cover instead; only where the
+    // init rebuilds the job's Landlock rules (with its `/` rule).
+    let deny_read: Vec<PathBuf> = match landlock {
+        Some(l) if l.prepared.raw_rules().is_some() => {
+            crate::credentials::deny_read(&crate::credentials::Context::current())
+                .into_iter()
+                .chain(v.paths.deny_read.iter().cloned())
+                .collect()
+        }
+        _ => Vec::new(),
+    };
     let inputs = super::isolation::Inputs {
         mode: v.paths.isolation,
+        deny_read: &deny_read,
         workspace: &workspace,
         read_only: &v.paths.read_only,
         visible: &visible,

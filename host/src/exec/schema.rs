@@ -46,6 +46,7 @@ pub const FIELDS: &[&str] = &[
     "allow_domains",
     "resolve",
     "host_ports",
+    "home",
 ];
 
 const LIMIT_FIELDS: &[&str] = &[
@@ -249,6 +250,13 @@ impl Request {
             "must be a list of port numbers (1 to 65535)",
         )?
         .unwrap_or_default();
+        if let Some(h) = optional::<super::home::Mode>(
+            &obj,
+            "home",
+            "must be \"persistent\", \"private\" or \"real\"",
+        )? {
+            req.home = h;
+        }
         Ok(req)
     }
 }
@@ -449,6 +457,7 @@ mod tests {
         r.resolve
             .insert("example.com:8080".into(), "127.0.0.1".into());
         r.host_ports = vec![8080];
+        r.home = crate::exec::home::Mode::Real;
         r
     }
 

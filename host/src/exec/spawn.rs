@@ -154,6 +154,9 @@ pub(crate) enum SpawnError {
     Exec(std::io::Error),
     /// The child failed while setting up, or the host could not start it.
     Setup(std::io::Error),
+    /// The host could not take the child's seccomp listener (`pidfd_getfd` is a ptrace
+    /// access: EPERM for a caller without CAP_SYS_PTRACE when the child is non-dumpable).
+    Handover(std::io::Error),
 }
 
 thread_local! {
@@ -353,10 +356,7 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
                     GO
                 }
                 Err(e) => {
-                    failure = Some(SpawnError::Setup(std::io::Error::new(
-                        e.kind(),
-                        format!("{}: {e}", Stage::Listener.what()),
-                    )));
+                    failure = Some(SpawnError::Handover(e));
                     ABORT
                 }
             };

@@ -80,6 +80,9 @@ pub(crate) struct Inputs<'a> {
     pub root_caller: bool,
     /// Unix sockets the caller names as reachable (`--allow-unix-socket`).
     pub allowed_sockets: &'a [PathBuf],
+    /// The deny paths' covers (module `conceal`): mounted first, so that the copies of the
+    /// trees bound back later carry them.
+    pub covers: &'a [Mount],
 }
 
 /// A job's view: the mount plan and what it hides.
@@ -141,7 +144,7 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
         .collect();
     let places = writable_places(&writable, inputs.private_tmp);
     let read_only_root = !places.iter().any(|p| p == Path::new("/"));
-    let mut m = Vec::new();
+    let mut m = inputs.covers.to_vec();
     let mut slot = 0;
     let mut take = |m: &mut Vec<Mount>, p: &Path| {
         m.push(Mount::Clone(c_path(p), slot));
@@ -356,6 +359,7 @@ mod tests {
             private_tmp: true,
             root_caller: false,
             allowed_sockets: &[],
+            covers: &[],
         };
         assert_eq!(
             writable_places(
@@ -380,8 +384,16 @@ mod tests {
             private_tmp: true,
             root_caller: false,
             allowed_sockets: &[],
+            covers: &[],
         };
-        let view = plan(&inputs);
+        let cover = Mount::Cover(c_str("/etc/shadow"), c_str("/state/conceal/file"));
+        let covers = [cover.clone()];
+        let view = plan(&Inputs {
+            covers: &covers,
+            ..inputs
+        });
+        // The covers come first: the copies of trees bound back carry them.
+        assert_eq!(view.mounts[0], cover);
         assert!(view.read_only_root);
         let seal = view
             .mounts

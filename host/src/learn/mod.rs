@@ -125,6 +125,7 @@ pub fn learn(
             mode: Some(crate::network::Mode::Host),
             ..Default::default()
         },
+        home: None,
     };
     let progress = settings
         .progress

@@ -53,12 +53,17 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
     let host = target.host.to_string();
     let port = target.port;
     if !c.allow.allows(&target.host) {
-        shared
-            .records
-            .refused(&host, port, "not in the allowed domains".to_string());
+        // A registry's host is named with its preset too: the usual narrowest change.
+        let preset = super::domain::preset_of(&target.host);
+        let reason = match preset {
+            Some(p) => format!("not in the allowed domains (registry preset @{p} has it)"),
+            None => "not in the allowed domains".to_string(),
+        };
+        shared.records.refused(&host, port, reason);
+        let also = preset.map_or_else(String::new, |p| format!(" (or the preset @{p})"));
         let change = match c.naming {
-            Naming::Flags => format!("add --allow-domain {host}"),
-            Naming::Fields => format!("add \"{host}\" to allow_domains"),
+            Naming::Flags => format!("add --allow-domain {host}{also}"),
+            Naming::Fields => format!("add \"{host}\" to allow_domains{also}"),
         };
         return Err(Refused {
             status: 403,

@@ -111,6 +111,18 @@ impl fmt::Display for Pattern {
     }
 }
 
+/// The name of the first registry preset (in name order) whose domains allow `host`: a
+/// refusal names it beside the host.
+pub fn preset_of(host: &Host) -> Option<&'static str> {
+    super::presets::all().iter().find_map(|(name, p)| {
+        p.domains
+            .iter()
+            .filter_map(|d| Pattern::parse(d).ok())
+            .any(|pat| pat.matches(host))
+            .then_some(name.as_str())
+    })
+}
+
 /// The domains a proxy lets through; empty allows nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Allowlist {
@@ -118,11 +130,21 @@ pub struct Allowlist {
 }
 
 impl Allowlist {
-    /// Parses every entry; the error carries the index of the first bad one.
+    /// Parses every entry, a registry preset (`@pypi`, module `presets`) as its domains; the
+    /// error carries the index of the first bad one.
     pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Allowlist, (usize, NameError)> {
         let mut patterns = Vec::with_capacity(entries.len());
         for (i, e) in entries.iter().enumerate() {
-            patterns.push(Pattern::parse(e.as_ref()).map_err(|err| (i, err))?);
+            let e = e.as_ref();
+            match super::presets::expand(e) {
+                Ok(Some(domains)) => {
+                    for d in domains {
+                        patterns.push(Pattern::parse(d).map_err(|err| (i, err))?);
+                    }
+                }
+                Ok(None) => patterns.push(Pattern::parse(e).map_err(|err| (i, err))?),
+                Err(why) => return Err((i, NameError::new(e, why))),
+            }
         }
         Ok(Allowlist { patterns })
     }

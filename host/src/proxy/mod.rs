@@ -20,6 +20,7 @@ pub mod domain;
 mod forward;
 pub mod head;
 pub mod pins;
+pub mod presets;
 pub mod record;
 mod relay;
 pub mod reply;

@@ -17,6 +17,7 @@
 mod process;
 #[doc(hidden)]
 pub mod resident;
+pub(crate) mod serve_ops;
 mod wire;
 
 pub use process::{Event, Process};

@@ -30,7 +30,7 @@ pub struct Process {
     inner: Arc<Inner>,
     stdin: Mutex<Option<std::fs::File>>,
     events: Mutex<Receiver<Event>>,
-    done: Option<JoinHandle<ExecResult>>,
+    done: Mutex<Option<JoinHandle<ExecResult>>>,
     tty: Option<OwnedFd>,
 }
 
@@ -123,12 +123,21 @@ impl Process {
         })
     }
 
-    /// Waits for the command to end and returns its result.
-    pub fn wait(mut self) -> ExecResult {
+    /// Closes its stdin, waits for the command to end and returns its result.
+    pub fn wait(self) -> ExecResult {
         self.close_stdin();
-        let done = self.done.take().expect("waited once");
-        done.join()
-            .unwrap_or_else(|_| panic!("a session command's thread panicked"))
+        self.finish().expect("a process is waited for once")
+    }
+
+    /// Waits for the command to end, leaving its stdin as it is; its result the first time,
+    /// `None` after (for a process shared between threads, one writing its stdin while
+    /// another waits).
+    pub fn finish(&self) -> Option<ExecResult> {
+        let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        Some(
+            done.join()
+                .unwrap_or_else(|_| panic!("a session command's thread panicked")),
+        )
     }
 }
 
@@ -180,7 +189,7 @@ pub(crate) fn start(mut s: Start) -> Process {
         inner,
         stdin: Mutex::new(stdin),
         events: Mutex::new(rx),
-        done: Some(done),
+        done: Mutex::new(Some(done)),
         tty,
     }
 }
@@ -417,8 +426,16 @@ fn result(
         ));
     }
     let profile = &inner.sandbox.options().profile;
+    // A command cannot change its session's policy: a hint names the change to the session's
+    // own request (a per-request allow list works there only as the one-shot rules say).
+    let asker = crate::exec::advice::Asker {
+        audience: v.audience,
+        allow_works: false,
+        keep_no_network: v.network.mode.is_none()
+            && inner.layers.network == crate::network::Mode::None,
+    };
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
-        let advice = crate::exec::advice::advise(nr, args, profile, v.audience);
+        let advice = crate::exec::advice::advise(nr, args, profile, &asker);
         Violation {
             syscall: NATIVE.syscall_name(nr).unwrap_or("unknown").to_string(),
             number: Some(nr),
@@ -447,6 +464,7 @@ fn result(
         .as_ref()
         .is_some_and(|l| !l.enforced.is_empty());
     ExecResult {
+        home: v.home.as_ref().map(|h| h.path.display().to_string()),
         program: v.program.to_string_lossy().into_owned(),
         exit_code,
         signal,

@@ -83,6 +83,7 @@ const SYMLINK: u32 = 10;
 const SEAL: u32 = 11;
 const WRITE: u32 = 12;
 const HIDE: u32 = 13;
+const COVER: u32 = 14;
 
 /// At most this many trees are copied to be attached again (directories kept visible under
 /// a private `/tmp`, writable places, device nodes).
@@ -118,6 +119,8 @@ pub(super) struct NsCtx {
     private_tmp: bool,
     /// The mounts build a fresh `/dev`: its directory, terminals and shared memory get rules.
     fresh_dev: bool,
+    /// The mounts cover the deny paths: `/` gets the read rights.
+    read_root: bool,
     /// The host's own dumpable setting (restored after the id maps are written).
     host_dumpable: i32,
     /// The init shares the host's memory (`CLONE_VM`) and the host writes its id maps.
@@ -277,6 +280,7 @@ impl Prepared {
                     Mount::Seal(p, r) => (SEAL, p, none, 0, *r),
                     Mount::Write(p, v) => (WRITE, p, Some(v), 0, false),
                     Mount::Hide(p) => (HIDE, p, none, 0, false),
+                    Mount::Cover(p, s) => (COVER, p, Some(s), 0, false),
                     Mount::ReadOnly(p) => (READ_ONLY, p, none, 0, false),
                     Mount::Pin(p) => (PIN, p, none, 0, false),
                 };
@@ -331,6 +335,7 @@ impl Prepared {
             cap_last: cap_last(),
             private_tmp: ns.private_tmp,
             fresh_dev: ns.fresh_dev,
+            read_root: ns.read_root,
             host_dumpable,
             shared_vm,
             pid_ns: ns.isolate,
@@ -612,6 +617,14 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
         if !n.landlock.is_null() {
             cc.landlock = ruleset(c, n);
         }
+        // The host takes the program's seccomp listener with pidfd_getfd, which a caller
+        // without CAP_SYS_PTRACE over the host's namespace (any user but root) may do only on
+        // a dumpable process: a copy of a non-dumpable host is made dumpable for the handover
+        // (nothing but the program shares it, which has not exec'd yet) and non-dumpable again
+        // once the program runs, below, as for the id maps above.
+        if !shared_vm && n.host_dumpable == 0 && c.has_filter && c.listener {
+            must!(c, Stage::Listener; libc::SYS_prctl, libc::PR_SET_DUMPABLE, 1, 0, 0);
+        }
         let args = CloneArgs {
             flags: (libc::CLONE_VM
                 | libc::CLONE_VFORK
@@ -831,6 +844,13 @@ unsafe fn mount(c: &Ctx, m: &RawMount, slots: &mut [RawFd; MAX_EXPOSED]) {
                     fail(c, Stage::Mounts, rc);
                 }
             }
+            COVER => {
+                let rc = ksys!(c; libc::SYS_mount, m.data, m.path, none, libc::MS_BIND, none);
+                // Gone since the host looked: nothing is left there to read.
+                if rc < 0 && rc != -libc::ENOENT as isize {
+                    fail(c, Stage::Mounts, rc);
+                }
+            }
             _ => fail(c, Stage::Mounts, -libc::EINVAL as isize),
         }
     }
@@ -862,6 +882,7 @@ unsafe fn ruleset(c: &Ctx, n: &NsCtx) -> RawFd {
             must!(c, Stage::Paths; libc::SYS_landlock_add_rule, fd, 2, rule.as_ptr(), 0);
         }
         let places = [
+            (c"/", r.read, n.read_root),
             (c"/proc", r.read, true),
             (c"/tmp", r.all, n.private_tmp),
             (c"/dev", r.read, n.fresh_dev),

@@ -1,0 +1,615 @@
+//! The job's home: where `HOME` points and what survives between commands.
+//!
+//! Three modes, chosen per request (`home`):
+//!
+//! - `persistent` (the default of exec requests): one directory per user, kept between
+//!   commands and sessions, writable by the job, never the user's real home. Package managers'
+//!   caches live there (`CARGO_HOME`, the npm and pip caches, `GOPATH`/`GOCACHE`,
+//!   `XDG_CACHE_HOME`), so `cargo fetch` with the network and `cargo test` without it work as
+//!   two commands. Git gets the user's identity (`user.name`, `user.email` of the real global
+//!   configuration, nothing else of it) through `GIT_AUTHOR_*`/`GIT_COMMITTER_*`.
+//! - `private`: `HOME=/tmp`, the job's private temporary directory (nothing survives).
+//! - `real`: the host's own `HOME`, readable only (what `sandbox run` always gave).
+//!
+//! The persistent home is shared by every job of the user by design, so one job can leave
+//! files there for the next. What a later program would read as configuration that runs
+//! commands is kept out of play two ways: the tools that can be told to read no user
+//! configuration are told so by variable (git's global and npm's user configuration name
+//! empty files beside the home, [`EMPTY_CONFIGS`]; pip's configuration files, the Go
+//! environment file and Python's user site are switched off, [`PINS`]),
+//! and the start-up and configuration files of the others ([`PLANTED`]: shell rc files,
+//! cargo's configuration, node's global module folders...) are removed before every job.
+//! docs/security.md names what is left.
+//!
+//! Where: `$XDG_DATA_HOME/sandbox/home`, else `$HOME/.local/share/sandbox/home` (the host's
+//! variables; each used only when absolute, and the parent only when it is the caller's and
+//! no other user may write it), else `home` in the per-user state directory (module
+//! `state_dir`; uid 65534 with `HOME=/nonexistent` gets `/tmp/sandbox-65534/home`, which
+//! lasts until the temporary directory is cleaned). One per user, not per workspace: caches
+//! are meant to be shared across projects, and a per-workspace home would isolate nothing
+//! from a job of the same user, whose next request may name any workspace.
+
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::OnceLock;
+
+/// Which home a job gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The per-user sandbox home, kept between commands, writable.
+    #[default]
+    Persistent,
+    /// `HOME=/tmp`: the job's private temporary directory.
+    Private,
+    /// The host's own `HOME`, read-only.
+    Real,
+}
+
+impl Mode {
+    /// The name used on the command line and in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Persistent => "persistent",
+            Mode::Private => "private",
+            Mode::Real => "real",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "persistent" => Ok(Mode::Persistent),
+            "private" => Ok(Mode::Private),
+            "real" => Ok(Mode::Real),
+            _ => Err(format!(
+                "unknown home `{}` (persistent, private or real)",
+                s.escape_debug()
+            )),
+        }
+    }
+}
+
+/// The home a job was given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Home {
+    /// The mode.
+    pub mode: Mode,
+    /// The directory `HOME` names.
+    pub path: PathBuf,
+}
+
+/// Variables that name, for a tool's user configuration, an empty file the host keeps beside
+/// the home (in its parent, which no job may write), each with why: the persistent home is
+/// writable by every job of the user, and each of these files can name a command the tool
+/// runs (git aliases, `core.pager`, `core.fsmonitor`; npm scripts' shell). Not `/dev/null`:
+/// `git config --global` replaces its file by renaming a lock file over it, which would
+/// replace the device itself wherever the job could write `/dev`.
+pub const EMPTY_CONFIGS: &[(&str, &str, &str)] = &[
+    (
+        "GIT_CONFIG_GLOBAL",
+        "gitconfig",
+        "git's global configuration (aliases, core.pager, core.fsmonitor run commands)",
+    ),
+    (
+        "npm_config_userconfig",
+        "npmrc",
+        "npm's user configuration (script-shell, node-options, git)",
+    ),
+];
+
+/// Variables that tell a tool to read no configuration from the home, each with why: pip's
+/// index and build options, `GOFLAGS=-toolexec`, `.pth` files in the user site.
+pub const PINS: &[(&str, &str, &str)] = &[
+    (
+        "PIP_CONFIG_FILE",
+        "/dev/null",
+        "pip's configuration files (/dev/null: pip reads none)",
+    ),
+    (
+        "GOENV",
+        "off",
+        "the Go environment file (GOFLAGS=-toolexec runs a command)",
+    ),
+    (
+        "PYTHONNOUSERSITE",
+        "1",
+        "Python's user site, whose .pth files run at every start",
+    ),
+];
+
+/// Files and directories below the home removed before every job: start-up files of shells
+/// (`bash -l`, interactive shells) and configuration that names commands for tools that have
+/// no variable to ignore it.
+pub const PLANTED: &[&str] = &[
+    ".profile",
+    ".bash_profile",
+    ".bash_login",
+    ".bashrc",
+    ".bash_logout",
+    ".zshenv",
+    ".zprofile",
+    ".zshrc",
+    ".kshrc",
+    ".mkshrc",
+    ".inputrc",
+    ".gitconfig",
+    ".config/git",
+    ".npmrc",
+    ".yarnrc",
+    ".yarnrc.yml",
+    ".node_modules",
+    ".node_libraries",
+    ".cargo/config",
+    ".cargo/config.toml",
+    ".config/pip",
+    ".pip",
+    ".pydistutils.cfg",
+    ".gemrc",
+    ".m2/settings.xml",
+    ".ssh",
+    ".curlrc",
+    ".wgetrc",
+];
+
+/// The home for `mode` (`None` for `private`, which keeps `HOME=/tmp`), made when missing.
+pub(crate) fn resolve(mode: Mode) -> Result<Option<Home>, String> {
+    match mode {
+        Mode::Private => Ok(None),
+        Mode::Real => {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .filter(|h| h.is_absolute() && h.is_dir())
+                .ok_or_else(|| {
+                    "the host has no absolute HOME that is a directory; use \"persistent\" or \
+                     \"private\""
+                        .to_string()
+                })?;
+            Ok(Some(Home { mode, path: home }))
+        }
+        Mode::Persistent => {
+            static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+            let path = DIR
+                .get_or_init(|| persistent_dir(crate::sys::euid()))
+                .clone()?;
+            Ok(Some(Home { mode, path }))
+        }
+    }
+}
+
+/// Finds (and makes) the persistent home of `uid`.
+fn persistent_dir(uid: u32) -> Result<PathBuf, String> {
+    let abs = |k: &str| {
+        std::env::var_os(k)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    // Each candidate with the directory that must exist already and be the caller's: a HOME
+    // that does not exist (`/nonexistent`) is never created.
+    let xdg = abs("XDG_DATA_HOME").map(|d| {
+        let anchor = d.parent().map_or_else(|| d.clone(), Path::to_path_buf);
+        (d, anchor)
+    });
+    let home = abs("HOME").map(|h| (h.join(".local/share"), h));
+    for (data, anchor) in [xdg, home].into_iter().flatten() {
+        if !usable_parent(&data, &anchor, uid) {
+            continue;
+        }
+        let dir = data.join("sandbox");
+        private(&dir, uid)?;
+        let home = dir.join("home");
+        private(&home, uid)?;
+        return Ok(home);
+    }
+    let home = crate::state_dir::sub("home")?;
+    Ok(home)
+}
+
+/// Whether `data` is a directory of `uid` that no other user may write, made (mode 0700)
+/// when missing below `anchor`, which must exist and be such a directory itself.
+fn usable_parent(data: &Path, anchor: &Path, uid: u32) -> bool {
+    let owned = |p: &Path| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o022 == 0)
+    };
+    if owned(data) {
+        return true;
+    }
+    owned(anchor)
+        && data.starts_with(anchor)
+        && std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(data)
+            .is_ok()
+        && owned(data)
+}
+
+/// Creates `dir` with mode 0700 when missing, then checks it is a directory of `uid` (not a
+/// symlink) that nobody else may enter.
+fn private(dir: &Path, uid: u32) -> Result<(), String> {
+    let refused = |why: String| {
+        format!(
+            "refusing {} as the sandbox's home: {why}; remove it, or use \"private\"",
+            crate::escape::path(dir)
+        )
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(refused(format!("cannot create it: {e}"))),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| refused(e.to_string()))?;
+    if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
+        return Err(refused(format!(
+            "it is not a directory of uid {uid} that only it may enter"
+        )));
+    }
+    Ok(())
+}
+
+/// Before a job: the home and its parent are still private (a job of an earlier tier could
+/// have changed their mode), and the files of [`PLANTED`] are gone.
+pub(crate) fn prepare(home: &Home) -> Result<(), String> {
+    if home.mode != Mode::Persistent {
+        return Ok(());
+    }
+    let uid = crate::sys::euid();
+    for dir in [Some(home.path.as_path()), home.path.parent()]
+        .into_iter()
+        .flatten()
+    {
+        let m = std::fs::symlink_metadata(dir)
+            .map_err(|e| format!("the sandbox's home {}: {e}", crate::escape::path(dir)))?;
+        if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
+            return Err(format!(
+                "the sandbox's home {} is no longer a private directory of uid {uid} (mode \
+                 {:o}); restore mode 700, or use \"private\"",
+                crate::escape::path(dir),
+                m.mode() & 0o7777
+            ));
+        }
+    }
+    // The empty configuration files the pinned variables name: made again when a job of a
+    // tier without the view changed them.
+    let beside = home.path.parent().unwrap_or(&home.path);
+    for (_, file, _) in EMPTY_CONFIGS {
+        let p = beside.join(file);
+        empty_file(&p).map_err(|e| {
+            format!(
+                "cannot keep {} empty for the job: {e}; remove it, or use \"private\"",
+                crate::escape::path(&p)
+            )
+        })?;
+    }
+    for rel in PLANTED {
+        remove_planted(&home.path, rel).map_err(|e| {
+            format!(
+                "cannot remove {} from the sandbox's home before the job (a file that would \
+                 run commands): {e}; remove it, or use \"private\"",
+                crate::escape::path(&home.path.join(rel))
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Makes `p` an empty regular file of mode 0444 unless it is one already (one lookup per job).
+fn empty_file(p: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_file() && m.len() == 0 => return Ok(()),
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(p)?,
+        Ok(_) => std::fs::remove_file(p)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(p)
+        .map(drop)
+}
+
+/// Removes `rel` (a file or a directory tree) below `home` without following a symlink on the
+/// way: the host runs this unconfined, and a job may have replaced `.config` or `.cargo` with a
+/// link to anywhere (`.config` -> `/etc` would otherwise remove `/etc/git`). Each directory on
+/// the way is opened with `O_NOFOLLOW` and the next name looked up through that descriptor
+/// (`/proc/self/fd/N/name`), so a link swapped in meanwhile is not followed either; a link
+/// where a directory was expected is removed itself (it is the job's, and holds nothing).
+fn remove_planted(home: &Path, rel: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let open_dir = |p: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_DIRECTORY)
+            .open(p)
+    };
+    let via = |dir: &std::fs::File, name: &str| {
+        PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name)
+    };
+    let mut names: Vec<&str> = rel.split('/').collect();
+    let last = names.pop().unwrap_or(rel);
+    let mut dir = open_dir(home)?;
+    for name in names {
+        let next = via(&dir, name);
+        match std::fs::symlink_metadata(&next) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+            Ok(m) if m.file_type().is_symlink() => return std::fs::remove_file(&next),
+            Ok(m) if !m.is_dir() => return Ok(()),
+            Ok(_) => {}
+        }
+        dir = match open_dir(&next) {
+            Ok(d) => d,
+            // Swapped for a link or a file since the look: not followed, gone next time.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                return std::fs::remove_file(&next)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+    }
+    let target = via(&dir, last);
+    match std::fs::symlink_metadata(&target) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        // remove_dir_all does not follow links inside the tree.
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&target),
+        Ok(_) => std::fs::remove_file(&target),
+    }
+}
+
+/// The variables a job with `home` gets: `HOME`, the caches below it and [`PINS`] for the
+/// persistent home, `HOME` alone for the real one. The caller's own `env` entries win: they
+/// are left out here.
+pub(crate) fn variables(home: &Home) -> Vec<(String, String)> {
+    let h = home.path.display().to_string();
+    let mut out = vec![("HOME".to_string(), h.clone())];
+    if home.mode != Mode::Persistent {
+        return out;
+    }
+    for (k, rel) in [
+        ("XDG_CACHE_HOME", ".cache"),
+        ("XDG_DATA_HOME", ".local/share"),
+        ("XDG_STATE_HOME", ".local/state"),
+        ("CARGO_HOME", ".cargo"),
+        ("npm_config_cache", ".npm"),
+        ("PIP_CACHE_DIR", ".cache/pip"),
+        ("GOPATH", "go"),
+        ("GOMODCACHE", "go/pkg/mod"),
+        ("GOCACHE", ".cache/go-build"),
+    ] {
+        out.push((k.to_string(), format!("{h}/{rel}")));
+    }
+    let beside = home.path.parent().unwrap_or(&home.path);
+    for (k, file, _) in EMPTY_CONFIGS {
+        out.push((k.to_string(), beside.join(file).display().to_string()));
+    }
+    for (k, v, _) in PINS {
+        out.push((k.to_string(), v.to_string()));
+    }
+    if let Some((name, email)) = identity() {
+        for k in ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"] {
+            out.push((k.to_string(), name.clone()));
+        }
+        for k in ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"] {
+            out.push((k.to_string(), email.clone()));
+        }
+    }
+    out
+}
+
+/// Gives a validated job `home`: its [`variables`] on top of the scrubbed `env`, except the
+/// names the caller set itself (`caller`), and the persistent home among the writable places
+/// (`writable`: the request's writable paths; Landlock's rule and the view's writable binds
+/// follow from them).
+pub(crate) fn apply(
+    home: &Home,
+    env: &mut Vec<(String, String)>,
+    caller: &std::collections::BTreeMap<String, String>,
+    writable: &mut Vec<PathBuf>,
+) {
+    for (k, v) in variables(home) {
+        if caller.contains_key(&k) {
+            continue;
+        }
+        match env.iter_mut().find(|(name, _)| *name == k) {
+            Some(slot) => slot.1 = v,
+            None => env.push((k, v)),
+        }
+    }
+    env.sort();
+    if home.mode == Mode::Persistent && !writable.contains(&home.path) {
+        writable.push(home.path.clone());
+    }
+}
+
+/// The user's git identity (`user.name`, `user.email`), read once from the host's global
+/// configuration files (`$XDG_CONFIG_HOME/git/config`, then `~/.gitconfig`, the later
+/// winning as git reads them); both or nothing. The files are parsed here rather than by
+/// running git, which would cost every one-shot request a process; `include` is not followed.
+fn identity() -> Option<(String, String)> {
+    static ID: OnceLock<Option<(String, String)>> = OnceLock::new();
+    ID.get_or_init(|| {
+        let abs = |k: &str| {
+            std::env::var_os(k)
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+        };
+        let home = abs("HOME");
+        let xdg = abs("XDG_CONFIG_HOME").or_else(|| home.as_ref().map(|h| h.join(".config")));
+        let files = [
+            xdg.map(|x| x.join("git/config")),
+            home.map(|h| h.join(".gitconfig")),
+        ];
+        let (mut name, mut email) = (None, None);
+        for f in files.into_iter().flatten() {
+            if let Ok(text) = std::fs::read_to_string(&f) {
+                let (n, e) = parse_identity(&text);
+                name = n.or(name);
+                email = e.or(email);
+            }
+        }
+        Some((name?, email?))
+    })
+    .clone()
+}
+
+/// `user.name` and `user.email` of one git configuration file's text (the last of each);
+/// values with control characters are ignored.
+fn parse_identity(text: &str) -> (Option<String>, Option<String>) {
+    let (mut name, mut email) = (None, None);
+    let mut in_user = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(section) = line.strip_prefix('[') {
+            let head = section.split(']').next().unwrap_or("").trim();
+            in_user = head.eq_ignore_ascii_case("user");
+            continue;
+        }
+        if !in_user {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let value = value.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(value)
+            .to_string();
+        if value.is_empty() || value.chars().any(char::is_control) {
+            continue;
+        }
+        match key.trim().to_ascii_lowercase().as_str() {
+            "name" => name = Some(value),
+            "email" => email = Some(value),
+            _ => {}
+        }
+    }
+    (name, email)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_and_hostile_names_are_refused() {
+        for m in [Mode::Persistent, Mode::Private, Mode::Real] {
+            assert_eq!(m.as_str().parse::<Mode>(), Ok(m));
+        }
+        for bad in [
+            "",
+            "Persistent",
+            "persistent\n",
+            "real\0",
+            "../home",
+            "/root",
+        ] {
+            assert!(bad.parse::<Mode>().is_err(), "{bad:?}");
+        }
+        assert_eq!(Mode::default(), Mode::Persistent);
+    }
+
+    #[test]
+    fn the_identity_is_user_name_and_email_only() {
+        let text = "[core]\n\tpager = evil\n[user]\n\tname = \"A B\"\n\temail = a@b.c\n\
+                    \tsigningkey = K\n[alias]\n\tname = x\n[User]\n\tEmail = d@e.f\n";
+        assert_eq!(
+            parse_identity(text),
+            (Some("A B".into()), Some("d@e.f".into()))
+        );
+        // A control character in a value: ignored.
+        assert_eq!(
+            parse_identity("[user]\nname = a\u{1b}b\nemail = x@y\n"),
+            (None, Some("x@y".into()))
+        );
+        assert_eq!(parse_identity(""), (None, None));
+    }
+
+    /// A job that replaced `.config` or `.cargo` with a link out of the home gets the link
+    /// removed, never what it points to.
+    #[test]
+    fn prepare_follows_no_link_out_of_the_home() {
+        let t = tempfile::tempdir().unwrap();
+        let uid = crate::sys::euid();
+        let parent = t.path().join("sandbox");
+        private(&parent, uid).unwrap();
+        let path = parent.join("home");
+        private(&path, uid).unwrap();
+        let outside = t.path().join("etc");
+        std::fs::create_dir_all(outside.join("git")).unwrap();
+        std::fs::write(outside.join("git/config"), "x").unwrap();
+        std::fs::write(outside.join("config.toml"), "x").unwrap();
+        std::fs::write(outside.join("settings.xml"), "x").unwrap();
+        for link in [".config", ".cargo", ".m2"] {
+            std::os::unix::fs::symlink(&outside, path.join(link)).unwrap();
+        }
+        // Control: a plain removal through the link reaches the directory outside.
+        assert!(path.join(".config/git").is_dir());
+        let home = Home {
+            mode: Mode::Persistent,
+            path: path.clone(),
+        };
+        prepare(&home).unwrap();
+        for kept in ["git/config", "config.toml", "settings.xml"] {
+            assert!(
+                outside.join(kept).exists(),
+                "{kept} was removed through a link"
+            );
+        }
+        for link in [".config", ".cargo", ".m2"] {
+            assert!(path.join(link).symlink_metadata().is_err(), "{link} kept");
+        }
+    }
+
+    #[test]
+    fn prepare_removes_planted_files_and_refuses_an_open_home() {
+        let t = tempfile::tempdir().unwrap();
+        let parent = t.path().join("sandbox");
+        let uid = crate::sys::euid();
+        private(&parent, uid).unwrap();
+        let path = parent.join("home");
+        private(&path, uid).unwrap();
+        let home = Home {
+            mode: Mode::Persistent,
+            path: path.clone(),
+        };
+        std::fs::create_dir_all(path.join(".cargo")).unwrap();
+        std::fs::write(path.join(".cargo/config.toml"), "[target.x]\nrunner='x'").unwrap();
+        std::fs::write(path.join(".bashrc"), "touch /tmp/x").unwrap();
+        std::fs::create_dir_all(path.join(".config/git")).unwrap();
+        std::fs::write(path.join("keep"), "").unwrap();
+        std::fs::write(parent.join("gitconfig"), "[alias]\n\tst = !true\n").unwrap();
+        prepare(&home).unwrap();
+        for (_, file, _) in EMPTY_CONFIGS {
+            let m = std::fs::symlink_metadata(parent.join(file)).unwrap();
+            assert!(m.is_file() && m.len() == 0, "{file}");
+        }
+        assert!(!path.join(".cargo/config.toml").exists());
+        assert!(!path.join(".bashrc").exists());
+        assert!(!path.join(".config/git").exists());
+        assert!(path.join(".cargo").is_dir() && path.join("keep").exists());
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = prepare(&home).unwrap_err();
+        assert!(e.contains("no longer a private directory"), "{e}");
+    }
+}
