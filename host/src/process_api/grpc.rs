@@ -2,14 +2,13 @@
 //!
 //! `Execute` runs one command to its end through the one-shot engine
 //! ([`crate::exec::exec_with`]) on a blocking thread; the other calls act on the processes
-//! `Start` began, kept in [`super::table::Table`] under the ids the API hands out.
+//! `Start` began (module `start`), kept in [`super::table::Table`] under the ids the API hands out.
 
 use super::execute;
 use super::pb::{self, process_service_server::ProcessService};
-use super::Shared;
-use std::pin::Pin;
+use super::start::StartStream;
+use super::state::Shared;
 use std::sync::Arc;
-use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
 /// The service; one per server.
@@ -17,9 +16,6 @@ pub struct Service {
     /// What the service and the REST side share.
     pub shared: Arc<Shared>,
 }
-
-/// The stream of one `Start` call.
-pub type StartStream = Pin<Box<dyn Stream<Item = Result<pb::StartResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl ProcessService for Service {
@@ -40,7 +36,7 @@ impl ProcessService for Service {
             .as_ref()
             .map(|c| c.env_vars.clone().into_iter().collect())
             .unwrap_or_default();
-        super::table::start(&self.shared, exec, env, req.pty)
+        super::start::start(&self.shared, exec, env, req.pty)
             .await
             .map(Response::new)
     }
