@@ -13,6 +13,10 @@ mod preload_build;
 #[path = "credentials_build.rs"]
 mod credentials_build;
 
+#[cfg(feature = "process-api")]
+#[path = "proto_build.rs"]
+mod proto_build;
+
 fn main() {
     let manifest_dir =
         PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -39,6 +43,12 @@ fn main() {
     }
 
     credentials_build::generate(&workspace.join("profiles/credentials.toml"), &out_dir);
+
+    #[cfg(feature = "process-api")]
+    {
+        watch(&workspace.join("proto"));
+        proto_build::generate(&workspace.join("proto"), &out_dir);
+    }
 
     let built = build_preload(&workspace, &out_dir);
     let bytes = fs::read(&built).unwrap_or_else(|e| panic!("reading {}: {e}", built.display()));

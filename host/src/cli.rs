@@ -340,6 +340,13 @@ pub enum Cmd {
         /// Listen on this unix socket (created 0600, own uid only) instead of stdin.
         #[arg(long, value_name = "PATH")]
         socket: Option<std::ffi::OsString>,
+        /// Serve the Kubernetes agent-sandbox sandboxd interface instead: gRPC
+        /// process.v1.ProcessService and REST /v1/files, /v1/health, /v1/metadata
+        /// (docs/process-api.md; builds with the `process-api` feature).
+        #[arg(long, conflicts_with = "socket")]
+        process_api: bool,
+        #[command(flatten)]
+        api: crate::process_api::ProcessApiArgs,
     },
     /// Write a profile as OCI / Docker seccomp JSON (docs/containers.md).
     Export {

@@ -86,6 +86,8 @@ pub mod platform;
 #[doc(hidden)]
 pub mod preload_notice;
 #[doc(hidden)]
+pub mod process_api;
+#[doc(hidden)]
 pub mod proxy;
 mod refusal;
 #[doc(hidden)]

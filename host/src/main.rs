@@ -197,7 +197,16 @@ fn main() {
         Cmd::Serve {
             max_concurrent,
             socket,
-        } => cmd_serve(max_concurrent.as_deref(), socket),
+            process_api,
+            api,
+        } => match (process_api, api.any()) {
+            (true, _) => cmd_process_api(max_concurrent.as_deref(), &api),
+            (false, true) => fail(
+                "sandbox serve: --grpc-listen, --rest-listen, --api-workspace, --api-profile, \
+                 --api-policy and --metadata-env-prefix are options of --process-api; add it",
+            ),
+            (false, false) => cmd_serve(max_concurrent.as_deref(), socket),
+        },
         Cmd::Mcp(args) => match sandbox_host::mcp::serve(&args) {
             Ok(()) => 0,
             Err(e) => fail(format_args!("mcp: {e}")),
@@ -789,4 +798,38 @@ fn cmd_serve(max_concurrent: Option<&str>, socket: Option<std::ffi::OsString>) -
         Ok(()) => 0,
         Err(e) => fail(e),
     }
+}
+
+/// `sandbox serve --process-api` (docs/process-api.md).
+#[cfg(feature = "process-api")]
+fn cmd_process_api(
+    max_concurrent: Option<&str>,
+    api: &sandbox_host::process_api::ProcessApiArgs,
+) -> i32 {
+    let max_concurrent = match max_concurrent.map(sandbox_host::serve::parse_max_concurrent) {
+        None => sandbox_host::serve::default_concurrency(),
+        Some(Ok(n)) => n,
+        Some(Err(e)) => return fail(e),
+    };
+    let config = match api.config() {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let run = sandbox_host::exec::RunOptions::default();
+    match sandbox_host::process_api::serve(config, run, max_concurrent) {
+        Ok(()) => 0,
+        Err(e) => fail(e),
+    }
+}
+
+/// `sandbox serve --process-api` in a build without the feature: refused, naming the build.
+#[cfg(not(feature = "process-api"))]
+fn cmd_process_api(
+    _max_concurrent: Option<&str>,
+    _api: &sandbox_host::process_api::ProcessApiArgs,
+) -> i32 {
+    fail(
+        "sandbox serve --process-api: this build has no process API; build it with \
+         `cargo build --features sandbox-host/process-api`",
+    )
 }

@@ -1373,3 +1373,143 @@ mod tests {
         assert_eq!(super::kernel_release(), procfs.trim());
     }
 }
+
+/// The kernel's `struct open_how` for `openat2` (libc's is non-exhaustive: it cannot be built
+/// outside libc).
+#[cfg(feature = "process-api")]
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `openat2(dir, path, flags | O_CLOEXEC, mode)` resolved beneath `dir` without magic links
+/// (`RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): `..` above `dir`, absolute symlinks and
+/// symlinks leading out fail with EXDEV, whatever happens to the tree meanwhile.
+#[cfg(feature = "process-api")]
+pub(crate) fn openat2_beneath(
+    dir: BorrowedFd<'_>,
+    path: &CStr,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC) as u64,
+        mode: u64::from(mode),
+        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: a NUL-terminated path and a properly sized `open_how`, both live for the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `openat(dir, name, flags | O_CLOEXEC, mode)`.
+#[cfg(feature = "process-api")]
+pub(crate) fn openat(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    // SAFETY: openat on a descriptor the caller owns with a NUL-terminated name.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `mkdirat(dir, name, mode)`.
+#[cfg(feature = "process-api")]
+pub(crate) fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: mkdirat on a descriptor the caller owns with a NUL-terminated name.
+    match unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// `unlinkat(dir, name, flags)`: a name in `dir` (never a symlink's target).
+#[cfg(feature = "process-api")]
+pub(crate) fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unlinkat on a descriptor the caller owns with a NUL-terminated name.
+    match unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// `renameat(dir, from, dir, to)`: both names in the same directory.
+#[cfg(feature = "process-api")]
+pub(crate) fn renameat(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
+    // SAFETY: renameat within one directory the caller owns, NUL-terminated names.
+    match unsafe { libc::renameat(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// A new pseudo-terminal of `cols` x `rows`: (master, slave), both close-on-exec, the slave
+/// opened from the master (`TIOCGPTPEER`: no `/dev/pts` path is looked up, so the view a
+/// command has does not matter), neither the caller's controlling terminal.
+pub(crate) fn open_pty(cols: u16, rows: u16) -> io::Result<(OwnedFd, OwnedFd)> {
+    let flags = libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: open with a NUL-terminated literal path.
+    let fd = unsafe { libc::open(c"/dev/ptmx".as_ptr(), flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    let master = unsafe { OwnedFd::from_raw_fd(fd) };
+    let unlock: libc::c_int = 0;
+    // SAFETY: TIOCSPTLCK reads one int from the pointer, which lives for the call.
+    if unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCSPTLCK, &unlock) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: TIOCGPTPEER takes the open flags as its argument and returns a new descriptor.
+    let peer = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, flags) };
+    if peer < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just returned and belongs to nobody else.
+    let slave = unsafe { OwnedFd::from_raw_fd(peer) };
+    set_window(std::os::fd::AsFd::as_fd(&master), cols, rows)?;
+    Ok((master, slave))
+}
+
+/// Sets a terminal's size (`TIOCSWINSZ`); the terminal's foreground process group gets
+/// SIGWINCH.
+pub(crate) fn set_window(tty: BorrowedFd<'_>, cols: u16, rows: u16) -> io::Result<()> {
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads one winsize from the pointer, which lives for the call.
+    if unsafe { libc::ioctl(tty.as_raw_fd(), libc::TIOCSWINSZ, &ws) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -286,6 +286,23 @@ fn violations(quick: bool) -> Result<String> {
 
 /// Runs every benchmark and writes docs/benchmarks.md.
 pub fn run(args: &[&str]) -> Result<()> {
+    // `--process-api`: only the process API section, printed and written (not with --quick). Before the release
+    // re-run below: it measures two `sandbox` processes (a release build with the feature), not
+    // code of this process.
+    if args.contains(&"--process-api") {
+        let quick = args.contains(&"--quick");
+        let section = crate::bench_process_api::run(if quick { 10 } else { 40 })?;
+        print!("{section}");
+        if !quick {
+            let path = crate::workspace::root().join("docs/benchmarks.md");
+            let old = std::fs::read_to_string(&path).context("reading docs/benchmarks.md")?;
+            crate::workspace::write_doc(
+                &path,
+                &crate::bench_violations::replace_section(&old, &section),
+            )?;
+        }
+        return Ok(());
+    }
     // `--in-container`: per container setting, the agent matrix's share and the one-shot cost
     // inside a runc container, printed, not written. What is timed is the sandbox binary
     // (a separate, optimised build), not this process, so it needs no release re-run.
@@ -421,6 +438,7 @@ pub fn run(args: &[&str]) -> Result<()> {
     doc += &crate::bench_oci::run(if quick { 70 } else { 700 })?;
     doc += &crate::bench_learn::run(if quick { 3 } else { 7 }, if quick { 5 } else { 20 })?;
     doc += &violations(quick)?;
+    doc += &crate::bench_process_api::run(if quick { 10 } else { 40 })?;
     print!("{doc}");
     if !quick {
         crate::workspace::write_doc(Path::new("docs/benchmarks.md"), &doc)?;

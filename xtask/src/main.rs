@@ -15,7 +15,9 @@
 //!   `--outer`, `--exec`, `--serve`, `--mcp`, `--session`, `--proxy`, `--leaks`, `--learn`: that section
 //!   only, printed; `--violations`: the deny-and-report section, printed and replaced in
 //!   `docs/benchmarks.md` unless `--quick`; `--in-container`: per container setting, the agent matrix
-//!   and the one-shot cost inside runc, printed)
+//!   and the one-shot cost inside runc, printed; `--process-api`: gRPC `Execute` against
+//!   `exec --json` from a release build with the `process-api` feature, printed and replaced in
+//!   `docs/benchmarks.md` unless `--quick`)
 
 mod acceptance;
 mod bench;
@@ -30,6 +32,7 @@ mod bench_mcp;
 mod bench_oci;
 mod bench_oneshot;
 mod bench_outer;
+mod bench_process_api;
 mod bench_proxy;
 mod bench_serve;
 mod bench_session;
@@ -91,6 +94,21 @@ fn ci() -> Result<()> {
         "clippy",
         "--workspace",
         "--all-targets",
+        "--quiet",
+        "--",
+        "-D",
+        "warnings",
+        "-D",
+        "clippy::incompatible_msrv",
+    ]))?;
+    // The process API is code only its feature compiles (tonic, tokio): lint that build too.
+    run(cargo().args([
+        "clippy",
+        "-p",
+        "sandbox-host",
+        "--all-targets",
+        "--features",
+        "process-api",
         "--quiet",
         "--",
         "-D",
@@ -243,6 +261,6 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
-        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--mcp] [--session] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--in-container]>"),
+        _ => bail!("usage: cargo xtask <codegen [--check] | build-preload | ci | acceptance [NAME] | msrv | cross | dist | matrix [--check] | bench [--quick] [--oneshot] [--outer] [--exec] [--serve] [--mcp] [--session] [--proxy] [--leaks] [--oci] [--learn] [--violations] [--in-container] [--process-api]>"),
     }
 }

@@ -487,6 +487,33 @@ impl<'a> Policy<'a> {
     }
 }
 
+#[cfg(feature = "process-api")]
+impl<'a> Policy<'a> {
+    /// The policy of a command whose layers are known by what they reported (a session's
+    /// command: the session holds no prepared Landlock layer): the deny list and the write
+    /// rule are taken as enforced when Landlock said so.
+    pub(crate) fn of_reported(
+        v: &'a super::request::Validated,
+        sandbox: &crate::sandbox::Sandbox,
+        cwd: &'a Path,
+        landlock: Option<&crate::landlock::Status>,
+        isolation: Option<&'a super::isolation::Status>,
+        network: crate::network::Mode,
+    ) -> Policy<'a> {
+        let mut p = Policy::of(v, sandbox, cwd, None, isolation, network);
+        let enforced = |what: &str| landlock.is_some_and(|l| l.enforced.iter().any(|e| e == what));
+        if enforced("fs-read-deny") {
+            p.deny_read = crate::credentials::deny_read(&crate::credentials::Context::current())
+                .into_iter()
+                .chain(v.paths.deny_read.iter().cloned())
+                .map(|d| resolved(&d))
+                .collect();
+        }
+        p.writes_confined |= enforced("fs-write");
+        p
+    }
+}
+
 impl Policy<'_> {
     /// The change that lets `dir` be written, or a workspace when `dir` is too broad.
     fn allow_write(&self, dir: &Path) -> String {

@@ -250,6 +250,39 @@ impl ExecError {
     }
 }
 
+/// Names the refusals a command's stderr reports in a result built outside this module (a
+/// session's command), as `run` names them for a one-shot request: `refusals`, and one
+/// `warnings` line each. Does nothing when the result has them already.
+#[cfg(feature = "process-api")]
+pub(crate) fn name_refusals(result: &mut ExecResult, v: &Validated, sandbox: &Sandbox) {
+    if !result.refusals.is_empty() || !super::refusals::is_candidate(result.stderr.as_bytes()) {
+        return;
+    }
+    let cwd = v
+        .cwd
+        .clone()
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("/"));
+    let found = super::refusals::name(
+        &result.stderr,
+        &super::refusals::Policy::of_reported(
+            v,
+            sandbox,
+            &cwd,
+            result.landlock.as_ref(),
+            result.isolation.as_ref(),
+            result.network.mode,
+        ),
+    );
+    result.warnings.extend(super::refusals::warnings(
+        &found,
+        v.audience,
+        &crate::credentials::Context::current(),
+    ));
+    result.refusals = found.entries;
+    result.refusals_omitted = found.omitted;
+}
+
 /// Runs one request with the default runtime settings.
 pub fn exec(req: &Request) -> Result<ExecResult, ExecError> {
     exec_with(req, &RunOptions::default())

@@ -65,6 +65,7 @@ pub struct Command {
     cwd: Option<String>,
     timeout: Option<Duration>,
     stream: bool,
+    pty: Option<(u16, u16)>,
 }
 
 impl Command {
@@ -103,6 +104,14 @@ impl Command {
     /// Deliver output as [`Event`]s while the command runs (it is also in the result).
     pub fn stream(mut self, on: bool) -> Command {
         self.stream = on;
+        self
+    }
+
+    /// Give the command a terminal of `cols` x `rows` as its stdin, stdout and stderr (and
+    /// controlling terminal) instead of pipes: its output is all stdout, and
+    /// [`Process::resize`] sets the size.
+    pub fn pty(mut self, cols: u16, rows: u16) -> Command {
+        self.pty = Some((cols, rows));
         self
     }
 }
@@ -405,6 +414,24 @@ impl Inner {
         let (stdin_r, stdin_w) = crate::sys::pipe2(libc::O_CLOEXEC).map_err(ExecError::Setup)?;
         let (stdout_r, stdout_w) = crate::sys::pipe2(libc::O_CLOEXEC).map_err(ExecError::Setup)?;
         let (stderr_r, stderr_w) = crate::sys::pipe2(libc::O_CLOEXEC).map_err(ExecError::Setup)?;
+        // With a terminal, its slave is the command's three streams and the host keeps the
+        // master: written for stdin, read as stdout, resized. The pipes' ends then go unused
+        // (stderr reads end of file at once).
+        let (stdin_r, stdout_w, stderr_w, stdin_w, stdout_r, tty) = match cmd.pty {
+            None => (stdin_r, stdout_w, stderr_w, stdin_w, stdout_r, None),
+            Some((cols, rows)) => {
+                let (master, slave) = crate::sys::open_pty(cols, rows).map_err(ExecError::Setup)?;
+                let dup = |fd: &OwnedFd| fd.try_clone().map_err(ExecError::Setup);
+                (
+                    dup(&slave)?,
+                    dup(&slave)?,
+                    slave,
+                    dup(&master)?,
+                    dup(&master)?,
+                    Some(master),
+                )
+            }
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let path = v.program.to_string_lossy().into_owned();
         let start = ToResident::Start {
@@ -531,6 +558,7 @@ impl Inner {
             stderr: stderr_r,
             exit: exit_rx,
             stream: cmd.stream,
+            tty,
         }))
     }
 

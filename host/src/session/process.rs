@@ -56,6 +56,7 @@ pub struct Process {
     stdin: Mutex<Option<std::fs::File>>,
     events: Mutex<Receiver<Event>>,
     done: Mutex<Option<JoinHandle<ExecResult>>>,
+    tty: Option<OwnedFd>,
 }
 
 impl std::fmt::Debug for Process {
@@ -90,6 +91,22 @@ impl Process {
             None => Err(std::io::Error::new(
                 std::io::ErrorKind::BrokenPipe,
                 "the command's stdin is closed",
+            )),
+        }
+    }
+
+    /// Whether the command runs on a terminal ([`super::Command::pty`]).
+    pub fn has_tty(&self) -> bool {
+        self.tty.is_some()
+    }
+
+    /// Sets the command's terminal size (it gets SIGWINCH); `InvalidInput` without a terminal.
+    pub fn resize(&self, cols: u16, rows: u16) -> std::io::Result<()> {
+        match &self.tty {
+            Some(t) => crate::sys::set_window(t.as_fd(), cols, rows),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the command has no terminal",
             )),
         }
     }
@@ -163,6 +180,7 @@ pub(crate) struct Start {
     pub stderr: OwnedFd,
     pub exit: ExitRx,
     pub stream: bool,
+    pub tty: Option<OwnedFd>,
 }
 
 /// The process's pid in the host's PID namespace, from its pidfd.
@@ -185,6 +203,7 @@ pub(crate) fn start(mut s: Start) -> Process {
     let inner = Arc::clone(&s.inner);
     let id = s.id;
     let stdin = s.stdin.take().map(std::fs::File::from);
+    let tty = s.tty.take();
     let done = std::thread::Builder::new()
         .name("sandbox-session-cmd".into())
         .spawn(move || supervise(s, pid, tx))
@@ -196,6 +215,7 @@ pub(crate) fn start(mut s: Start) -> Process {
         stdin: Mutex::new(stdin),
         events: Mutex::new(rx),
         done: Mutex::new(Some(done)),
+        tty,
     }
 }
 

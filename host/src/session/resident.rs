@@ -408,6 +408,11 @@ unsafe fn child_main(c: &Child) -> ! {
                 fail(1);
             }
         }
+        // A terminal as stdin (a command started with a pty) becomes the controlling
+        // terminal of the new session, so that it gets SIGWINCH and ^C like a shell's job.
+        if libc::isatty(0) == 1 && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+            fail(1);
+        }
         if !c.cwd.is_null() && libc::chdir(c.cwd) != 0 {
             fail(2);
         }
