@@ -830,7 +830,7 @@ pub(crate) fn send_with_fds(sock: BorrowedFd<'_>, body: &[u8], fds: &[RawFd]) ->
     if !fds.is_empty() {
         let bytes = std::mem::size_of_val(fds) as u32;
         // SAFETY: CMSG_SPACE is arithmetic.
-        hdr.msg_controllen = unsafe { libc::CMSG_SPACE(bytes) } as usize;
+        hdr.msg_controllen = unsafe { libc::CMSG_SPACE(bytes) } as _;
         hdr.msg_control = cbuf.as_mut_ptr().cast();
         // SAFETY: the control buffer (64 bytes) holds one header and MAX_FDS descriptors;
         // CMSG_FIRSTHDR points into it.
@@ -838,7 +838,7 @@ pub(crate) fn send_with_fds(sock: BorrowedFd<'_>, body: &[u8], fds: &[RawFd]) ->
             let c = libc::CMSG_FIRSTHDR(&hdr);
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(bytes) as usize;
+            (*c).cmsg_len = libc::CMSG_LEN(bytes) as _;
             std::ptr::copy_nonoverlapping(
                 fds.as_ptr(),
                 libc::CMSG_DATA(c).cast::<RawFd>(),
@@ -875,7 +875,7 @@ pub(crate) fn recv_with_fds(
     hdr.msg_iov = &mut iov;
     hdr.msg_iovlen = 1;
     hdr.msg_control = cbuf.as_mut_ptr().cast();
-    hdr.msg_controllen = std::mem::size_of_val(&cbuf);
+    hdr.msg_controllen = std::mem::size_of_val(&cbuf) as _;
     let n = loop {
         // SAFETY: recvmsg writes into the buffers the header names, all alive.
         let rc = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut hdr, libc::MSG_CMSG_CLOEXEC) };
