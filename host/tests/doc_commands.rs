@@ -340,6 +340,12 @@ const CASES: &[Case] = &[
         ..C
     },
     Case {
+        doc: "sandbox profiles registries --json",
+        stdout: &["pypi.org"],
+        quiet: true,
+        ..C
+    },
+    Case {
         doc: "sandbox profiles credentials --json",
         stdout: &["\"reason\""],
         quiet: true,
