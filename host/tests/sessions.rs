@@ -698,6 +698,38 @@ fn serve_runs_sessions_over_json_lines() {
                 .contains("a  \\0   b"),
             "{who:?}"
         );
+        // A terminal of a given size, resized while the command waits; the size it reads
+        // after is the new one. Control: the same command without `tty` has no terminal.
+        s.send(json!({"op": "start", "id": "tt", "session": session,
+                      "tty": {"cols": 100, "rows": 40},
+                      "argv": ["bash", "-c", "stty size; read x; stty size"]}));
+        std::thread::sleep(Duration::from_millis(300));
+        s.send(json!({"op": "resize", "id": "tt", "cols": 120, "rows": 50}));
+        s.send(json!({"op": "stdin", "id": "tt", "data": "go\n"}));
+        let out = s.next("tt")["stdout"].as_str().unwrap().to_string();
+        assert!(
+            out.contains("40 100") && out.contains("50 120"),
+            "{who:?}: {out:?}"
+        );
+        s.send(json!({"op": "start", "id": "nt", "session": session, "argv": ["stty", "size"]}));
+        assert_ne!(
+            s.next("nt")["exit_code"],
+            0,
+            "{who:?}: stty without a terminal"
+        );
+        for bad in [
+            json!({"cols": 0, "rows": 5}),
+            json!({"cols": 5}),
+            json!({"cols": 5, "rows": 70000}),
+            json!({"cols": "80", "rows": 5}),
+            json!({"cols": 5, "rows": 5, "x": 1}),
+            json!(true),
+        ] {
+            s.send(json!({"op": "start", "id": "tb", "session": session, "tty": bad, "argv": ["true"]}));
+            assert_eq!(s.error("tb"), "tty", "{who:?}");
+        }
+        s.send(json!({"op": "resize", "id": "nobody-runs-this", "cols": 80, "rows": 24}));
+        assert_eq!(s.error("nobody-runs-this"), "id", "{who:?}");
         // SIGINT by name.
         s.send(json!({"op": "start", "id": "sl", "session": session, "argv": ["sleep", "100"]}));
         std::thread::sleep(Duration::from_millis(300));

@@ -109,10 +109,12 @@ impl Ops {
             "start" => self.start(&id, obj),
             "stdin" => self.stdin(&id, obj),
             "signal" => self.signal(&id, obj),
+            "resize" => self.resize(&id, obj),
             "session_end" => self.session_end(&id, obj),
             _ => Err((
                 "op",
-                "unknown; one of session_start, start, stdin, signal, session_end".to_string(),
+                "unknown; one of session_start, start, stdin, signal, resize, session_end"
+                    .to_string(),
             )),
         };
         if let Err((field, reason)) = res {
@@ -243,6 +245,17 @@ impl Ops {
             Some(Value::String(c)) => cmd = cmd.cwd(c),
             Some(_) => return Err(("cwd", "must be a string".into())),
         }
+        match obj.remove("tty") {
+            None => {}
+            Some(Value::Object(mut t)) => {
+                let (cols, rows) = terminal_size("tty", &mut t)?;
+                if let Some(k) = t.keys().next() {
+                    return Err(("tty", format!("unknown field `{}`", k.escape_debug())));
+                }
+                cmd = cmd.pty(cols, rows);
+            }
+            Some(_) => return Err(("tty", "must be an object {\"cols\": N, \"rows\": N}".into())),
+        }
         match obj.remove("timeout_s") {
             None => {}
             Some(v) => match v.as_f64() {
@@ -358,6 +371,24 @@ impl Ops {
         p.signal(sig).map_err(|e| ("signal", e.to_string()))
     }
 
+    fn resize(
+        &mut self,
+        id: &str,
+        mut obj: Map<String, Value>,
+    ) -> Result<(), (&'static str, String)> {
+        let p = self.process(id)?;
+        let (cols, rows) = terminal_size("resize", &mut obj)?;
+        if let Some(k) = obj.keys().next() {
+            return Err(("resize", format!("unknown field `{}`", k.escape_debug())));
+        }
+        p.resize(cols, rows).map_err(|e| {
+            (
+                "resize",
+                format!("{e} (only a command started with \"tty\" has a terminal)"),
+            )
+        })
+    }
+
     fn session_end(
         &mut self,
         id: &str,
@@ -398,6 +429,24 @@ impl Drop for Ops {
 }
 
 /// A refusal's field as the static name the error carries (fields are few and known).
+/// Largest terminal side accepted, in cells.
+const MAX_TERMINAL_SIDE: u64 = 1000;
+
+/// `cols` and `rows` of `obj` (removed from it): whole numbers from 1 to [`MAX_TERMINAL_SIDE`].
+fn terminal_size(
+    field: &'static str,
+    obj: &mut Map<String, Value>,
+) -> Result<(u16, u16), (&'static str, String)> {
+    let mut side = |name: &str| match obj.remove(name).and_then(|v| v.as_u64()) {
+        Some(n) if (1..=MAX_TERMINAL_SIDE).contains(&n) => Ok(n as u16),
+        _ => Err((
+            field,
+            format!("`{name}` must be a whole number from 1 to {MAX_TERMINAL_SIDE}"),
+        )),
+    };
+    Ok((side("cols")?, side("rows")?))
+}
+
 fn field_static(f: &str) -> &'static str {
     const FIELDS: &[&str] = &[
         "argv",
@@ -415,6 +464,8 @@ fn field_static(f: &str) -> &'static str {
         "request",
         "landlock",
         "isolation",
+        "tty",
+        "resize",
     ];
     FIELDS
         .iter()
