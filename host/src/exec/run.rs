@@ -1271,22 +1271,9 @@ fn run(
         keep_no_network: v.network.mode.is_none() && net.mode == crate::network::Mode::None,
     };
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
-        let advice = super::advice::advise(nr, args, profile, &asker);
-        Violation {
-            syscall: NATIVE.syscall_name(nr).unwrap_or("unknown").to_string(),
-            number: Some(nr),
-            count,
-            program,
-            profile: v.profile.clone(),
-            hint: advice.hint,
-            change: Some(advice.change),
-        }
+        violation_entry(nr, program, count, args, &v.profile, profile, &asker)
     };
-    let violations: Vec<Violation> = tally
-        .seen
-        .iter()
-        .map(|s| entry(s.nr, s.program.clone(), s.count, &s.args))
-        .collect();
+    let violations = violation_entries(&tally, &v.profile, profile, &asker);
     let violation = match (signal, tally.killer.clone()) {
         (_, Some((nr, program))) => Some(
             violations
@@ -1493,6 +1480,54 @@ fn isolation_layer(
         allowed_sockets: &v.paths.allowed_sockets,
     };
     Ok(super::isolation::layer(&inputs)?)
+}
+
+/// One refused call as a result entry (`count` times, by `program`), with the advice `asker`
+/// gets under `profile` (named `profile_name` in the entry). Shared by one-shot jobs and
+/// session commands.
+pub(crate) fn violation_entry(
+    nr: u32,
+    program: Option<String>,
+    count: u64,
+    args: &[u64; 6],
+    profile_name: &str,
+    profile: &Profile,
+    asker: &super::advice::Asker,
+) -> Violation {
+    let advice = super::advice::advise(nr, args, profile, asker);
+    Violation {
+        syscall: NATIVE.syscall_name(nr).unwrap_or("unknown").to_string(),
+        number: Some(nr),
+        count,
+        program,
+        profile: profile_name.to_string(),
+        hint: advice.hint,
+        change: Some(advice.change),
+    }
+}
+
+/// Every refused call the supervisor counted, as result entries in the order first seen.
+pub(crate) fn violation_entries(
+    tally: &Tally,
+    profile_name: &str,
+    profile: &Profile,
+    asker: &super::advice::Asker,
+) -> Vec<Violation> {
+    tally
+        .seen
+        .iter()
+        .map(|s| {
+            violation_entry(
+                s.nr,
+                s.program.clone(),
+                s.count,
+                &s.args,
+                profile_name,
+                profile,
+                asker,
+            )
+        })
+        .collect()
 }
 
 /// The limits the run hit (module `hits`), each with its warning line added to `warnings`.

@@ -3,8 +3,8 @@
 //! enforces its timeout, and builds its result once it has ended.
 
 use crate::exec::notify::{MainProgram, Notifier, Response, Tally};
-use crate::exec::{ExecResult, OnViolation, SandboxInfo, Tier, Validated, Violation};
-use crate::policy::{Action, NATIVE};
+use crate::exec::{ExecResult, OnViolation, SandboxInfo, Tier, Validated};
+use crate::policy::Action;
 use crate::sandbox::Sandboxed;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -459,29 +459,15 @@ fn result(
         keep_no_network: v.network.mode.is_none()
             && inner.layers().network == crate::network::Mode::None,
     };
-    let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
-        let advice = crate::exec::advice::advise(nr, args, profile, &asker);
-        Violation {
-            syscall: NATIVE.syscall_name(nr).unwrap_or("unknown").to_string(),
-            number: Some(nr),
-            count,
-            program,
-            profile: v.profile.clone(),
-            hint: advice.hint,
-            change: Some(advice.change),
-        }
-    };
-    let violations: Vec<Violation> = tally
-        .seen
-        .iter()
-        .map(|s| entry(s.nr, s.program.clone(), s.count, &s.args))
-        .collect();
+    let violations = crate::exec::violation_entries(&tally, &v.profile, profile, &asker);
     let violation = tally.killer.clone().map(|(nr, program)| {
         violations
             .iter()
             .find(|e| e.number == Some(nr) && e.program == program)
             .cloned()
-            .unwrap_or_else(|| entry(nr, program, 1, &[0; 6]))
+            .unwrap_or_else(|| {
+                crate::exec::violation_entry(nr, program, 1, &[0; 6], &v.profile, profile, &asker)
+            })
     });
     let landlock_held = inner
         .layers()
