@@ -96,7 +96,7 @@ pub use request::{Audience, PathRules, Streams, Validated, MAX_TIMEOUT_S};
 pub(crate) use run::name_refusals;
 pub(crate) use run::{
     exec_for, learn_validated, run_validated, sandbox_for, scan_leaks, violation_entries,
-    violation_entry,
+    violation_entry, Stream,
 };
 pub(crate) use schema::Strict;
 pub(crate) use spawn::dup_above;

@@ -495,7 +495,9 @@ pub(crate) fn scan_leaks(v: &Validated, stdout: &mut String, stderr: &mut String
     leaks
 }
 
-struct Stream {
+/// One output stream of a job: read without blocking, kept up to a cap, counted beyond it.
+/// Also a session command's (module `session`), which sees each chunk as it comes.
+pub(crate) struct Stream {
     fd: Option<std::fs::File>,
     kept: Vec<u8>,
     cap: usize,
@@ -503,7 +505,7 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(fd: Option<OwnedFd>, cap: usize) -> Stream {
+    pub(crate) fn new(fd: Option<OwnedFd>, cap: usize) -> Stream {
         if let Some(f) = &fd {
             set_nonblocking(f.as_fd());
         }
@@ -515,12 +517,17 @@ impl Stream {
         }
     }
 
-    fn raw(&self) -> Option<RawFd> {
+    pub(crate) fn raw(&self) -> Option<RawFd> {
         self.fd.as_ref().map(AsRawFd::as_raw_fd)
     }
 
     /// Reads what is there; keeps up to the cap and discards the rest. Closes at EOF.
     fn pump(&mut self, scratch: &mut [u8]) {
+        self.pump_with(scratch, |_| {});
+    }
+
+    /// [`Stream::pump`], handing `each` every chunk read, whole (before the cap).
+    pub(crate) fn pump_with(&mut self, scratch: &mut [u8], mut each: impl FnMut(&[u8])) {
         let Some(f) = &mut self.fd else { return };
         // Bounded, so one busy stream cannot starve the other or the clock.
         for _ in 0..16 {
@@ -533,6 +540,7 @@ impl Stream {
                     self.total += n as u64;
                     let room = self.cap.saturating_sub(self.kept.len());
                     self.kept.extend_from_slice(&scratch[..n.min(room)]);
+                    each(&scratch[..n]);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
@@ -545,7 +553,7 @@ impl Stream {
     }
 
     /// The text, at most `cap` bytes after UTF-8 replacement, and whether it was truncated.
-    fn finish(self) -> (String, bool) {
+    pub(crate) fn finish(self) -> (String, bool) {
         let mut truncated = self.total > self.kept.len() as u64;
         let mut s = String::from_utf8_lossy(&self.kept).into_owned();
         if s.len() > self.cap {

@@ -6,7 +6,7 @@ use crate::exec::notify::{MainProgram, Notifier, Response, Tally};
 use crate::exec::{ExecResult, OnViolation, SandboxInfo, Tier, Validated};
 use crate::policy::Action;
 use crate::sandbox::Sandboxed;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 
@@ -225,60 +225,40 @@ const GRACE: Duration = Duration::from_secs(1);
 /// may hold the pipes open: they keep running, their later output goes nowhere).
 const DRAIN: Duration = Duration::from_millis(100);
 
+/// A command's stdout or stderr: the engine's stream, whose chunks also go out as events.
 struct Output {
-    file: Option<std::fs::File>,
-    kept: Vec<u8>,
-    total: u64,
-    cap: usize,
+    stream: crate::exec::Stream,
     stdout: bool,
 }
 
 impl Output {
     fn new(fd: OwnedFd, cap: usize, stdout: bool) -> Output {
-        let _ = crate::sys::set_nonblocking(fd.as_fd());
         Output {
-            file: Some(fd.into()),
-            kept: Vec::new(),
-            total: 0,
-            cap,
+            stream: crate::exec::Stream::new(Some(fd), cap),
             stdout,
         }
     }
 
+    fn raw(&self) -> Option<std::os::fd::RawFd> {
+        self.stream.raw()
+    }
+
     fn pump(&mut self, scratch: &mut [u8], events: Option<&Sender<Event>>) {
-        let Some(f) = &mut self.file else { return };
-        for _ in 0..16 {
-            match f.read(scratch) {
-                Ok(0) => {
-                    self.file = None;
-                    return;
-                }
-                Ok(n) => {
-                    self.total += n as u64;
-                    let room = self.cap.saturating_sub(self.kept.len());
-                    self.kept.extend_from_slice(&scratch[..n.min(room)]);
-                    if let Some(tx) = events {
-                        let chunk = scratch[..n].to_vec();
-                        let _ = tx.send(if self.stdout {
-                            Event::Stdout(chunk)
-                        } else {
-                            Event::Stderr(chunk)
-                        });
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(_) => {
-                    self.file = None;
-                    return;
-                }
+        let stdout = self.stdout;
+        self.stream.pump_with(scratch, |chunk| {
+            if let Some(tx) = events {
+                let chunk = chunk.to_vec();
+                let _ = tx.send(if stdout {
+                    Event::Stdout(chunk)
+                } else {
+                    Event::Stderr(chunk)
+                });
             }
-        }
+        });
     }
 
     fn finish(self) -> (String, bool) {
-        let truncated = self.total > self.kept.len() as u64;
-        (String::from_utf8_lossy(&self.kept).into_owned(), truncated)
+        self.stream.finish()
     }
 }
 
@@ -321,7 +301,7 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
                     }
                 };
             }
-            if (out.file.is_none() && err.file.is_none()) || now >= at + DRAIN {
+            if (out.raw().is_none() && err.raw().is_none()) || now >= at + DRAIN {
                 break;
             }
         }
@@ -346,9 +326,9 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
             wake = wake.min(k);
         }
         let mut fds = Vec::with_capacity(4);
-        for f in [&out.file, &err.file].into_iter().flatten() {
+        for fd in [out.raw(), err.raw()].into_iter().flatten() {
             fds.push(libc::pollfd {
-                fd: f.as_raw_fd(),
+                fd,
                 events: libc::POLLIN,
                 revents: 0,
             });
@@ -378,9 +358,9 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
             if p.revents == 0 {
                 continue;
             }
-            if out.file.as_ref().is_some_and(|f| f.as_raw_fd() == p.fd) {
+            if out.raw() == Some(p.fd) {
                 out.pump(&mut scratch, events);
-            } else if err.file.as_ref().is_some_and(|f| f.as_raw_fd() == p.fd) {
+            } else if err.raw() == Some(p.fd) {
                 err.pump(&mut scratch, events);
             } else if notifier.as_ref().is_some_and(|n| n.raw() == p.fd) {
                 let n = notifier.as_mut().expect("checked above");
