@@ -4,7 +4,8 @@
 
 use super::isolation::Mode as IsolationMode;
 use super::request::{Limits, OnViolation, Request};
-use super::run::{exec, ExecError, ExecResult};
+use super::result::{ExecError, ExecResult};
+use super::run::exec;
 use crate::landlock::Mode as LandlockMode;
 use crate::network::Mode as NetworkMode;
 use crate::sandbox::StaticBinaryAction;

@@ -5,7 +5,8 @@
 //! ran gives its result with exit status 0, whatever the program did.
 
 use super::request::{Refusal, Request};
-use super::run::{exec, ExecError};
+use super::result::ExecError;
+use super::run::exec;
 use super::schema::Strict;
 use serde_json::Value;
 

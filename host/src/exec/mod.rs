@@ -37,6 +37,7 @@ mod hits;
 pub mod home;
 #[doc(hidden)]
 pub mod isolation;
+mod job;
 #[doc(hidden)]
 pub mod json;
 mod landlock_cover;
@@ -49,6 +50,8 @@ mod namespaces;
 mod net;
 mod no_listener;
 pub(crate) mod notify;
+mod options;
+mod outcome;
 mod paths;
 mod placeholder;
 mod procfs;
@@ -57,12 +60,15 @@ pub mod record;
 mod refusals;
 #[doc(hidden)]
 pub mod request;
+mod result;
 mod run;
 mod schema;
 pub(crate) mod session_hook;
 mod spawn;
 #[cfg(target_arch = "x86_64")]
 mod spawner;
+mod stream;
+mod supervise;
 mod tee;
 mod tier;
 mod view;
@@ -76,11 +82,11 @@ pub use home::Mode as HomeMode;
 pub use isolation::Status as IsolationStatus;
 pub use leaks::{Encoding, Leak, LeakKind};
 pub use net::Report as NetworkReport;
+pub use options::{Cancel, RunOptions, StartFrom};
 pub use refusals::Refused;
 pub use request::{Limits, OnViolation, Refusal, Request};
-pub use run::{
-    exec, exec_with, Cancel, ExecError, ExecResult, RunOptions, SandboxInfo, StartFrom, Violation,
-};
+pub use result::{ExecError, ExecResult, SandboxInfo, Violation};
+pub use run::{exec, exec_with};
 pub use tier::Tier;
 
 // Used by the other front ends (`sandbox run`, `learn`) and the tests: not part of the API.
@@ -88,15 +94,14 @@ pub use tier::Tier;
 pub use contain::{limit_cgroups, Mechanism};
 #[doc(hidden)]
 pub use limits::Rlimits;
+#[cfg(feature = "process-api")]
+pub(crate) use outcome::name_refusals;
+pub(crate) use outcome::{scan_leaks, violation_entries, violation_entry};
 #[doc(hidden)]
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
 pub use request::{Audience, PathRules, Streams, Validated, MAX_TIMEOUT_S};
-#[cfg(feature = "process-api")]
-pub(crate) use run::name_refusals;
-pub(crate) use run::{
-    exec_for, learn_validated, run_validated, sandbox_for, scan_leaks, violation_entries,
-    violation_entry, Stream,
-};
+pub(crate) use run::{exec_for, learn_validated, run_validated, sandbox_for};
 pub(crate) use schema::Strict;
 pub(crate) use spawn::dup_above;
+pub(crate) use stream::Stream;
