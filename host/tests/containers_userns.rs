@@ -97,7 +97,7 @@ impl Bundle {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let root = dir.path().join("rootfs");
         for d in [
-            "usr", "etc", "proc", "dev", "sys", "tmp", "home/u", "ws", "t", "srv",
+            "usr", "etc", "proc", "dev", "sys", "tmp", "home/u", "ws", "t", "srv", "run",
         ] {
             std::fs::create_dir_all(root.join(d)).unwrap();
         }
@@ -126,6 +126,9 @@ impl Bundle {
             std::fs::create_dir_all(&d).unwrap();
             own(&d, 0, mode);
         }
+        // The file a runtime binds over /etc/hosts, the container's to write.
+        std::fs::write(dir.path().join("hosts"), "127.0.0.1 localhost\n").unwrap();
+        own(&dir.path().join("hosts"), 0, 0o644);
         let o = Command::new("runc")
             .args(["spec", "--bundle"])
             .arg(dir.path())
@@ -191,6 +194,16 @@ impl Bundle {
                 "options": ["rbind", mode, "nosuid", "nodev"]
             }));
         }
+        // A single file bound over one of a read-only directory (as runtimes bind /etc/hosts)
+        // and a noexec tmpfs: more flags the job's mount namespace gets locked.
+        mounts.push(serde_json::json!({
+            "destination": "/etc/hosts", "type": "bind", "source": self.dir.path().join("hosts"),
+            "options": ["rbind", "rw", "nosuid", "nodev"]
+        }));
+        mounts.push(serde_json::json!({
+            "destination": "/run", "type": "tmpfs", "source": "tmpfs",
+            "options": ["nosuid", "nodev", "noexec", "mode=755"]
+        }));
         c["mounts"] = mounts.into();
         let linux = &mut c["linux"];
         linux["namespaces"]
