@@ -336,11 +336,14 @@ fn memory_limit(cgroup: &Option<String>) -> Result<String, String> {
 }
 
 /// How exec requests get their process limit here: a cgroup, `RLIMIT_NPROC` in the isolation
-/// layer's user namespace, or none.
+/// layer's user namespace, or none. The fallback is promised only where a run gets that user
+/// namespace (the namespace probe, as the engine decides it): in a container whose seccomp
+/// profile refuses namespaces, or whose masked `/proc` refuses a fresh one, runs are in the
+/// contained tier and the engine refuses an explicit limit, whatever the sysctls allow.
 fn process_limit(cgroup: &Option<String>) -> Result<String, String> {
     match cgroup {
         Some(c) => Ok(c.clone()),
-        None if !running_as_root() && user_namespaces().is_ok() => Ok(
+        None if !running_as_root() && runs_get_a_user_namespace() => Ok(
             "RLIMIT_NPROC in each request's user namespace (no pids controller for this caller; \
              a request with isolation off has no process limit)"
                 .into(),
@@ -352,6 +355,12 @@ fn process_limit(cgroup: &Option<String>) -> Result<String, String> {
                 .into(),
         ),
     }
+}
+
+/// Whether a default run here gets the isolation layer's user namespace: the sysctls allow
+/// them and the namespace probe (run once per process, as the engine uses it) succeeds.
+fn runs_get_a_user_namespace() -> bool {
+    user_namespaces().is_ok() && crate::exec::isolation::unavailable().is_none()
 }
 
 fn action_check_name(action: &str) -> &'static str {

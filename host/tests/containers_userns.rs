@@ -14,7 +14,8 @@
 //! For each, as the container's root and as uid 1000 in it: the container is shaped as claimed
 //! (its own uid map; a fresh `/proc` in a nested user namespace works only where unmasked), a
 //! run gets the tier the setting gives (`exec --json`'s `tier`), `check --json` predicts that
-//! same tier and reason, `--isolation required` succeeds or refuses accordingly, and the escape
+//! same tier and reason (and, in its `process limit` line, whether an explicit
+//! `limits.processes` is enforced), `--isolation required` succeeds or refuses accordingly, and the escape
 //! essentials: a credential in the container's HOME, a write and a `chmod` outside the
 //! workspace, a connection to a unix socket of the container, a signal to a process outside the
 //! job. Every one of them is done once without the sandbox, where it works (the control). The
@@ -381,6 +382,38 @@ fn setting_holds(setting: Setting) {
             run["isolation"]["unavailable"], *unavailable,
             "{who}: {run} vs {result}"
         );
+
+        // check's `process limit` line predicts whether an explicit limit is enforced: there is
+        // no pids controller in these containers, so only the job's own user namespace
+        // (RLIMIT_NPROC counted in it, for a user other than root) can give one.
+        let line = report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "process limit")
+            .cloned()
+            .unwrap_or_else(|| panic!("{who}: {report}"));
+        let o = b.run(
+            setting,
+            uid,
+            &["/t/sandbox", "exec", "--json"],
+            Some(br#"{"argv": ["/bin/true"], "allow_root": true, "limits": {"processes": 64}}"#),
+        );
+        let limited: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+        let enforced = limited["exit_code"] == 0;
+        if !enforced {
+            assert_eq!(
+                limited["error"]["field"], "limits.processes",
+                "{who}: {limited}"
+            );
+        }
+        assert_eq!(
+            line["status"] == "ok",
+            enforced,
+            "{who}: {line} vs {limited}"
+        );
+        assert_eq!(enforced, uid != 0 && tier == "isolated", "{who}: {limited}");
 
         // --isolation required: runs where the tier is isolated, refuses (naming why) where not.
         let o = b.run(
