@@ -9,7 +9,9 @@
 //!   and `clone` with namespace flags, and answers `clone3` with ENOSYS), runc's masked `/proc`;
 //! - **pod**: `Unconfined` seccomp and runc's masked `/proc` (a `hostUsers: false` pod's
 //!   default);
-//! - **unmasked**: `Unconfined` and `procMount: Unmasked` (no masked or read-only `/proc` paths).
+//! - **unmasked**: `Unconfined` and `procMount: Unmasked` (no masked or read-only `/proc` paths);
+//! - **docker, `CAP_SYS_ADMIN`**: Docker's profile for a container given `CAP_SYS_ADMIN` (it
+//!   then allows `unshare`, `mount` and `clone` with namespace flags) and an unmasked `/proc`.
 //!
 //! For each, as the container's root and as uid 1000 in it: the container is shaped as claimed
 //! (its own uid map; a fresh `/proc` in a nested user namespace works only where unmasked), a
@@ -52,6 +54,9 @@ enum Setting {
     Pod,
     /// `Unconfined` seccomp, `procMount: Unmasked`.
     Unmasked,
+    /// Docker's default profile for a container given `CAP_SYS_ADMIN` (`--cap-add SYS_ADMIN`:
+    /// the profile then allows the namespace calls), and `systempaths=unconfined`.
+    DockerSysAdmin,
 }
 
 impl Setting {
@@ -60,8 +65,17 @@ impl Setting {
         match self {
             Setting::Docker => ("contained", Some("seccomp profile")),
             Setting::Pod => ("contained", Some("a fresh /proc is refused")),
-            Setting::Unmasked => ("isolated", None),
+            Setting::Unmasked | Setting::DockerSysAdmin => ("isolated", None),
         }
+    }
+
+    /// The container's capabilities: Docker's, and `CAP_SYS_ADMIN` where added.
+    fn caps(self) -> Vec<&'static str> {
+        let mut caps = DOCKER_CAPS.to_vec();
+        if self == Setting::DockerSysAdmin {
+            caps.push("CAP_SYS_ADMIN");
+        }
+        caps
     }
 }
 
@@ -152,7 +166,7 @@ impl Bundle {
         let default = self.dir.path().join("default.json");
         let mut c: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(default).unwrap()).unwrap();
-        let caps = serde_json::json!(DOCKER_CAPS);
+        let caps = serde_json::json!(setting.caps());
         c["process"]["terminal"] = false.into();
         c["process"]["args"] = serde_json::json!(args);
         c["process"]["user"] = serde_json::json!({"uid": uid, "gid": uid});
@@ -221,13 +235,19 @@ impl Bundle {
             "runc's default config masks /proc"
         );
         match setting {
-            Setting::Docker => linux["seccomp"] = docker_seccomp(DOCKER_CAPS),
+            Setting::Docker => linux["seccomp"] = docker_seccomp(&setting.caps()),
             Setting::Pod => {
                 linux.as_object_mut().unwrap().remove("seccomp");
             }
             Setting::Unmasked => {
                 // What containerd and CRI-O do for `procMount: Unmasked`: neither list.
                 linux.as_object_mut().unwrap().remove("seccomp");
+                linux["maskedPaths"] = serde_json::json!([]);
+                linux["readonlyPaths"] = serde_json::json!([]);
+            }
+            Setting::DockerSysAdmin => {
+                // dockerd computes the profile from the container's capabilities.
+                linux["seccomp"] = docker_seccomp(&setting.caps());
                 linux["maskedPaths"] = serde_json::json!([]);
                 linux["readonlyPaths"] = serde_json::json!([]);
             }
@@ -315,6 +335,19 @@ fn setting_holds(setting: Setting) {
         ["0", &BASE.to_string(), &SIZE.to_string()],
         "{setting:?}: {o:?}"
     );
+    // ...a seccomp filter exactly where the setting has one...
+    let o = b.run(
+        setting,
+        1000,
+        &["grep", "^Seccomp:", "/proc/self/status"],
+        None,
+    );
+    let filtered = matches!(setting, Setting::Docker | Setting::DockerSysAdmin);
+    assert_eq!(
+        text(&o.stdout).split_whitespace().nth(1),
+        Some(if filtered { "2" } else { "0" }),
+        "{setting:?}: {o:?}"
+    );
     // ...in which a fresh /proc in nested user, PID and mount namespaces (util-linux's
     // unshare) works only when unmasked; the Docker profile refuses the namespaces themselves.
     let fresh_proc = [
@@ -330,7 +363,7 @@ fn setting_holds(setting: Setting) {
     let o = b.run(setting, 1000, &fresh_proc, None);
     assert_eq!(
         o.status.success(),
-        setting == Setting::Unmasked,
+        setting.expected().0 == "isolated",
         "{setting:?}: {o:?}"
     );
     let o = b.run(setting, 1000, &["unshare", "--user", "true"], None);
@@ -502,4 +535,9 @@ fn in_a_userns_pod_with_a_masked_proc_runs_are_contained_and_check_agrees() {
 #[test]
 fn in_a_userns_pod_with_an_unmasked_proc_runs_are_isolated_and_check_agrees() {
     setting_holds(Setting::Unmasked);
+}
+
+#[test]
+fn in_a_userns_container_given_cap_sys_admin_and_an_unmasked_proc_runs_are_isolated() {
+    setting_holds(Setting::DockerSysAdmin);
 }
