@@ -256,6 +256,8 @@ fn sysctl(path: &str) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// Whether this caller can create a user namespace: the sysctls that turn them off, then the
+/// call itself (in a child).
 fn user_namespaces() -> Result<String, String> {
     const WHY: &str = "unprivileged user namespaces are off, so namespace isolation is unavailable to unprivileged users";
     if sysctl("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
@@ -272,6 +274,14 @@ fn user_namespaces() -> Result<String, String> {
     if sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         return Err(format!(
             "{WHY}: AppArmor restricts them (kernel.apparmor_restrict_unprivileged_userns is 1); set it to 0 or give the sandbox an AppArmor profile with the userns permission"
+        ));
+    }
+    // The sysctls allow them, but a container's seccomp profile (Docker's default, without
+    // CAP_SYS_ADMIN) may refuse the call itself: the line says what a run will find.
+    if let Err(e) = crate::sys::unshare_probe(libc::CLONE_NEWUSER) {
+        return Err(format!(
+            "creating a user namespace is refused here ({e}) although the sysctls allow it, so \
+             namespace isolation is unavailable; the isolation lines say why"
         ));
     }
     Ok(match max {

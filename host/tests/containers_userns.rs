@@ -367,11 +367,8 @@ fn setting_holds(setting: Setting) {
         "{setting:?}: {o:?}"
     );
     let o = b.run(setting, 1000, &["unshare", "--user", "true"], None);
-    assert_eq!(
-        o.status.success(),
-        setting != Setting::Docker,
-        "{setting:?}: {o:?}"
-    );
+    let userns = o.status.success();
+    assert_eq!(userns, setting != Setting::Docker, "{setting:?}: {o:?}");
 
     for uid in [0, 1000] {
         let who = format!("{setting:?} as uid {uid}");
@@ -416,16 +413,27 @@ fn setting_holds(setting: Setting) {
             "{who}: {run} vs {result}"
         );
 
+        // check's `user namespaces` line says whether one can be created, as unshare found.
+        let named = |name: &str| {
+            report["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == name)
+                .cloned()
+                .unwrap_or_else(|| panic!("{who}: {name}: {report}"))
+        };
+        let userns_line = named("user namespaces");
+        assert_eq!(
+            userns_line["status"] == "ok",
+            userns,
+            "{who}: {userns_line}"
+        );
+
         // check's `process limit` line predicts whether an explicit limit is enforced: there is
         // no pids controller in these containers, so only the job's own user namespace
         // (RLIMIT_NPROC counted in it, for a user other than root) can give one.
-        let line = report["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == "process limit")
-            .cloned()
-            .unwrap_or_else(|| panic!("{who}: {report}"));
+        let line = named("process limit");
         let o = b.run(
             setting,
             uid,
