@@ -256,6 +256,8 @@ fn sysctl(path: &str) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// Whether this caller can create a user namespace: the sysctls that turn them off, then the
+/// call itself (in a child).
 fn user_namespaces() -> Result<String, String> {
     const WHY: &str = "unprivileged user namespaces are off, so namespace isolation is unavailable to unprivileged users";
     if sysctl("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
@@ -272,6 +274,14 @@ fn user_namespaces() -> Result<String, String> {
     if sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
         return Err(format!(
             "{WHY}: AppArmor restricts them (kernel.apparmor_restrict_unprivileged_userns is 1); set it to 0 or give the sandbox an AppArmor profile with the userns permission"
+        ));
+    }
+    // The sysctls allow them, but a container's seccomp profile (Docker's default, without
+    // CAP_SYS_ADMIN) may refuse the call itself: the line says what a run will find.
+    if let Err(e) = crate::sys::unshare_probe(libc::CLONE_NEWUSER) {
+        return Err(format!(
+            "creating a user namespace is refused here ({e}) although the sysctls allow it, so \
+             namespace isolation is unavailable; the isolation lines say why"
         ));
     }
     Ok(match max {
@@ -336,11 +346,14 @@ fn memory_limit(cgroup: &Option<String>) -> Result<String, String> {
 }
 
 /// How exec requests get their process limit here: a cgroup, `RLIMIT_NPROC` in the isolation
-/// layer's user namespace, or none.
+/// layer's user namespace, or none. The fallback is promised only where a run gets that user
+/// namespace (the namespace probe, as the engine decides it): in a container whose seccomp
+/// profile refuses namespaces, or whose masked `/proc` refuses a fresh one, runs are in the
+/// contained tier and the engine refuses an explicit limit, whatever the sysctls allow.
 fn process_limit(cgroup: &Option<String>) -> Result<String, String> {
     match cgroup {
         Some(c) => Ok(c.clone()),
-        None if !running_as_root() && user_namespaces().is_ok() => Ok(
+        None if !running_as_root() && runs_get_a_user_namespace() => Ok(
             "RLIMIT_NPROC in each request's user namespace (no pids controller for this caller; \
              a request with isolation off has no process limit)"
                 .into(),
@@ -352,6 +365,12 @@ fn process_limit(cgroup: &Option<String>) -> Result<String, String> {
                 .into(),
         ),
     }
+}
+
+/// Whether a default run here gets the isolation layer's user namespace: the sysctls allow
+/// them and the namespace probe (run once per process, as the engine uses it) succeeds.
+fn runs_get_a_user_namespace() -> bool {
+    user_namespaces().is_ok() && crate::exec::isolation::unavailable().is_none()
 }
 
 fn action_check_name(action: &str) -> &'static str {

@@ -24,6 +24,7 @@
 
 mod common;
 
+use common::moby::docker_seccomp;
 use common::SANDBOX;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -95,60 +96,6 @@ fn gvisor_seccomp() -> serde_json::Value {
         "args": [{"index": 1, "value": all, "valueTwo": 0, "op": "SCMP_CMP_MASKED_EQ"}]
     }));
     f
-}
-
-/// The moby profile's JSON.
-fn moby_profile() -> serde_json::Value {
-    let shared = Path::new("/work/shared/data/moby-seccomp/default.json");
-    let vendored =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../policy/tests/data/moby/default.json");
-    let path = if shared.exists() {
-        shared.to_path_buf()
-    } else {
-        vendored
-    };
-    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
-
-/// The moby profile as dockerd gives it to runc for an x86_64 container with `caps`: rules
-/// kept or dropped by their `includes`/`excludes` (capabilities, architectures, minimum
-/// kernel: every kernel this runs on is newer than any the profile names).
-fn docker_seccomp(caps: &[&str]) -> serde_json::Value {
-    let moby = moby_profile();
-    let has = |list: &serde_json::Value, wanted: &dyn Fn(&str) -> bool| {
-        list.as_array()
-            .is_some_and(|a| a.iter().any(|v| v.as_str().is_some_and(wanted)))
-    };
-    let all = |list: &serde_json::Value, wanted: &dyn Fn(&str) -> bool| {
-        list.as_array()
-            .is_none_or(|a| a.iter().all(|v| v.as_str().is_some_and(wanted)))
-    };
-    let amd64 = |a: &str| a == "amd64";
-    let cap = |c: &str| caps.contains(&c);
-    let mut rules = Vec::new();
-    for rule in moby["syscalls"].as_array().unwrap() {
-        let inc = &rule["includes"];
-        let exc = &rule["excludes"];
-        if !all(&inc["caps"], &cap) || (inc["arches"].is_array() && !has(&inc["arches"], &amd64)) {
-            continue;
-        }
-        if has(&exc["caps"], &cap) || has(&exc["arches"], &amd64) {
-            continue;
-        }
-        let mut r = serde_json::json!({"names": rule["names"], "action": rule["action"]});
-        for k in ["errnoRet", "args"] {
-            if !rule[k].is_null() {
-                r[k] = rule[k].clone();
-            }
-        }
-        rules.push(r);
-    }
-    serde_json::json!({
-        "defaultAction": moby["defaultAction"],
-        "defaultErrnoRet": moby["defaultErrnoRet"],
-        "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
-        "syscalls": rules,
-    })
 }
 
 /// A bundle: the minimal root, a home with a credential, a workspace, runc's default config.

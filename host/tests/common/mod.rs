@@ -8,6 +8,8 @@
 use std::ffi::OsStr;
 use std::process::{Command, Stdio};
 
+pub mod moby;
+
 /// The `sandbox` binary under test.
 pub const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
 
