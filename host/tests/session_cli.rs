@@ -429,3 +429,40 @@ fn an_idle_session_ends_and_its_socket_goes() {
         assert!(text(&o.stderr).contains("no session"), "{o:?}");
     }
 }
+
+/// A caller that goes away (killed) takes its command with it, as `run`'s host does; the
+/// control: the command was alive before. `--timeout` with `--session` ends the command with
+/// 124 and `run`'s one line; a megabyte of stdin arrives whole.
+#[test]
+fn a_killed_caller_takes_its_command_and_timeouts_are_124() {
+    for who in BOTH {
+        let dir = scratch();
+        let script = r#"
+            id=$("$S" session start --profile shell --workspace "$DIR") || exit 90
+            "$S" run --session "$id" --timeout 1 -- sleep 5; echo "timeout=$?"
+            head -c 1000000 /dev/zero | "$S" run --session "$id" -- wc -c
+            "$S" run --session "$id" -- sh -c 'exec sleep 101' & c=$!
+            sleep 1; pgrep -fx "sleep 101" >/dev/null && echo "before=alive"
+            kill -KILL $c; wait $c 2>/dev/null; sleep 0.5
+            pgrep -fx "sleep 101" >/dev/null && echo "after=alive" || echo "after=gone"
+            "$S" session end "$id"; echo "end=$?"
+            "#;
+        let o = bash(who, dir.path(), script);
+        let (out, err) = (text(&o.stdout), text(&o.stderr));
+        for want in [
+            "timeout=124",
+            "1000000",
+            "before=alive",
+            "after=gone",
+            "end=0",
+        ] {
+            assert!(out.contains(want), "{who:?}: {want}: {out}\n{err}");
+        }
+        let timed_out: Vec<&str> = err.lines().filter(|l| l.contains("timed out")).collect();
+        assert_eq!(timed_out.len(), 1, "{who:?}: {err}");
+        assert!(
+            timed_out[0].starts_with("sandbox: sleep timed out after 1s"),
+            "{err}"
+        );
+    }
+}

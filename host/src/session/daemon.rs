@@ -383,7 +383,8 @@ impl Daemon {
         finished.store(true, Ordering::SeqCst);
         self.running.fetch_sub(1, Ordering::SeqCst);
         let (lines, status) = match result {
-            Some(r) => {
+            Some(mut r) => {
+                r.warnings.retain(|w| !relayed_elsewhere(w));
                 let settings = crate::run::RunSettings {
                     timeout: Some(timeout),
                     root_warning: self.root_warning,
@@ -418,6 +419,14 @@ fn refuse(conn: OwnedFd, reason: String) {
         let _ = crate::sys::recv_now(conn.as_fd(), &mut buf);
     }
     let _ = wire::send(conn.as_fd(), &Reply::Refused { reason }, &[]);
+}
+
+/// Warnings of a session command's result that `run --session` says otherwise: the output
+/// was relayed whole (the result's copy is the one capped), and a timeout gets `run`'s own
+/// line (as `run` drops the engine's `limit hit: time` for it).
+fn relayed_elsewhere(w: &str) -> bool {
+    w.starts_with("sandbox: output past ")
+        || w.starts_with("sandbox: the command ran past its timeout")
 }
 
 /// Copies the command's output to the caller's stdout and stderr as it comes; a stream the
