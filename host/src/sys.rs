@@ -1630,3 +1630,45 @@ pub(crate) fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     // SAFETY: fd was just accepted and belongs to nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+/// A terminal's size as (columns, rows) (`TIOCGWINSZ`); `None` when `tty` is not a terminal.
+pub(crate) fn window(tty: BorrowedFd<'_>) -> Option<(u16, u16)> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into the local, which lives for the call.
+    if unsafe { libc::ioctl(tty.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) } != 0 {
+        return None;
+    }
+    Some((ws.ws_col, ws.ws_row))
+}
+
+/// Puts the terminal `tty` in raw mode (`cfmakeraw`: no echo, no line editing, no signals
+/// from keys: they go to the program as bytes); returns the mode to restore.
+pub(crate) fn raw_mode(tty: BorrowedFd<'_>) -> io::Result<libc::termios> {
+    // SAFETY: a zeroed termios is a valid out-parameter; tcgetattr fills it.
+    let mut old: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: tcgetattr writes the local `old`.
+    if unsafe { libc::tcgetattr(tty.as_raw_fd(), &mut old) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut raw = old;
+    // SAFETY: cfmakeraw edits the local `raw`; tcsetattr reads it.
+    let rc = unsafe {
+        libc::cfmakeraw(&mut raw);
+        libc::tcsetattr(tty.as_raw_fd(), libc::TCSANOW, &raw)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(old)
+}
+
+/// Puts back a terminal mode [`raw_mode`] returned.
+pub(crate) fn restore_mode(tty: BorrowedFd<'_>, mode: &libc::termios) {
+    // SAFETY: tcsetattr reads the termios the caller holds.
+    unsafe { libc::tcsetattr(tty.as_raw_fd(), libc::TCSANOW, mode) };
+}

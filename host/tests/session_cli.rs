@@ -466,3 +466,62 @@ fn a_killed_caller_takes_its_command_and_timeouts_are_124() {
         );
     }
 }
+
+/// The caller's program on a terminal of 100x40 (a pty of this test's), set to 120x50 after
+/// 1.5 s with SIGWINCH to the caller, as the kernel would send its foreground group, and with
+/// `KEYS` typed after 1 s; what the terminal showed, and the exit status.
+const PTY_PROBE: &str = r#"
+import os, pty, sys, fcntl, termios, struct, subprocess, time, signal, select
+m, s = pty.openpty()
+fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+p = subprocess.Popen(sys.argv[1:], stdin=s, stdout=s, stderr=s, close_fds=True)
+os.close(s)
+out, t, typed, resized = b"", time.time(), False, False
+while True:
+    now = time.time() - t
+    if not typed and now > 1.0:
+        os.write(m, os.environ.get("KEYS", "").encode()); typed = True
+    if not resized and now > 1.5:
+        fcntl.ioctl(m, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 120, 0, 0))
+        p.send_signal(signal.SIGWINCH); resized = True
+    if select.select([m], [], [], 0.1)[0]:
+        try:
+            d = os.read(m, 4096)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+    elif p.poll() is not None:
+        break
+print(repr(out.decode(errors="replace")))
+print("status", p.wait())
+"#;
+
+/// A caller on a terminal gets one in the session: `stty size` shows the caller's size, and
+/// the new one after a resize; a typed ^C reaches the command as SIGINT from its terminal
+/// (130). The control: without a terminal, `stty` fails (pipes, as before).
+#[test]
+fn a_caller_with_a_terminal_gets_one_with_its_size_and_keys() {
+    for who in BOTH {
+        let dir = scratch();
+        std::fs::write(dir.path().join("probe.py"), PTY_PROBE).unwrap();
+        let id = start(who, dir.path(), &["--profile", "shell", "--workspace", "."]);
+        let script = format!(
+            r#"p="$DIR/probe.py"
+            python3 "$p" "$S" run --session {id} -- sh -c 'stty size; sleep 2.5; stty size; exit 3'
+            KEYS=$(printf '\003') python3 "$p" "$S" run --session {id} -- sleep 30
+            "$S" run --session {id} -- stty size; echo "control=$?"
+            "#
+        );
+        let o = bash(who, dir.path(), &script);
+        let (out, err) = (text(&o.stdout), text(&o.stderr));
+        end(who, &id);
+        assert!(
+            out.contains("'40 100\\r\\n50 120\\r\\n'\nstatus 3"),
+            "{who:?}: {out}\n{err}"
+        );
+        assert!(out.contains("status 130"), "{who:?}: {out}\n{err}");
+        assert!(out.contains("control=1"), "{who:?}: {out}\n{err}");
+    }
+}

@@ -212,9 +212,10 @@ extern "C" fn on_signal(sig: libc::c_int) {
 const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 /// `sandbox run --session ID [--timeout S] -- argv...`: runs `argv` in the session with this
-/// process's stdin, stdout and stderr (the daemon relays them), forwards SIGINT, SIGTERM,
-/// SIGHUP and SIGQUIT to the command's process group, prints `run`'s lines and returns `run`'s
-/// exit status.
+/// process's stdin, stdout and stderr (the daemon relays them; a terminal of the caller's
+/// size when stdin and stdout are one, resized on SIGWINCH), forwards SIGINT, SIGTERM, SIGHUP
+/// and SIGQUIT to the command's process group, prints `run`'s lines and returns `run`'s exit
+/// status.
 pub fn run(id: &str, argv: &[String], timeout: Option<u64>) -> i32 {
     let sock = match connect(id) {
         Ok(s) => s,
@@ -225,12 +226,21 @@ pub fn run(id: &str, argv: &[String], timeout: Option<u64>) -> i32 {
     };
     SIGNAL_FD.store(wake.as_raw_fd(), Ordering::SeqCst);
     let mut previous = Vec::new();
-    for sig in FORWARDED {
+    for sig in FORWARDED.into_iter().chain([libc::SIGWINCH]) {
         if let Ok(old) = crate::sys::catch_signal(sig, on_signal) {
             previous.push((sig, old));
         }
     }
-    let status = relay(&sock, &wake, argv, timeout);
+    let terminal = Terminal::take();
+    let (status, lines) = relay(&sock, &wake, argv, timeout, terminal.as_ref());
+    // The terminal's mode is put back before anything is printed on it.
+    drop(terminal);
+    let mut err = std::io::stderr().lock();
+    for l in lines {
+        // Escaped by the daemon; escaped again here, so that no daemon's line can be more
+        // than one line.
+        let _ = writeln!(err, "{}", crate::escape::line(l));
+    }
     for (sig, old) in &previous {
         crate::sys::restore_signal(*sig, old);
     }
@@ -238,13 +248,54 @@ pub fn run(id: &str, argv: &[String], timeout: Option<u64>) -> i32 {
     status
 }
 
-fn relay(sock: &OwnedFd, wake: &OwnedFd, argv: &[String], timeout: Option<u64>) -> i32 {
+/// The caller's terminal, when its stdin and stdout are one: the command then gets a terminal
+/// of the same size in the session, and this one is in raw mode until dropped (keys, ^C
+/// included, go to the command's terminal as bytes; its line discipline makes the signals).
+struct Terminal {
+    mode: libc::termios,
+    size: (u16, u16),
+}
+
+impl Terminal {
+    fn take() -> Option<Terminal> {
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+            return None;
+        }
+        let size = crate::sys::window(std::io::stdout().as_fd())?;
+        // A terminal that reports no size (0x0, as a fresh pty does) gets the usual 80x24.
+        let size = match size {
+            (0, _) | (_, 0) => (80, 24),
+            s => s,
+        };
+        let mode = crate::sys::raw_mode(std::io::stdin().as_fd()).ok()?;
+        Some(Terminal { mode, size })
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        crate::sys::restore_mode(std::io::stdin().as_fd(), &self.mode);
+    }
+}
+
+/// Sends the command and relays signals (and resizes) until its result comes: the exit
+/// status and the lines to print.
+fn relay(
+    sock: &OwnedFd,
+    wake: &OwnedFd,
+    argv: &[String],
+    timeout: Option<u64>,
+    terminal: Option<&Terminal>,
+) -> (i32, Vec<String>) {
+    let said = |msg: std::fmt::Arguments<'_>| (EXIT_SANDBOX, vec![format!("sandbox: {msg}")]);
     let req = Request::Run {
         argv: argv.to_vec(),
         timeout_s: timeout,
+        tty: terminal.map(|t| t.size),
     };
     if let Err(e) = wire::send(sock.as_fd(), &req, &[0, 1, 2]) {
-        return fail(format_args!("run --session: {e}"));
+        return said(format_args!("run --session: {e}"));
     }
     loop {
         let mut fds = [
@@ -262,7 +313,7 @@ fn relay(sock: &OwnedFd, wake: &OwnedFd, argv: &[String], timeout: Option<u64>) 
         match crate::sys::poll_for(&mut fds, -1) {
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return fail(format_args!("run --session: {e}")),
+            Err(e) => return said(format_args!("run --session: {e}")),
         }
         if fds[1].revents != 0 {
             crate::sys::eventfd_drain(wake.as_fd());
@@ -270,24 +321,21 @@ fn relay(sock: &OwnedFd, wake: &OwnedFd, argv: &[String], timeout: Option<u64>) 
             for sig in FORWARDED.iter().filter(|&&s| pending & (1 << s) != 0) {
                 let _ = wire::send(sock.as_fd(), &Request::Signal { sig: *sig }, &[]);
             }
+            if pending & (1 << libc::SIGWINCH) != 0 && terminal.is_some() {
+                if let Some((cols, rows)) = crate::sys::window(std::io::stdout().as_fd()) {
+                    let _ = wire::send(sock.as_fd(), &Request::Resize { cols, rows }, &[]);
+                }
+            }
         }
         if fds[0].revents == 0 {
             continue;
         }
         match reply(sock) {
             Ok(Reply::Started) => {}
-            Ok(Reply::Done { lines, status }) => {
-                let mut err = std::io::stderr().lock();
-                for l in lines {
-                    // Escaped by the daemon; escaped again here, so that no daemon's line can
-                    // be more than one line.
-                    let _ = writeln!(err, "{}", crate::escape::line(l));
-                }
-                return status;
-            }
-            Ok(Reply::Refused { reason }) => return fail(format_args!("run --session: {reason}")),
-            Ok(other) => return fail(format_args!("run --session: unexpected answer {other:?}")),
-            Err(e) => return fail(format_args!("run --session: {e}")),
+            Ok(Reply::Done { lines, status }) => return (status, lines),
+            Ok(Reply::Refused { reason }) => return said(format_args!("run --session: {reason}")),
+            Ok(other) => return said(format_args!("run --session: unexpected answer {other:?}")),
+            Err(e) => return said(format_args!("run --session: {e}")),
         }
     }
 }

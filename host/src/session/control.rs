@@ -59,7 +59,13 @@ pub(crate) enum Request {
         argv: Vec<String>,
         /// The command's own timeout in seconds (`run --session --timeout`).
         timeout_s: Option<u64>,
+        /// A terminal of (columns, rows) for the command, when the caller has one: the
+        /// descriptors are then the caller's terminal, and only stdin and stdout are used.
+        #[serde(default)]
+        tty: Option<(u16, u16)>,
     },
+    /// The caller's terminal changed size (only after `Run` with `tty`).
+    Resize { cols: u16, rows: u16 },
     /// Send `sig` to the running command's process group (only after `Run`).
     Signal { sig: i32 },
     /// Say what the session is.

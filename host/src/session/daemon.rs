@@ -293,9 +293,13 @@ impl Daemon {
                 self.end();
                 Reply::Ended
             }
-            Request::Run { argv, timeout_s } => return self.run(&conn, argv, timeout_s, fds),
-            Request::Signal { .. } => Reply::Refused {
-                reason: "a signal goes to a running command: send `run` first".into(),
+            Request::Run {
+                argv,
+                timeout_s,
+                tty,
+            } => return self.run(&conn, argv, timeout_s, tty, fds),
+            Request::Signal { .. } | Request::Resize { .. } => Reply::Refused {
+                reason: "a signal or a size goes to a running command: send `run` first".into(),
             },
         };
         let _ = wire::send(conn.as_fd(), &reply, &[]);
@@ -316,7 +320,14 @@ impl Daemon {
 
     /// Runs `argv` with the caller's three descriptors, relays its streams, forwards the
     /// signals the caller sends, and answers with `run`'s lines and exit status.
-    fn run(&self, conn: &OwnedFd, argv: Vec<String>, timeout_s: Option<u64>, fds: Vec<OwnedFd>) {
+    fn run(
+        &self,
+        conn: &OwnedFd,
+        argv: Vec<String>,
+        timeout_s: Option<u64>,
+        tty: Option<(u16, u16)>,
+        fds: Vec<OwnedFd>,
+    ) {
         let done = |lines: Vec<String>, status: i32| {
             let _ = wire::send(conn.as_fd(), &Reply::Done { lines, status }, &[]);
         };
@@ -342,7 +353,19 @@ impl Daemon {
                 )
             }
         };
-        let cmd = Command::new(argv.clone()).stream(true).timeout(timeout);
+        let mut cmd = Command::new(argv.clone()).stream(true).timeout(timeout);
+        if let Some((cols, rows)) = tty {
+            // Sizes a terminal cannot have are refused, as `serve`'s `resize` refuses them.
+            if !(1..=1000).contains(&cols) || !(1..=1000).contains(&rows) {
+                return done(
+                    say(format!(
+                        "run: a terminal of {cols}x{rows}: each side must be 1 to 1000 cells"
+                    )),
+                    125,
+                );
+            }
+            cmd = cmd.pty(cols, rows);
+        }
         let process = match self.session.spawn(&cmd) {
             Ok(p) => Arc::new(p),
             // 127 for a program not found, 126 for one that cannot be executed, as `run`.
@@ -487,6 +510,11 @@ fn watch_caller(p: &Process, sock: &OwnedFd, finished: &AtomicBool) {
         match wire::recv::<Request>(sock.as_fd(), &mut buf) {
             Ok(Some((Request::Signal { sig }, _))) if FORWARDED.contains(&sig) => {
                 let _ = p.signal(sig);
+            }
+            Ok(Some((Request::Resize { cols, rows }, _)))
+                if (1..=1000).contains(&cols) && (1..=1000).contains(&rows) =>
+            {
+                let _ = p.resize(cols, rows);
             }
             Ok(Some(_)) => {}
             Ok(None) | Err(_) => {
