@@ -8,8 +8,10 @@
 #![allow(missing_docs)]
 
 mod choices;
+mod session;
 
 pub use choices::{parse_action, parse_violation_action};
+pub use session::{SessionCmd, SessionStartArgs};
 
 use crate::StaticBinaryAction;
 use clap::{Parser, Subcommand};
@@ -203,6 +205,14 @@ pub struct RunArgs {
     pub net: NetArgs,
     #[command(flatten)]
     pub env: EnvArgs,
+    /// Run the program in this session (`sandbox session start`) instead of a sandbox of its
+    /// own; the session's policy is fixed, so no policy flag may come with it.
+    #[arg(
+        long,
+        value_name = "ID",
+        conflicts_with_all = SESSION_CONFLICTS
+    )]
+    pub session: Option<String>,
     /// The program and its arguments (after `--` when the program's name starts with `-`).
     // `trailing_var_arg` alone: everything from the program on is its own, but a flag-like
     // word before it is this command's, so a misspelt flag (`--profle`) is a usage error with
@@ -211,6 +221,37 @@ pub struct RunArgs {
     #[arg(required = true, trailing_var_arg = true)]
     pub argv: Vec<String>,
 }
+
+/// The flags of `run` that `--session` refuses: every one that sets the policy or the
+/// environment (the session's are fixed when it starts) and `--verbose` (the session's layers
+/// are not reported per command). A test checks that no other flag of `run` is left out.
+const SESSION_CONFLICTS: [&str; 25] = [
+    "profile",
+    "allow",
+    "deny",
+    "on_violation",
+    "static_binary",
+    "require_sandbox",
+    "config",
+    "allow_root",
+    "verbose",
+    "workspace",
+    "allow_broad_workspace",
+    "allow_write",
+    "deny_read",
+    "connect_ports",
+    "landlock",
+    "isolation",
+    "read_only",
+    "allow_unix_socket",
+    "network",
+    "allow_domain",
+    "resolve",
+    "allow_host_port",
+    "set",
+    "keep",
+    "home",
+];
 
 /// What of the environment reaches the program besides the safe list (docs/exec.md).
 #[derive(clap::Args, Clone, Default, Debug)]
@@ -407,6 +448,11 @@ pub enum Cmd {
         #[arg(required = true, trailing_var_arg = true)]
         argv: Vec<String>,
     },
+    /// Sessions: one sandbox, many commands, from a shell (docs/sessions.md).
+    Session {
+        #[command(subcommand)]
+        what: SessionCmd,
+    },
     /// Print a shell completion script (bash, zsh or fish) on stdout.
     Completions {
         /// The shell: bash, zsh or fish.
@@ -572,6 +618,44 @@ mod tests {
         let e = Cli::try_parse_from(os(&["sandbox", "run", "--profle", "shell", "--", "ls"]))
             .expect_err("a misspelt flag");
         assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument);
+    }
+    /// `run --session` refuses every flag of `run` but `--timeout` (each command's own limit):
+    /// a command cannot widen, or change, the policy of its session.
+    #[test]
+    fn session_refuses_every_policy_flag_of_run() {
+        use clap::{CommandFactory, Parser};
+        let cmd = super::Cli::command();
+        let run = cmd.find_subcommand("run").expect("run");
+        for arg in run.get_arguments() {
+            let id = arg.get_id().as_str();
+            let allowed = ["session", "timeout", "argv", "help"].contains(&id);
+            assert_eq!(
+                super::SESSION_CONFLICTS.contains(&id),
+                !allowed,
+                "--{id}: listed in SESSION_CONFLICTS or allowed with --session"
+            );
+            if allowed {
+                continue;
+            }
+            let long = format!("--{}", arg.get_long().expect("a long flag"));
+            let mut v = vec!["sandbox", "run", "--session", "x", long.as_str()];
+            if arg.get_action().takes_values() {
+                // A value each flag parses, so that only the conflict is left to refuse.
+                v.push(match id {
+                    "on_violation" => "kill",
+                    "static_binary" => "block",
+                    "landlock" | "isolation" => "off",
+                    "network" => "none",
+                    "home" => "private",
+                    "connect_ports" | "allow_host_port" => "80",
+                    "set" => "A=b",
+                    _ => "x",
+                });
+            }
+            v.extend(["--", "true"]);
+            let e = super::Cli::try_parse_from(&v).expect_err(&long);
+            assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{v:?}");
+        }
     }
     /// `--profile`'s help names every built-in profile.
     #[test]

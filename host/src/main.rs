@@ -137,6 +137,13 @@ fn main() {
     {
         sandbox_host::session::resident::main();
     }
+    // A session's daemon (`sandbox session start` starts it): nothing else of the command runs.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == sandbox_host::session::daemon::ARG)
+    {
+        sandbox_host::session::daemon::main();
+    }
     // The audit log is off unless asked for; then no subscriber is needed at all, and
     // building one (an env filter, a registry) is a measurable part of a one-shot run.
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("SANDBOX_LOG") {
@@ -148,7 +155,18 @@ fn main() {
             .init();
     }
     let cli = sandbox_host::cli::parse();
-    if !matches!(
+    if matches!(
+        cli.command,
+        Cmd::Run(RunArgs {
+            session: Some(_),
+            ..
+        })
+    ) {
+        // A client of a session's daemon stays dumpable: the daemon reads its /proc files to
+        // tell it from a sandboxed command, which uid 65534 cannot do for a non-dumpable
+        // process (they are root's), and it holds nothing a program must not learn. SIGPIPE
+        // stays ignored, as for `run`.
+    } else if !matches!(
         cli.command,
         Cmd::Run(_) | Cmd::Exec { .. } | Cmd::Serve { .. } | Cmd::Mcp(_)
     ) {
@@ -175,8 +193,13 @@ fn main() {
             paths,
             net,
             env,
+            session,
             argv,
-        }) => cmd_run(&policy, &paths, &net, &env, timeout, verbose, &argv),
+        }) => match session {
+            // clap refuses policy flags with --session (a command cannot widen its session).
+            Some(id) => sandbox_host::session::client::run(&id, &argv, timeout),
+            None => cmd_run(&policy, &paths, &net, &env, timeout, verbose, &argv),
+        },
         Cmd::Env {
             policy,
             paths,
@@ -231,11 +254,27 @@ fn main() {
             cmd_export(&policy, on_violation, arch, out.as_deref(), for_sandbox)
         }
         Cmd::Import { file, out } => cmd_import(&file, out.as_deref()),
+        Cmd::Session { what } => cmd_session(what),
         Cmd::Completions { shell } => {
             sandbox_host::cli::completions(shell, &mut std::io::stdout().lock());
             0
         }
     })
+}
+
+/// `sandbox session start|end|list` (module `session::client`).
+fn cmd_session(what: sandbox_host::cli::SessionCmd) -> i32 {
+    use sandbox_host::cli::SessionCmd;
+    use sandbox_host::session::client;
+    match what {
+        // The daemon parses the flags again from the same words: everything after `start`.
+        SessionCmd::Start(_) => {
+            let flags: Vec<std::ffi::OsString> = std::env::args_os().skip(3).collect();
+            client::start(&flags)
+        }
+        SessionCmd::End { id } => client::end(&id),
+        SessionCmd::List { json } => client::list(json),
+    }
 }
 
 fn cmd_run(

@@ -258,6 +258,22 @@ pub fn trial(
 
 /// Says on stderr what the user must know, and turns the result into an exit status.
 fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> i32 {
+    let (lines, status) = outcome(r, program, settings);
+    for l in lines {
+        crate::escape::eprint_line(l);
+    }
+    status
+}
+
+/// The stderr lines (escaped, each one line) `run` prints after `r`, and its exit status: one
+/// function for `run` and for commands of a session (`run --session`), whose lines the
+/// session's daemon sends to the caller to print.
+pub(crate) fn outcome(
+    r: &ExecResult,
+    program: &std::path::Path,
+    settings: &RunSettings,
+) -> (Vec<String>, i32) {
+    let mut out = Lines::default();
     // A timeout gets one line, below, that says what happened and what to change, in place of
     // the result's `limit hit: time` warning.
     for w in r
@@ -265,11 +281,11 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         .iter()
         .filter(|w| !(r.timed_out && w.starts_with("sandbox: limit hit: time:")))
     {
-        crate::escape::eprint_line(w);
+        out.raw(w);
     }
     if settings.root_warning && r.tier != crate::exec::Tier::Isolated {
-        crate::escape::eprint_line(format_args!(
-            "sandbox: {} (tier {}: {})",
+        out.say(format_args!(
+            "{} (tier {}: {})",
             crate::platform::ROOT_WARNING,
             r.tier,
             r.tier.layers()
@@ -281,14 +297,14 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
             Sandboxed::OuterOnly => "outer-only",
             Sandboxed::None => "none",
         };
-        say(format_args!(
+        out.say(format_args!(
             "profile {}, sandboxed: {how}, tier: {} ({})",
             r.sandboxed.profile,
             r.tier,
             r.tier.layers()
         ));
         match &r.landlock {
-            Some(l) => say(format_args!(
+            Some(l) => out.say(format_args!(
                 "landlock ABI {} (kernel {}), mode {}: enforced {}{}{}",
                 l.abi.used,
                 l.abi.kernel,
@@ -317,10 +333,10 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
                     )
                 }
             )),
-            None => say("landlock: off"),
+            None => out.say(format_args!("landlock: off")),
         }
         match &r.isolation {
-            Some(i) if i.namespaces.is_empty() => say(format_args!(
+            Some(i) if i.namespaces.is_empty() => out.say(format_args!(
                 "isolation {}: no namespaces ({})",
                 i.mode,
                 i.unavailable.as_deref().unwrap_or("unavailable")
@@ -336,7 +352,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
                     .iter()
                     .map(|p| p.display().to_string())
                     .collect();
-                say(format_args!(
+                out.say(format_args!(
                     "isolation {}: namespaces {}; {}fresh /proc and /dev, private /tmp; \
                      read-only: {}; host sockets hidden: {}",
                     i.mode,
@@ -358,10 +374,10 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
                     }
                 ))
             }
-            None => say("isolation: off"),
+            None => out.say(format_args!("isolation: off")),
         }
         let n = &r.network;
-        say(format_args!(
+        out.say(format_args!(
             "network {}{}{}",
             n.mode,
             n.proxy
@@ -377,24 +393,42 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
         ));
     }
     for line in proxy_lines(r) {
-        say(line);
+        out.say(format_args!("{line}"));
     }
     if r.timed_out {
-        say(format_args!(
+        out.say(format_args!(
             "{} timed out after {:?}; it and every process it started were killed; raise \
              --timeout if that is expected",
             crate::escape::path(program),
             settings.timeout.unwrap_or_default()
         ));
-        return EXIT_TIMEOUT;
+        return (out.0, EXIT_TIMEOUT);
     }
     for line in violation_lines(r, program) {
-        say(line);
+        out.say(format_args!("{line}"));
     }
-    match (r.exit_code, r.signal) {
+    let status = match (r.exit_code, r.signal) {
         (Some(code), _) => code,
         (None, Some(sig)) => 128 + sig,
         (None, None) => EXIT_SANDBOX,
+    };
+    (out.0, status)
+}
+
+/// The lines [`outcome`] gathers, each escaped as one line.
+#[derive(Default)]
+struct Lines(Vec<String>);
+
+impl Lines {
+    /// A `sandbox: ...` line.
+    fn say(&mut self, msg: impl std::fmt::Display) {
+        self.0
+            .push(crate::escape::line(format_args!("sandbox: {msg}")));
+    }
+
+    /// A line as given (warnings carry their own `sandbox: ` prefix).
+    fn raw(&mut self, msg: impl std::fmt::Display) {
+        self.0.push(crate::escape::line(msg));
     }
 }
 

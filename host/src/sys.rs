@@ -1513,3 +1513,162 @@ pub(crate) fn set_window(tty: BorrowedFd<'_>, cols: u16, rows: u16) -> io::Resul
     }
     Ok(())
 }
+
+/// Makes this process the leader of a new session and process group, without a controlling
+/// terminal (`setsid`): a daemon holds nobody's terminal and gets no job-control signals.
+pub(crate) fn setsid() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments and touches no memory.
+    if unsafe { libc::setsid() } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Closes every descriptor from `first` on (`close_range`): a daemon keeps none of what its
+/// starter happened to hold open without close-on-exec (a caller's pipe would never end).
+pub(crate) fn close_from(first: u32) -> io::Result<()> {
+    // SAFETY: close_range takes integers only; descriptors this process owns are closed.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Puts `/dev/null` (opened read-write) in place of descriptor `target` (`dup2`).
+pub(crate) fn null_onto(target: RawFd) -> io::Result<()> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    // SAFETY: dup2 takes integers only; `null` stays open until after the call.
+    if unsafe { libc::dup2(null.as_raw_fd(), target) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `path` as a unix socket address; `None` when it holds a NUL byte or does not fit.
+fn unix_addr(path: &Path) -> Option<(libc::sockaddr_un, libc::socklen_t)> {
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: an all-zero sockaddr_un is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.contains(&0) || bytes.len() >= addr.sun_path.len() {
+        return None;
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
+    Some((addr, len as libc::socklen_t))
+}
+
+/// A close-on-exec `SOCK_SEQPACKET` unix socket.
+fn seqpacket_socket() -> io::Result<OwnedFd> {
+    // SAFETY: socket takes integers only.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just created and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A `SOCK_SEQPACKET` socket listening at `path` (created with the process's umask).
+pub(crate) fn seqpacket_listen(path: &Path) -> io::Result<OwnedFd> {
+    let (addr, len) =
+        unix_addr(path).ok_or_else(|| io::Error::from_raw_os_error(libc::ENAMETOOLONG))?;
+    let sock = seqpacket_socket()?;
+    // SAFETY: bind reads `len` bytes of the local `addr`; listen takes integers only.
+    let rc = unsafe {
+        let a = (&addr as *const libc::sockaddr_un).cast();
+        match libc::bind(sock.as_raw_fd(), a, len) {
+            0 => libc::listen(sock.as_raw_fd(), 64),
+            e => e,
+        }
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sock)
+}
+
+/// A `SOCK_SEQPACKET` socket connected to `path`.
+pub(crate) fn seqpacket_connect(path: &Path) -> io::Result<OwnedFd> {
+    let (addr, len) =
+        unix_addr(path).ok_or_else(|| io::Error::from_raw_os_error(libc::ENAMETOOLONG))?;
+    let sock = seqpacket_socket()?;
+    // SAFETY: connect reads `len` bytes of the local `addr`.
+    let rc = unsafe {
+        libc::connect(
+            sock.as_raw_fd(),
+            (&addr as *const libc::sockaddr_un).cast(),
+            len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(sock)
+}
+
+/// The next connection of the listening socket `listener`, close-on-exec.
+pub(crate) fn accept(listener: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    // SAFETY: accept4 with null address pointers writes nothing into this process's memory.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd was just accepted and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// A terminal's size as (columns, rows) (`TIOCGWINSZ`); `None` when `tty` is not a terminal.
+pub(crate) fn window(tty: BorrowedFd<'_>) -> Option<(u16, u16)> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into the local, which lives for the call.
+    if unsafe { libc::ioctl(tty.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) } != 0 {
+        return None;
+    }
+    Some((ws.ws_col, ws.ws_row))
+}
+
+/// Puts the terminal `tty` in raw mode (`cfmakeraw`: no echo, no line editing, no signals
+/// from keys: they go to the program as bytes); returns the mode to restore.
+pub(crate) fn raw_mode(tty: BorrowedFd<'_>) -> io::Result<libc::termios> {
+    // SAFETY: a zeroed termios is a valid out-parameter; tcgetattr fills it.
+    let mut old: libc::termios = unsafe { std::mem::zeroed() };
+    // SAFETY: tcgetattr writes the local `old`.
+    if unsafe { libc::tcgetattr(tty.as_raw_fd(), &mut old) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut raw = old;
+    // SAFETY: cfmakeraw edits the local `raw`; tcsetattr reads it.
+    let rc = unsafe {
+        libc::cfmakeraw(&mut raw);
+        libc::tcsetattr(tty.as_raw_fd(), libc::TCSANOW, &raw)
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(old)
+}
+
+/// Puts back a terminal mode [`raw_mode`] returned.
+pub(crate) fn restore_mode(tty: BorrowedFd<'_>, mode: &libc::termios) {
+    // SAFETY: tcsetattr reads the termios the caller holds.
+    unsafe { libc::tcsetattr(tty.as_raw_fd(), libc::TCSANOW, mode) };
+}

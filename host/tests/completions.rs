@@ -33,7 +33,15 @@ fn bash_completes_subcommands_and_flags() {
          COMP_WORDS=(sandbox profiles cred); COMP_CWORD=2; _sandbox sandbox cred profiles
          echo \"3:${{COMPREPLY[*]}}\"
          COMP_WORDS=(sandbox profiles credentials --j); COMP_CWORD=3; _sandbox sandbox --j credentials
-         echo \"4:${{COMPREPLY[*]}}\"",
+         echo \"4:${{COMPREPLY[*]}}\"
+         COMP_WORDS=(sandbox sess); COMP_CWORD=1; _sandbox sandbox sess sandbox
+         echo \"5:${{COMPREPLY[*]}}\"
+         COMP_WORDS=(sandbox session st); COMP_CWORD=2; _sandbox sandbox st session
+         echo \"6:${{COMPREPLY[*]}}\"
+         COMP_WORDS=(sandbox run --sess); COMP_CWORD=2; _sandbox sandbox --sess run
+         echo \"7:${{COMPREPLY[*]}}\"
+         COMP_WORDS=(sandbox session start --id); COMP_CWORD=3; _sandbox sandbox --id start
+         echo \"8:${{COMPREPLY[*]}}\"",
         script.display()
     );
     let out = Command::new("bash")
@@ -47,6 +55,10 @@ fn bash_completes_subcommands_and_flags() {
     assert!(text.contains("2:--profile"), "{text}");
     assert!(text.contains("3:credentials"), "{text}");
     assert!(text.contains("4:--json"), "{text}");
+    assert!(text.contains("5:session"), "{text}");
+    assert!(text.contains("6:start"), "{text}");
+    assert!(text.contains("7:--session"), "{text}");
+    assert!(text.contains("8:--idle"), "{text}");
 }
 
 #[test]

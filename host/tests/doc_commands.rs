@@ -174,6 +174,30 @@ const CASES: &[Case] = &[
         ..C
     },
     Case {
+        doc: "id=$(sandbox session start --profile shell --workspace \"$PWD\"); sandbox run --session \"$id\" -- sh -c 'sleep 300 >/dev/null 2>&1 &'; sandbox run --session \"$id\" -- pgrep -cx sleep; sandbox session end \"$id\"",
+        // The session's own PID namespace: its one sleep, none of the host's.
+        stdout: &["1"],
+        not_stdout: &["2"],
+        quiet: true,
+        ..C
+    },
+    Case {
+        doc: "id=$(sandbox session start --profile shell-network --workspace \"$PWD\" --idle 600); echo \"$id\"; sandbox session end \"$id\"",
+        quiet: true,
+        ..C
+    },
+    Case {
+        doc: "id=$(sandbox session start); sandbox session end \"$id\"; sandbox session list",
+        quiet: true,
+        ..C
+    },
+    Case {
+        doc: "id=$(sandbox session start); sandbox session list; sandbox session list --json; sandbox session end \"$id\"",
+        stdout: &["PROFILE", "minimal", "\"running\":0"],
+        quiet: true,
+        ..C
+    },
+    Case {
         // stdin is /dev/null: the server checks its policy (one trial run), reads EOF and ends.
         doc: "sandbox mcp --profile shell --workspace \"$PWD\"",
         quiet: true,

@@ -47,6 +47,9 @@ const SUBCOMMANDS: &[&[&str]] = &[
     &["export", "--format", "oci"],
     &["import", "/dev/null"],
     &["learn"],
+    &["session", "start"],
+    &["session", "end", "0123456789abcdef01234567"],
+    &["session", "list"],
     &["completions", "bash"],
 ];
 

@@ -14,6 +14,11 @@
 //! the namespaces' init dies with the thread that holds the session, and the init's end kills
 //! every process of the PID namespace). See `docs/sessions.md`.
 
+#[doc(hidden)]
+pub mod client;
+mod control;
+#[doc(hidden)]
+pub mod daemon;
 mod process;
 #[doc(hidden)]
 pub mod resident;
