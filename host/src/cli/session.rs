@@ -1,6 +1,6 @@
 //! The arguments of `sandbox session` (docs/sessions.md, "From a shell").
 
-use super::{EnvArgs, NetArgs, PathArgs, PolicyArgs};
+use super::args::{EnvArgs, McpArgs, NetArgs, PathArgs, PolicyArgs};
 use clap::Subcommand;
 
 /// `sandbox session start|end|list`.
@@ -49,8 +49,8 @@ pub struct SessionStartArgs {
 impl SessionStartArgs {
     /// The same flags as `sandbox mcp`'s, whose checks (module `mcp::policy`) turn them into
     /// the session's request.
-    pub fn as_mcp(&self) -> super::McpArgs {
-        super::McpArgs {
+    pub fn as_mcp(&self) -> McpArgs {
+        McpArgs {
             policy: self.policy.clone(),
             timeout: self.timeout,
             memory: self.memory,
