@@ -734,13 +734,6 @@ fn run(
         );
         plan.notify = true;
     }
-    #[cfg(target_arch = "x86_64")]
-    let spawner = match spawner_base {
-        Some(base) if plan.planned == Sandboxed::Exact => {
-            Some(Spawner::for_profile(sandbox.key(), base).map_err(ExecError::Setup)?)
-        }
-        _ => None,
-    };
     let here = match &v.cwd {
         Some(c) => c.clone(),
         None => std::env::current_dir().map_err(ExecError::Setup)?,
@@ -788,6 +781,26 @@ fn run(
     let isolated = isolation.as_ref().ok();
     let mut root_warning = Vec::new();
     refuse_root_below_isolated(v, isolated.is_some(), layer.as_ref(), &mut root_warning)?;
+    // The contained tier (Landlock without namespaces): its spawner's filter sends the
+    // metadata calls to the supervisor, which makes them within the writable places only
+    // (module `emulate`).
+    let contained = isolated.is_none()
+        && layer
+            .as_ref()
+            .is_some_and(|l| !l.prepared.status().enforced.is_empty());
+    #[cfg(target_arch = "x86_64")]
+    let spawner = match spawner_base {
+        Some(base) if plan.planned == Sandboxed::Exact => {
+            Some(Spawner::for_tier(sandbox.key(), base, contained).map_err(ExecError::Setup)?)
+        }
+        _ => None,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let spawner: Option<()> = None;
+    let emulated = contained && spawner.is_some();
+    if contained && !emulated {
+        root_warning.extend(super::emulate::unguarded(sandbox, v.audience));
+    }
     // After the mounts the program changes to its directory by name: an inherited working
     // directory would still be the one beneath them.
     let here_c = match isolated {
@@ -897,6 +910,9 @@ fn run(
     // or its child.
     let join_v1 = group.v1_dirs();
     let mut registration = Registration::new(group.cgroup_name(), response);
+    if let (true, Some(l)) = (emulated, &layer) {
+        registration.emulate(super::emulate::Places::new(&l.writable));
+    }
     // In namespaces the init builds the ruleset itself, from the raw rules with its own
     // mounts added: the host's kernel ruleset is built only for runs without an init.
     let landlock_rules = isolated
@@ -1139,6 +1155,7 @@ fn run(
         .unwrap_or(status);
     let counts = group.hits();
     group.finish();
+    let emulated_refused = registration.slot().emulated();
     drop(registration);
     let reverted = git_guard.map(super::git_guard::Guard::check);
 
@@ -1281,7 +1298,23 @@ fn run(
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
         violation_entry(nr, program, count, args, &v.profile, profile, &asker)
     };
-    let violations = violation_entries(&tally, &v.profile, profile, &asker);
+    let mut violations = violation_entries(&tally, &v.profile, profile, &asker);
+    // Metadata calls the supervisor refused in the contained tier (module `emulate`).
+    violations.extend(emulated_refused.seen.iter().map(|s| {
+        let (hint, change) = super::emulate::advice(&s.refused.why, v.audience);
+        Violation {
+            syscall: NATIVE
+                .syscall_name(s.refused.nr)
+                .unwrap_or("unknown")
+                .to_string(),
+            number: Some(s.refused.nr),
+            count: s.count,
+            program: s.program.clone(),
+            profile: v.profile.clone(),
+            hint,
+            change,
+        }
+    }));
     let violation = match (signal, tally.killer.clone()) {
         (_, Some((nr, program))) => Some(
             violations
@@ -1346,7 +1379,7 @@ fn run(
         cancelled,
         violation,
         violations,
-        violations_omitted: tally.omitted,
+        violations_omitted: tally.omitted + emulated_refused.omitted,
         sandboxed: SandboxInfo {
             filter,
             profile: v.profile.clone(),
