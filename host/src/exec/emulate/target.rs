@@ -73,9 +73,26 @@ impl Thread {
         Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
     }
 
-    /// A path argument.
+    /// A path argument. `/proc/self` and `/proc/thread-self` name the thread's own process
+    /// (glibc's `fchmodat(AT_SYMLINK_NOFOLLOW)` changes `/proc/self/fd/N`): on the host's
+    /// side they would name the host, so they become `/proc/TID`.
     pub(super) fn path(&self, addr: u64) -> io::Result<CString> {
-        self.string(addr, PATH_MAX)
+        let path = self.string(addr, PATH_MAX)?;
+        Ok(self.own_proc(path))
+    }
+
+    fn own_proc(&self, path: CString) -> CString {
+        let bytes = path.as_bytes();
+        for prefix in [&b"/proc/self"[..], b"/proc/thread-self"] {
+            if let Some(rest) = bytes.strip_prefix(prefix) {
+                if rest.is_empty() || rest.starts_with(b"/") {
+                    let mut out = format!("/proc/{}", self.tid).into_bytes();
+                    out.extend_from_slice(rest);
+                    return CString::new(out).expect("no NUL in a C string's bytes");
+                }
+            }
+        }
+        path
     }
 
     /// An extended attribute's name (ERANGE past its limit, as the kernel answers).
@@ -168,6 +185,23 @@ mod tests {
 
     const ROOT: &str =
         "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t \nCapEff:\t000001ffffffffff\n";
+
+    #[test]
+    fn the_threads_own_proc_directory_replaces_the_hosts() {
+        let t = Thread::open(std::process::id()).unwrap();
+        let c = |s: &str| CString::new(s).unwrap();
+        let me = std::process::id();
+        assert_eq!(
+            t.own_proc(c("/proc/self/fd/3")),
+            c(&format!("/proc/{me}/fd/3"))
+        );
+        assert_eq!(
+            t.own_proc(c("/proc/thread-self")),
+            c(&format!("/proc/{me}"))
+        );
+        assert_eq!(t.own_proc(c("/proc/selfish")), c("/proc/selfish"));
+        assert_eq!(t.own_proc(c("proc/self/fd/3")), c("proc/self/fd/3"));
+    }
 
     #[test]
     fn a_thread_that_changed_user_or_dropped_capabilities_is_not_covered() {
