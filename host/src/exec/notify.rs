@@ -549,7 +549,7 @@ impl Known {
 pub(crate) fn supervise(
     profile: &str,
     listener: OwnedFd,
-    emulated: Vec<u32>,
+    claims: super::emulate::Claims,
 ) -> std::io::Result<()> {
     let profile = profile.to_string();
     std::thread::Builder::new()
@@ -598,8 +598,8 @@ pub(crate) fn supervise(
                     match slot {
                         // A metadata call of the contained tier: made here, never refused by
                         // the profile (module `emulate`).
-                        Some(slot) if emulated.contains(&(c.data.nr as u32)) => {
-                            answer_emulated(fd, c, &slot, &mut known);
+                        Some(slot) if claims.kind(c.data.nr as u32, &c.data.args).is_some() => {
+                            answer_emulated(fd, c, &claims, &slot, &mut known);
                             false
                         }
                         // A kill claimed through the cgroup before the request has named its
@@ -640,10 +640,21 @@ pub(crate) fn supervise(
     Ok(())
 }
 
-/// Answers a metadata call sent by the contained tier's filter: made by the host within the
-/// request's writable places, or refused (EACCES) and counted. A request without places (none
+/// Answers a call sent by the contained tier's filter: a terminal's peer is opened for the
+/// job; a metadata call is made by the host within the request's writable places, or refused
+/// (EACCES) and counted. A request without places (none
 /// should reach this) has every such call refused.
-fn answer_emulated(fd: BorrowedFd<'_>, c: &libc::seccomp_notif, slot: &Slot, known: &mut Known) {
+fn answer_emulated(
+    fd: BorrowedFd<'_>,
+    c: &libc::seccomp_notif,
+    claims: &super::emulate::Claims,
+    slot: &Slot,
+    known: &mut Known,
+) {
+    if claims.kind(c.data.nr as u32, &c.data.args) == Some(super::emulate::Kind::Peer) {
+        super::emulate::peer(fd, c);
+        return;
+    }
     let refused = match slot.places.get() {
         Some(places) => super::emulate::answer(fd, c, places),
         None => {

@@ -114,6 +114,9 @@ pub(crate) struct Layer {
     pub writable: Vec<PathBuf>,
 }
 
+/// Where the user's other terminals are: out of a job's reach (docs/isolation.md).
+pub(crate) const OTHER_TERMINALS: &str = "/dev/pts";
+
 /// The layer's rules for a command under `sandbox` run in `cwd`, with `temp` writable: the
 /// workspace default and the TCP treatment follow the profile's filter, the deny list starts
 /// from the host's `HOME`.
@@ -145,6 +148,7 @@ fn spec(
         writable,
         tcp,
         scoped: true,
+        own_terminals_only: false,
     })
 }
 
@@ -206,7 +210,11 @@ pub(crate) fn layer(
     } else {
         None
     };
-    let spec = spec(rules, sandbox, cwd, root)?;
+    let mut spec = spec(rules, sandbox, cwd, root)?;
+    // A job's terminals: its own (a descriptor) and those it creates (module `emulate`); the
+    // user's others neither written (no device rule) nor read (carved out of the read rule).
+    spec.own_terminals_only = true;
+    spec.deny_read.push(PathBuf::from(OTHER_TERMINALS));
     let tmp = root
         .map(|root| {
             tempfile::Builder::new()

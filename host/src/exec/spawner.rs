@@ -83,15 +83,18 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
 
 /// The spawner thread's filter: `base` (the profile's exact outer policy) with the calls of
 /// [`SECRET_CALLS`] exempted when they carry `secret`, and `trap` turned into a user
-/// notification. The calls `emulated` go to the listener as well (as `trap` does): the contained tier's
-/// metadata calls, which the supervisor makes itself (module `emulate`).
-pub fn program(base: &Policy, secret: u64, emulated: &[u32]) -> Result<Vec<Insn>, Error> {
+/// notification. The calls `claims` names go to the listener as well (as `trap` does): the
+/// contained tier's metadata calls and terminal peers, which the supervisor makes itself
+/// (module `emulate`).
+pub(crate) fn program(
+    base: &Policy,
+    secret: u64,
+    claims: &super::emulate::Claims,
+) -> Result<Vec<Insn>, Error> {
     let mut policy = Box::new(base.clone());
-    for nr in emulated {
-        policy
-            .add_rule(*nr, Action::Trap, &[])
-            .map_err(|_| Error::whole(Source::Allow, ErrorKind::TooManyRules))?;
-    }
+    claims
+        .add_to(&mut policy)
+        .map_err(|_| Error::whole(Source::Allow, ErrorKind::TooManyRules))?;
     for (name, arg) in SECRET_CALLS {
         let Some(nr) = NATIVE.syscall_number(name) else {
             continue;
@@ -192,19 +195,23 @@ impl Spawner {
         if let Some(s) = cache.get(&key) {
             return Ok(s);
         }
-        let emulated = if contained {
-            super::emulate::numbers(base)
+        let claims = if contained {
+            super::emulate::Claims::of(base)
         } else {
-            Vec::new()
+            super::emulate::Claims::default()
         };
-        let s = Spawner::start(name, base, emulated)?;
+        let s = Spawner::start(name, base, claims)?;
         cache.insert(key, s);
         Ok(s)
     }
 
-    fn start(name: &str, base: &Policy, emulated: Vec<u32>) -> std::io::Result<&'static Spawner> {
+    fn start(
+        name: &str,
+        base: &Policy,
+        claims: super::emulate::Claims,
+    ) -> std::io::Result<&'static Spawner> {
         let secret = random_secret()?;
-        let prog = program(base, secret, &emulated)
+        let prog = program(base, secret, &claims)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let sp: &'static Spawner = Box::leak(Box::new(Spawner {
             secret,
@@ -232,7 +239,7 @@ impl Spawner {
         };
         // SAFETY: the thread created this descriptor in the host's table and gave it to us.
         let listener = unsafe { OwnedFd::from_raw_fd(listener) };
-        super::notify::supervise(name, listener, emulated)?;
+        super::notify::supervise(name, listener, claims)?;
         tracing::debug!(profile = name, "spawner thread ready");
         Ok(sp)
     }

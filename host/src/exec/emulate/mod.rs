@@ -72,6 +72,121 @@ pub(crate) fn numbers(policy: &Policy) -> Vec<u32> {
         .collect()
 }
 
+/// What the contained tier's filter sends to the supervisor: the metadata calls the profile
+/// allows outright, and `ioctl(TIOCGPTPEER)` where the profile allows it (the terminal a job
+/// creates through `/dev/ptmx`: Landlock no longer grants the host's `/dev/pts`, where the
+/// user's other terminals are, so the supervisor opens the peer for it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Claims {
+    metadata: Vec<u32>,
+    peer: Option<u32>,
+}
+
+impl Claims {
+    /// The claims for a profile whose outer policy is `policy`.
+    pub(crate) fn of(policy: &Policy) -> Claims {
+        let peer = NATIVE.syscall_number("ioctl").filter(|nr| {
+            policy.decide(*nr, &[0, u64::from(TIOCGPTPEER), 0, 0, 0, 0]) == Action::Allow
+        });
+        Claims {
+            metadata: numbers(policy),
+            peer,
+        }
+    }
+
+    /// Adds the rules that send the claimed calls to the listener (`trap`, which the
+    /// spawner's filter turns into a user notification).
+    pub(crate) fn add_to(&self, policy: &mut Policy) -> Result<(), crate::policy::policy::Full> {
+        for nr in &self.metadata {
+            policy.add_rule(*nr, Action::Trap, &[])?;
+        }
+        if let Some(nr) = self.peer {
+            // The command as the kernel reads it: its low 32 bits.
+            let cond = crate::policy::Cond {
+                arg: 1,
+                width: crate::policy::Width::W32,
+                mask: u64::MAX,
+                op: crate::policy::CmpOp::Eq,
+                value: u64::from(TIOCGPTPEER),
+            };
+            policy.add_rule(nr, Action::Trap, &[&[cond]])?;
+        }
+        Ok(())
+    }
+
+    /// Whether a waiting call is one of the claimed ones, and which kind.
+    pub(crate) fn kind(&self, nr: u32, args: &[u64; 6]) -> Option<Kind> {
+        if self.metadata.contains(&nr) {
+            Some(Kind::Metadata)
+        } else if self.peer == Some(nr) && args[1] as u32 == TIOCGPTPEER {
+            Some(Kind::Peer)
+        } else {
+            None
+        }
+    }
+}
+
+/// A claimed call's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A metadata call ([`answer`]).
+    Metadata,
+    /// `ioctl(TIOCGPTPEER)` ([`peer`]).
+    Peer,
+}
+
+/// `TIOCGPTPEER` as a 32-bit command.
+const TIOCGPTPEER: u32 = libc::TIOCGPTPEER as u32;
+
+/// Opens the peer of the job's pseudo-terminal master for it: the master is taken from the
+/// thread (`pidfd_getfd`: the same open file), `TIOCGPTPEER` is asked of it here, outside
+/// Landlock, always with `O_NOCTTY` (the host must not gain a controlling terminal; a job
+/// wanting one asks `TIOCSCTTY` after), and the peer is placed in the job's table as the
+/// call's result (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SEND`). A descriptor that is no master
+/// gets the kernel's answer to the same `ioctl` (ENOTTY, EBADF).
+pub(crate) fn peer(listener: BorrowedFd<'_>, n: &libc::seccomp_notif) {
+    let fail = |e: i32| {
+        let resp = libc::seccomp_notif_resp {
+            id: n.id,
+            val: 0,
+            error: -e,
+            flags: 0,
+        };
+        let _ = crate::sys::notif_send(listener, &resp);
+    };
+    let flags = n.data.args[2] as u32 as libc::c_int;
+    let taken = crate::sys::pidfd_open(n.pid as i32, PIDFD_THREAD)
+        .and_then(|p| crate::sys::pidfd_getfd(p.as_raw_fd(), n.data.args[0] as u32 as i32));
+    let master = match taken {
+        Ok(m) => m,
+        Err(e) => {
+            return fail(match e.raw_os_error() {
+                Some(libc::EBADF) => libc::EBADF,
+                _ => libc::EPERM,
+            })
+        }
+    };
+    // The descriptor was the thread's when taken only if its call still waits.
+    if !crate::sys::notif_id_valid(listener, n.id) {
+        return;
+    }
+    match sys::open_peer(master.as_fd(), flags | libc::O_NOCTTY) {
+        Ok(p) => {
+            if let Err(e) =
+                sys::add_fd_send(listener, n.id, p.as_fd(), flags & libc::O_CLOEXEC != 0)
+            {
+                if e.raw_os_error() != Some(libc::ENOENT) {
+                    fail(e.raw_os_error().unwrap_or(libc::EIO));
+                }
+            }
+        }
+        Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+/// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead its group.
+const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+
 /// The places where a job may change metadata: its writable places, resolved once (the
 /// names the kernel gives descriptors are resolved too).
 #[derive(Clone, Debug)]

@@ -137,3 +137,53 @@ pub(super) fn file_setattr_fd(fd: BorrowedFd<'_>, attr: &[u8]) -> io::Result<()>
         )
     })
 }
+
+/// `ioctl(master, TIOCGPTPEER, flags)`: the peer of a pseudo-terminal master.
+pub(super) fn open_peer(master: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: TIOCGPTPEER takes the open flags as its argument and returns a new descriptor.
+    let fd = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `struct seccomp_notif_addfd`.
+#[repr(C)]
+struct NotifAddfd {
+    id: u64,
+    flags: u32,
+    srcfd: u32,
+    newfd: u32,
+    newfd_flags: u32,
+}
+
+/// Places `fd` in the table of the thread whose call `id` waits and answers the call with its
+/// number (`SECCOMP_ADDFD_FLAG_SEND`: both at once).
+pub(super) fn add_fd_send(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    fd: BorrowedFd<'_>,
+    cloexec: bool,
+) -> io::Result<()> {
+    let add = NotifAddfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+        srcfd: fd.as_raw_fd() as u32,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the listener's ioctl with a live, properly sized `seccomp_notif_addfd`.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &add as *const NotifAddfd,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
