@@ -309,3 +309,46 @@ fn exec_json_names_the_refusal_with_the_field_that_allows_it() {
         );
     }
 }
+
+#[test]
+fn a_contained_run_without_the_supervisor_says_metadata_is_unguarded() {
+    // A request that changes its profile attaches its own filter in the child, without the
+    // supervisor's claims: the change lands, and the run says so. Root only: uid 65534 cannot
+    // take a listener from a child without namespaces (the request is refused instead).
+    let home = owned_dir(As::Root, "contained-warn-home");
+    let ws = owned_dir(As::Root, "contained-warn-ws");
+    let exec = |allow: Option<&str>, target: &Path| {
+        let mut req = serde_json::json!({
+            "argv": ["chmod", "4777", target],
+            "profile": "shell",
+            "isolation": "off",
+            "allow_root": true,
+            "cwd": ws.path(),
+        });
+        if let Some(a) = allow {
+            req["allow"] = serde_json::json!([a]);
+        }
+        let mut c = command(As::Root, SANDBOX);
+        c.args(["exec", "--json"]);
+        let o = common::output_with_input(&mut c, req.to_string().as_bytes());
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["tier"], "contained", "{r}");
+        r
+    };
+    let unguarded = |r: &serde_json::Value| {
+        r["warnings"].as_array().unwrap().iter().any(|w| {
+            w.as_str()
+                .unwrap()
+                .contains("metadata outside the writable places is unguarded")
+        })
+    };
+    let v = victim(As::Root, home.path(), "rc");
+    let r = exec(Some("ptrace"), &v);
+    assert!(unguarded(&r), "{r}");
+    assert!(!unchanged(&v), "the gap the warning names: {r}");
+    // Control: the built-in profile as it is has the supervisor, says nothing, and refuses.
+    let v = victim(As::Root, home.path(), "rc");
+    let r = exec(None, &v);
+    assert!(!unguarded(&r), "{r}");
+    assert!(unchanged(&v), "{r}");
+}
