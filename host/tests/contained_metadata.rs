@@ -352,3 +352,105 @@ fn a_contained_run_without_the_supervisor_says_metadata_is_unguarded() {
     assert!(!unguarded(&r), "{r}");
     assert!(unchanged(&v), "{r}");
 }
+
+/// Hostile arguments: each call's errno printed; the emulation must answer as the kernel does.
+const HOSTILE_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#define TRY(name, call) { long rc = (call); printf(name " %d\n", rc < 0 ? errno : 0); }
+int main(void) {
+    char *longp = malloc(8192); memset(longp, 'a', 8191); longp[8191] = 0;
+    char *page = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(page + 4096, 4096);
+    memset(page, 'b', 4096); /* no NUL before the unmapped page */
+    char *end = page + 4096 - 2; end[0] = 'f'; end[1] = 0; /* a name ending just before it */
+    char name[300]; memset(name, 'u', sizeof name); memcpy(name, "user.", 5); name[299] = 0;
+    TRY("null-path", syscall(SYS_chmod, NULL, 0644));
+    TRY("long-path", chmod(longp, 0644));
+    TRY("unterminated", chmod(page, 0644));
+    TRY("at-page-end", chmod(end, 0644));
+    TRY("empty", chmod("", 0644));
+    TRY("bad-flags", syscall(452, AT_FDCWD, "own", 0644, 0x8000));
+    TRY("bad-fd", fchmod(9999, 0644));
+    TRY("negative-fd", syscall(SYS_fchmodat, -5, "own", 0644));
+    TRY("fd-not-dir", syscall(SYS_fchmodat, 1, "own", 0644));
+    TRY("huge-value", setxattr("own", "user.k", "x", 1 << 30, 0));
+    TRY("long-name", setxattr("own", name, "x", 1, 0));
+    TRY("bad-times", utimensat(AT_FDCWD, "own", (struct timespec *)8, 0));
+    TRY("null-times-fdcwd", syscall(SYS_utimensat, AT_FDCWD, NULL, NULL, 0));
+    TRY("missing", chmod("no/such/file", 0644));
+    TRY("newline", chmod("own\nx", 0644));
+    return 0;
+}
+"#;
+
+#[test]
+fn hostile_arguments_get_the_kernels_answers() {
+    let bin = owned_dir(As::Root, "contained-hostile-bin");
+    let src = bin.path().join("hostile.c");
+    fs::write(&src, HOSTILE_C).unwrap();
+    let prog = bin.path().join("hostile");
+    let st = Command::new("gcc")
+        .arg("-o")
+        .arg(&prog)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc");
+    let prog_s = prog.display().to_string();
+    for who in BOTH {
+        let ws = owned_dir(who, "contained-hostile-ws");
+        let own = ws.path().join("own");
+        fs::write(&own, "x").unwrap();
+        if who == As::Nobody {
+            std::os::unix::fs::chown(&own, Some(65534), Some(65534)).unwrap();
+        }
+        let mut outs = Vec::new();
+        // Control: the kernel's own answers (filtered tier); then the emulation's.
+        for landlock in ["off", "preferred"] {
+            let o = run(
+                who,
+                ws.path(),
+                &[
+                    "--isolation",
+                    "off",
+                    "--landlock",
+                    landlock,
+                    "--profile",
+                    "shell",
+                    "--",
+                    &prog_s,
+                ],
+            );
+            assert!(o.status.success(), "{who:?} {landlock}: {}", text(&o));
+            assert!(o.stderr.is_empty(), "{who:?} {landlock}: {}", text(&o));
+            outs.push(String::from_utf8_lossy(&o.stdout).into_owned());
+        }
+        assert_eq!(outs[0], outs[1], "{who:?}: kernel, then emulation");
+        // The answers are refusals, not successes (the program changed nothing).
+        assert!(
+            outs[1].contains(&format!("null-path {}", libc::EFAULT)),
+            "{}",
+            outs[1]
+        );
+        assert!(
+            outs[1].contains(&format!("long-path {}", libc::ENAMETOOLONG)),
+            "{}",
+            outs[1]
+        );
+        assert_eq!(
+            fs::metadata(&own).unwrap().permissions().mode() & 0o7777,
+            0o644,
+            "{who:?}"
+        );
+    }
+}
