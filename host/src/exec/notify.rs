@@ -651,11 +651,15 @@ fn answer_emulated(
     slot: &Slot,
     known: &mut Known,
 ) {
-    if claims.kind(c.data.nr as u32, &c.data.args) == Some(super::emulate::Kind::Peer) {
+    let kind = claims.kind(c.data.nr as u32, &c.data.args);
+    if kind == Some(super::emulate::Kind::Peer) {
         super::emulate::peer(fd, c);
         return;
     }
     let refused = match slot.places.get() {
+        Some(places) if kind == Some(super::emulate::Kind::Connect) => {
+            super::emulate::connect(fd, c, places)
+        }
         Some(places) => super::emulate::answer(fd, c, places),
         None => {
             let resp = libc::seccomp_notif_resp {

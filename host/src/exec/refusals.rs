@@ -612,6 +612,19 @@ impl Policy<'_> {
         {
             return Some((OTHER_TERMINAL.into(), None));
         }
+        // A host socket outside the writable places: refused at `connect` by the contained
+        // tier's supervisor, which names it itself; the socket flag is what allows it.
+        if kind == Kind::Denied
+            && self.writes_confined
+            && !under(&self.writable)
+            && std::fs::symlink_metadata(&path)
+                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+        {
+            return Some((
+                "unreachable: a unix socket outside the writable places".into(),
+                Some(self.allow_socket(p)),
+            ));
+        }
         if under(&self.deny_read) && kind != Kind::Busy {
             return Some((CREDENTIAL.into(), None));
         }

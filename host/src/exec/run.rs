@@ -911,7 +911,11 @@ fn run(
     let join_v1 = group.v1_dirs();
     let mut registration = Registration::new(group.cgroup_name(), response);
     if let (true, Some(l)) = (emulated, &layer) {
-        registration.emulate(super::emulate::Places::new(&l.writable));
+        registration.emulate(super::emulate::Places::new(
+            &l.writable,
+            &v.paths.allowed_sockets,
+            v.paths.connect_ports.as_deref(),
+        ));
     }
     // In namespaces the init builds the ruleset itself, from the raw rules with its own
     // mounts added: the host's kernel ruleset is built only for runs without an init.
@@ -1361,6 +1365,13 @@ fn run(
     } else {
         super::refusals::Found::default()
     };
+    // What the supervisor refused is named once, by its violation entry.
+    let mut refusals = refusals;
+    refusals.entries.retain(|e| {
+        !e.path
+            .as_deref()
+            .is_some_and(|p| super::emulate::names(&emulated_refused, std::path::Path::new(p)))
+    });
     warnings.extend(super::refusals::warnings(
         &refusals,
         v.audience,

@@ -40,14 +40,15 @@ pub(crate) fn numbers(policy: &Policy) -> Vec<u32> {
         .collect()
 }
 
-/// What the contained tier's filter sends to the supervisor: the metadata calls the profile
-/// allows outright, and `ioctl(TIOCGPTPEER)` where the profile allows it (the terminal a job
+/// What the contained tier's filter sends to the supervisor: the metadata calls and `connect`
+/// where the profile allows them outright, and `ioctl(TIOCGPTPEER)` where the profile allows it (the terminal a job
 /// creates through `/dev/ptmx`: Landlock no longer grants the host's `/dev/pts`, where the
 /// user's other terminals are, so the supervisor opens the peer for it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Claims {
     metadata: Vec<u32>,
     peer: Option<u32>,
+    connect: Option<u32>,
 }
 
 impl Claims {
@@ -56,9 +57,13 @@ impl Claims {
         let peer = NATIVE.syscall_number("ioctl").filter(|nr| {
             policy.decide(*nr, &[0, u64::from(TIOCGPTPEER), 0, 0, 0, 0]) == Action::Allow
         });
+        let connect = NATIVE
+            .syscall_number("connect")
+            .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
         Claims {
             metadata: numbers(policy),
             peer,
+            connect,
         }
     }
 
@@ -79,6 +84,9 @@ impl Claims {
             };
             policy.add_rule(nr, Action::Trap, &[&[cond]])?;
         }
+        if let Some(nr) = self.connect {
+            policy.add_rule(nr, Action::Trap, &[])?;
+        }
         Ok(())
     }
 
@@ -88,6 +96,8 @@ impl Claims {
             Some(Kind::Metadata)
         } else if self.peer == Some(nr) && args[1] as u32 == TIOCGPTPEER {
             Some(Kind::Peer)
+        } else if self.connect == Some(nr) {
+            Some(Kind::Connect)
         } else {
             None
         }
@@ -101,6 +111,8 @@ pub(crate) enum Kind {
     Metadata,
     /// `ioctl(TIOCGPTPEER)` ([`super::peer`]).
     Peer,
+    /// `connect` ([`super::connect`]).
+    Connect,
 }
 
 /// `TIOCGPTPEER` as a 32-bit command.

@@ -23,7 +23,8 @@
 //! kernel would read the path again, after the check. A refused call fails with EACCES, as
 //! Landlock's refusals do, and is named ([`Refused`]; module `report`).
 //!
-//! The same filter sends `ioctl(TIOCGPTPEER)`, so that a job can create terminals while the
+//! The same filter sends `connect`, made by the host after the same check (module `socket`),
+//! and `ioctl(TIOCGPTPEER)`, so that a job can create terminals while the
 //! user's others stay out of its Landlock domain (module `peer`). Which calls are sent:
 //! module `claims`; their arguments: module `decode`; the thread seen from the host: module
 //! `target`; the raw calls: module `sys`.
@@ -32,12 +33,13 @@ mod claims;
 mod decode;
 mod peer;
 mod report;
+mod socket;
 mod sys;
 mod target;
 
 pub(crate) use claims::{Claims, Kind};
 pub(crate) use peer::peer;
-pub(crate) use report::{advice, unguarded, Tally};
+pub(crate) use report::{advice, names, unguarded, Tally};
 
 use crate::policy::NATIVE;
 use decode::{decode, errno, Op, Target};
@@ -53,17 +55,28 @@ use target::Thread;
 #[derive(Clone, Debug)]
 pub(crate) struct Places {
     roots: Vec<PathBuf>,
+    /// Host unix sockets the request allows (`--allow-unix-socket`).
+    sockets: Vec<PathBuf>,
+    /// The TCP ports the request allows (`--allow-port`), when it limits them.
+    ports: Option<Vec<u16>>,
 }
 
 impl Places {
-    /// The writable places of a job's layer.
-    pub(crate) fn new(writable: &[PathBuf]) -> Places {
+    /// The writable places of a job's layer, the unix sockets and TCP ports it may reach.
+    pub(crate) fn new(writable: &[PathBuf], sockets: &[PathBuf], ports: Option<&[u16]>) -> Places {
         Places {
             roots: writable
                 .iter()
                 .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone()))
                 .collect(),
+            sockets: sockets.to_vec(),
+            ports: ports.map(<[u16]>::to_vec),
         }
+    }
+
+    /// Whether the socket file `st` is one the request allows by name.
+    fn allows_socket(&self, st: &libc::stat) -> bool {
+        self.sockets.iter().any(|p| socket::same_inode(p, st))
     }
 
     fn holds(&self, path: &Path) -> bool {
@@ -111,6 +124,12 @@ pub(crate) enum Why {
     Credentials,
     /// The thread's memory or descriptors could not be read (it made itself non-dumpable).
     Unreadable,
+    /// A unix socket outside the writable places that the request does not allow (its name).
+    Socket(PathBuf),
+    /// An abstract unix address: Landlock's scope could not be kept for it.
+    Abstract,
+    /// A TCP port the request does not allow.
+    Port(u16),
 }
 
 /// A call the emulation refused.
@@ -228,6 +247,72 @@ fn decide(listener: BorrowedFd<'_>, n: &libc::seccomp_notif, places: &Places) ->
     Answer::Result(perform(fd.as_fd(), followed, &op))
 }
 
+/// Carries out one waiting `connect` of a job (module `socket`), and answers it; the connect
+/// itself runs on a thread of its own, so that a slow peer never holds up the supervisor.
+/// Returns the refusal when the call was refused.
+pub(crate) fn connect(
+    listener: BorrowedFd<'_>,
+    n: &libc::seccomp_notif,
+    places: &Places,
+) -> Option<Refused> {
+    let send = |listener: BorrowedFd<'_>, error: i32| {
+        let resp = libc::seccomp_notif_resp {
+            id: n.id,
+            val: 0,
+            error: -error,
+            flags: 0,
+        };
+        let _ = crate::sys::notif_send(listener, &resp);
+    };
+    let Ok(thread) = Thread::open(n.pid) else {
+        send(listener, libc::EPERM);
+        return Some(Refused {
+            nr: n.data.nr as u32,
+            why: Why::Unreadable,
+        });
+    };
+    let plan = socket::plan(&thread, n.pid, &n.data.args, places);
+    if !crate::sys::notif_id_valid(listener, n.id) {
+        return None;
+    }
+    match plan {
+        socket::Plan::Fail(e) => send(listener, e),
+        socket::Plan::Refused(e, why) => {
+            send(listener, e);
+            return Some(Refused {
+                nr: n.data.nr as u32,
+                why,
+            });
+        }
+        socket::Plan::Connect { sock, addr, object } => {
+            let (id, own) = (n.id, listener.try_clone_to_owned());
+            let Ok(own) = own else {
+                send(listener, libc::EAGAIN);
+                return None;
+            };
+            let spawned = std::thread::Builder::new()
+                .name("sandbox-connect".into())
+                .spawn(move || {
+                    let r = socket::make(sock.as_fd(), &addr);
+                    drop(object);
+                    let resp = libc::seccomp_notif_resp {
+                        id,
+                        val: 0,
+                        error: r
+                            .err()
+                            .map_or(0, |e| -e.raw_os_error().unwrap_or(libc::EIO)),
+                        flags: 0,
+                    };
+                    let _ = crate::sys::notif_send(own.as_fd(), &resp);
+                });
+            if spawned.is_err() {
+                send(listener, libc::EAGAIN);
+            }
+        }
+    }
+    None
+}
+
 /// Carries out one waiting metadata call of a job whose writable places are `places`, and
 /// answers it. Returns the refusal when the call was refused, for the request to name.
 pub(crate) fn answer(
@@ -293,7 +378,7 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         std::fs::write(ws.path().join("in"), "x").unwrap();
         std::fs::write(out.path().join("out"), "x").unwrap();
-        let places = Places::new(&[ws.path().to_path_buf()]);
+        let places = Places::new(&[ws.path().to_path_buf()], &[], None);
         let open = |p: &Path| {
             sys::open_path(None, &CString::new(p.as_os_str().as_bytes()).unwrap(), 0).unwrap()
         };

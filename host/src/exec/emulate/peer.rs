@@ -19,7 +19,7 @@ pub(crate) fn peer(listener: BorrowedFd<'_>, n: &libc::seccomp_notif) {
         let _ = crate::sys::notif_send(listener, &resp);
     };
     let flags = n.data.args[2] as u32 as libc::c_int;
-    let taken = crate::sys::pidfd_open(n.pid as i32, PIDFD_THREAD)
+    let taken = crate::sys::pidfd_open(n.pid as i32, super::target::PIDFD_THREAD)
         .and_then(|p| crate::sys::pidfd_getfd(p.as_raw_fd(), n.data.args[0] as u32 as i32));
     let master = match taken {
         Ok(m) => m,
@@ -47,6 +47,3 @@ pub(crate) fn peer(listener: BorrowedFd<'_>, n: &libc::seccomp_notif) {
         Err(e) => fail(e.raw_os_error().unwrap_or(libc::EIO)),
     }
 }
-
-/// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead its group.
-const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;

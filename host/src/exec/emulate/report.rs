@@ -62,6 +62,38 @@ pub(crate) fn advice(
                 .to_string(),
             None,
         ),
+        Why::Socket(path) => {
+            let shown = crate::escape::path(path);
+            let change = match audience {
+                crate::exec::request::Audience::Json => {
+                    format!("\"allow_unix_sockets\": [{:?}]", path.display().to_string())
+                }
+                crate::exec::request::Audience::Cli => format!("--allow-unix-socket {shown}"),
+            };
+            (
+                format!(
+                    "the unix socket {shown} lies outside the writable places; to allow: {change}"
+                ),
+                Some(change),
+            )
+        }
+        Why::Abstract => (
+            "abstract unix sockets cannot be reached without namespaces: the host connects \
+             for the job and cannot keep Landlock's scope; use a pathname socket in the \
+             workspace, or the isolated tier"
+                .to_string(),
+            None,
+        ),
+        Why::Port(p) => {
+            let change = match audience {
+                crate::exec::request::Audience::Json => format!("\"connect_ports\": [{p}]"),
+                crate::exec::request::Audience::Cli => format!("--connect-ports {p}"),
+            };
+            (
+                format!("TCP port {p} is not among the allowed ports; to allow: {change}"),
+                Some(change),
+            )
+        }
         Why::Unreadable => (
             "a process that made itself non-dumpable cannot have its call read".to_string(),
             None,
@@ -111,4 +143,13 @@ impl Tally {
             self.omitted = self.omitted.saturating_add(1);
         }
     }
+}
+
+/// Whether `tally` holds a refusal of the object at `path` (so that the same refusal, found
+/// again in the program's stderr, is not named twice).
+pub(crate) fn names(tally: &Tally, path: &std::path::Path) -> bool {
+    tally.seen.iter().any(|s| match &s.refused.why {
+        Why::Socket(p) | Why::Outside(Some(p)) => p == path,
+        _ => false,
+    })
 }

@@ -187,3 +187,34 @@ pub(super) fn add_fd_send(
     }
     Ok(())
 }
+
+/// The socket's domain (`SO_DOMAIN`): ENOTSOCK for another kind of descriptor.
+pub(super) fn socket_domain(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
+    let mut domain: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: an int-sized buffer and its length, both live for the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    done(rc.into())?;
+    Ok(domain)
+}
+
+/// `connect(fd, addr)` with the address's bytes as given (the kernel checks them).
+pub(super) fn connect(fd: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
+    // SAFETY: `addr` is a live buffer of `addr.len()` bytes; the kernel copies it in.
+    let rc = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            addr.as_ptr().cast(),
+            addr.len() as libc::socklen_t,
+        )
+    };
+    done(rc.into())
+}

@@ -81,7 +81,8 @@ impl Thread {
         Ok(self.own_proc(path))
     }
 
-    fn own_proc(&self, path: CString) -> CString {
+    /// `path` with `/proc/self` and `/proc/thread-self` made the thread's `/proc/TID`.
+    pub(super) fn own_proc(&self, path: CString) -> CString {
         let bytes = path.as_bytes();
         for prefix in [&b"/proc/self"[..], b"/proc/thread-self"] {
             if let Some(rest) = bytes.strip_prefix(prefix) {
@@ -124,6 +125,17 @@ impl Thread {
             })
     }
 
+    /// The open file behind the thread's descriptor `fd` (`pidfd_getfd`: the same file, not
+    /// a reopening), EBADF when it has none.
+    pub(super) fn take_fd(&self, tid: u32, fd: u64) -> io::Result<OwnedFd> {
+        let fd = fd as u32 as i32;
+        if fd < 0 {
+            return Err(ebadf());
+        }
+        let pidfd = crate::sys::pidfd_open(tid as i32, PIDFD_THREAD)?;
+        crate::sys::pidfd_getfd(std::os::fd::AsRawFd::as_raw_fd(&pidfd), fd)
+    }
+
     fn open_proc(&self, path: &str) -> io::Result<OwnedFd> {
         let c = CString::new(path).map_err(|_| efault())?;
         super::sys::open_path(None, &c, 0)
@@ -144,6 +156,9 @@ impl Thread {
             .is_some_and(|t| Credentials::of(&ours).is_some_and(|o| t.covers(&o)))
     }
 }
+
+/// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead its group.
+pub(super) const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
 
 fn ebadf() -> io::Error {
     io::Error::from_raw_os_error(libc::EBADF)
