@@ -4,7 +4,7 @@
 use super::claims::numbers;
 use super::{Refused, Why};
 
-/// The warning of a contained-tier run whose metadata calls cannot reach the host (a request
+/// The warning of a contained-tier run whose metadata calls and connects cannot reach the host (a request
 /// that changed its profile attaches its own filter, a session's commands install theirs, an
 /// architecture without spawner threads): the protection is missing, and the run says so.
 /// `None` when the profile allows none of the calls (nothing is missing).
@@ -13,18 +13,40 @@ pub(crate) fn unguarded(
     audience: crate::exec::request::Audience,
 ) -> Option<String> {
     let policy = sandbox.profile_policy()?;
-    if numbers(policy).is_empty() {
-        return None;
-    }
+    let metadata = !numbers(policy).is_empty();
+    // Unix sockets are only at stake where the profile lets the job make them.
+    let sockets = crate::policy::NATIVE
+        .syscall_number("socket")
+        .is_some_and(|nr| {
+            policy.decide(
+                nr,
+                &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+            ) == crate::policy::Action::Allow
+        });
+    let what = match (metadata, sockets) {
+        (false, false) => return None,
+        (true, false) => {
+            "metadata outside the writable places is unguarded in this run: \
+                          chmod, chown, utimensat and setxattr reach every file the user owns"
+        }
+        (false, true) => {
+            "host unix sockets are unguarded in this run: connect reaches every \
+                          socket the user may write (an agent, tmux, Docker)"
+        }
+        (true, true) => {
+            "metadata outside the writable places is unguarded in this run, and \
+                         so are host unix sockets: chmod, chown, utimensat and setxattr reach \
+                         every file the user owns, connect every socket the user may write"
+        }
+    };
     let isolated = match audience {
         crate::exec::request::Audience::Json => "\"isolation\": \"required\"",
         crate::exec::request::Audience::Cli => "--isolation required",
     };
     Some(format!(
-        "sandbox: warning: metadata outside the writable places is unguarded in this run: \
-         chmod, chown, utimensat and setxattr reach every file the user owns (a profile \
-         changed by the request, or a session, has no supervisor to make them); use a \
-         built-in profile as it is, or {isolated} where namespaces are available"
+        "sandbox: warning: {what} (a profile changed by the request, or a session, has no \
+         supervisor to make those calls); use a built-in profile as it is, or {isolated} \
+         where namespaces are available"
     ))
 }
 
