@@ -189,6 +189,7 @@ pub(crate) fn layer(
     sandbox: &Sandbox,
     cwd: &Path,
     own_tmp: bool,
+    own_terminals_only: bool,
 ) -> Result<Option<Layer>, Refusal> {
     // With Landlock or without, the constructed view binds the same places writable.
     preload_outside(rules, sandbox, &writable_set(rules, &allows(sandbox), cwd))?;
@@ -211,10 +212,14 @@ pub(crate) fn layer(
         None
     };
     let mut spec = spec(rules, sandbox, cwd, root)?;
-    // A job's terminals: its own (a descriptor) and those it creates (module `emulate`); the
-    // user's others neither written (no device rule) nor read (carved out of the read rule).
-    spec.own_terminals_only = true;
-    spec.deny_read.push(PathBuf::from(OTHER_TERMINALS));
+    // Without namespaces (no devpts of its own), a job's terminals are its own (a
+    // descriptor) and those it creates (module `emulate`); the user's others are neither
+    // written (no device rule) nor read (carved out of the read rule: a rule for each entry
+    // of /dev, which a job with namespaces does not need).
+    if own_terminals_only {
+        spec.own_terminals_only = true;
+        spec.deny_read.push(PathBuf::from(OTHER_TERMINALS));
+    }
     let tmp = root
         .map(|root| {
             tempfile::Builder::new()

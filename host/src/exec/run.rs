@@ -750,7 +750,17 @@ fn run(
         super::paths::default_workspace(&v.paths, sandbox, &here),
         v.audience,
     )?;
-    let layer = super::paths::layer(&v.paths, sandbox, &here, !namespaced_tmp)?;
+    // Without namespaces the host's /dev/pts is the job's: Landlock keeps the user's other
+    // terminals out (a namespaced job gets a devpts of its own instead).
+    let without_namespaces = v.paths.isolation == super::isolation::Mode::Off
+        || super::isolation::presumed_unavailable().is_some();
+    let layer = super::paths::layer(
+        &v.paths,
+        sandbox,
+        &here,
+        !namespaced_tmp,
+        without_namespaces,
+    )?;
     // What an earlier job left in the shared home to run in this one is removed first.
     if let Some(h) = &v.home {
         super::home::prepare(h).map_err(|e| Refusal::new("home", e))?;
