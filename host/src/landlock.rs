@@ -110,6 +110,12 @@ pub struct Spec {
     pub tcp: Tcp,
     /// Whether signals and abstract unix sockets are confined to the sandboxed domain.
     pub scoped: bool,
+    /// Whether the host's `/dev/pts` is left out (the user's other terminals): the engine's
+    /// jobs hold their own terminal as a descriptor and get new ones through the supervisor
+    /// (`TIOCGPTPEER`, module `exec::emulate`) or a devpts of their own; the preload route's
+    /// commands run in the user's terminal and keep the rule (false, also when absent).
+    #[serde(default)]
+    pub own_terminals_only: bool,
 }
 
 /// Which request field a validation error is about, so callers can name it to the user.
@@ -871,7 +877,10 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
     // No stat: the device rights are file rights, which a rule on a file and one on a
     // directory carry alike (`rights_for`), so whether each is a directory changes nothing.
     let mut dev = Vec::new();
-    for p in DEVICES.iter().chain(std::iter::once(&PTS)) {
+    for p in DEVICES
+        .iter()
+        .chain((!spec.own_terminals_only).then_some(&PTS))
+    {
         if let Ok(fd) = open_follow(Path::new(p)) {
             dev.push(Entry {
                 path: PathBuf::from(p),

@@ -89,6 +89,7 @@ impl World {
             writable: vec![self.ws.clone()],
             tcp: Tcp::Any,
             scoped: false,
+            own_terminals_only: false,
         }
     }
 

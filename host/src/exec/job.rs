@@ -148,13 +148,6 @@ impl Job {
             );
             plan.notify = true;
         }
-        #[cfg(target_arch = "x86_64")]
-        let spawner = match spawner_base {
-            Some(base) if plan.planned == Sandboxed::Exact => {
-                Some(Spawner::for_profile(sandbox.key(), base).map_err(ExecError::Setup)?)
-            }
-            _ => None,
-        };
         let here = match &v.cwd {
             Some(c) => c.clone(),
             None => std::env::current_dir().map_err(ExecError::Setup)?,
@@ -172,7 +165,17 @@ impl Job {
             super::paths::default_workspace(&v.paths, sandbox, &here),
             v.audience,
         )?;
-        let layer = super::paths::layer(&v.paths, sandbox, &here, !namespaced_tmp)?;
+        // Without namespaces the host's /dev/pts is the job's: Landlock keeps the user's other
+        // terminals out (a namespaced job gets a devpts of its own instead).
+        let without_namespaces = v.paths.isolation == super::isolation::Mode::Off
+            || super::isolation::presumed_unavailable().is_some();
+        let layer = super::paths::layer(
+            &v.paths,
+            sandbox,
+            &here,
+            !namespaced_tmp,
+            without_namespaces,
+        )?;
         // What an earlier job left in the shared home to run in this one is removed first.
         if let Some(h) = &v.home {
             super::home::prepare(h).map_err(|e| Refusal::new("home", e))?;
@@ -201,6 +204,26 @@ impl Job {
         let isolated = isolation.as_ref().ok();
         let mut root_warning = Vec::new();
         refuse_root_below_isolated(v, isolated.is_some(), layer.as_ref(), &mut root_warning)?;
+        // The contained tier (Landlock without namespaces): its spawner's filter sends the
+        // metadata calls to the supervisor, which makes them within the writable places only
+        // (module `emulate`).
+        let contained = isolated.is_none()
+            && layer
+                .as_ref()
+                .is_some_and(|l| !l.prepared.status().enforced.is_empty());
+        #[cfg(target_arch = "x86_64")]
+        let spawner = match spawner_base {
+            Some(base) if plan.planned == Sandboxed::Exact => {
+                Some(Spawner::for_tier(sandbox.key(), base, contained).map_err(ExecError::Setup)?)
+            }
+            _ => None,
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let spawner: Option<()> = None;
+        let emulated = contained && spawner.is_some();
+        if contained && !emulated {
+            root_warning.extend(super::emulate::unguarded(sandbox, v.audience));
+        }
         // After the mounts the program changes to its directory by name: an inherited working
         // directory would still be the one beneath them.
         let here_c = match isolated {
@@ -311,7 +334,14 @@ impl Job {
         // Violations reach the spawner's shared listener, which finds the request by its
         // cgroup or its child.
         let join_v1 = group.v1_dirs();
-        let registration = Registration::new(group.cgroup_name(), response);
+        let mut registration = Registration::new(group.cgroup_name(), response);
+        if let (true, Some(l)) = (emulated, &layer) {
+            registration.emulate(super::emulate::Places::new(
+                &l.writable,
+                &v.paths.allowed_sockets,
+                v.paths.connect_ports.as_deref(),
+            ));
+        }
         Ok(Job {
             path,
             argv,

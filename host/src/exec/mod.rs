@@ -25,6 +25,7 @@ mod cgroup_names;
 pub(crate) mod clone;
 mod conceal;
 pub(crate) mod contain;
+mod emulate;
 #[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;

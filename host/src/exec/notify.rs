@@ -298,6 +298,11 @@ pub(crate) struct Slot {
     main: OnceLock<MainProgram>,
     /// The tally and the processes already sent SIGSYS.
     state: Mutex<(Tally, Vec<i32>)>,
+    /// The writable places of a contained-tier request, whose metadata calls the supervisor
+    /// makes (module `emulate`); unset for the other tiers.
+    places: OnceLock<super::emulate::Places>,
+    /// The metadata calls it refused.
+    emulated: Mutex<super::emulate::Tally>,
 }
 
 impl Slot {
@@ -307,6 +312,14 @@ impl Slot {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .0
+            .clone()
+    }
+
+    /// The metadata calls the supervisor refused so far.
+    pub(crate) fn emulated(&self) -> super::emulate::Tally {
+        self.emulated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 }
@@ -340,6 +353,8 @@ impl Registration {
                 response,
                 main: OnceLock::new(),
                 state: Mutex::default(),
+                places: OnceLock::new(),
+                emulated: Mutex::default(),
             }),
             keys: Vec::new(),
         };
@@ -347,6 +362,12 @@ impl Registration {
             r.add(Member::Cgroup(name.to_string()));
         }
         r
+    }
+
+    /// Has the supervisor make the request's metadata calls within `places` (the contained
+    /// tier's spawner sends them; module `emulate`). Set before the child starts.
+    pub(crate) fn emulate(&mut self, places: super::emulate::Places) {
+        let _ = self.slot.places.set(places);
     }
 
     /// Adds the direct child once it has started.
@@ -525,7 +546,11 @@ impl Known {
 /// is recorded in its request's slot and its process is stopped. A call from one of the
 /// host's own threads (a bug: the spawner thread is meant to make only exempted calls) is
 /// answered with EPERM instead.
-pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()> {
+pub(crate) fn supervise(
+    profile: &str,
+    listener: OwnedFd,
+    claims: super::emulate::Claims,
+) -> std::io::Result<()> {
     let profile = profile.to_string();
     std::thread::Builder::new()
         .name(format!("sandbox-notify-{profile}"))
@@ -571,6 +596,12 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
                         }
                     };
                     match slot {
+                        // A metadata call of the contained tier: made here, never refused by
+                        // the profile (module `emulate`).
+                        Some(slot) if claims.kind(c.data.nr as u32, &c.data.args).is_some() => {
+                            answer_emulated(fd, c, &claims, &slot, &mut known);
+                            false
+                        }
                         // A kill claimed through the cgroup before the request has named its
                         // program waits for it (a moment), so a kill of the program itself is
                         // reported as one.
@@ -607,6 +638,50 @@ pub(crate) fn supervise(profile: &str, listener: OwnedFd) -> std::io::Result<()>
             }
         })?;
     Ok(())
+}
+
+/// Answers a call sent by the contained tier's filter: a terminal's peer is opened for the
+/// job; a metadata call is made by the host within the request's writable places, or refused
+/// (EACCES) and counted. A request without places (none
+/// should reach this) has every such call refused.
+fn answer_emulated(
+    fd: BorrowedFd<'_>,
+    c: &libc::seccomp_notif,
+    claims: &super::emulate::Claims,
+    slot: &Slot,
+    known: &mut Known,
+) {
+    let kind = claims.kind(c.data.nr as u32, &c.data.args);
+    if kind == Some(super::emulate::Kind::Peer) {
+        super::emulate::peer(fd, c);
+        return;
+    }
+    let refused = match slot.places.get() {
+        Some(places) if kind == Some(super::emulate::Kind::Connect) => {
+            super::emulate::connect(fd, c, places)
+        }
+        Some(places) => super::emulate::answer(fd, c, places),
+        None => {
+            let resp = libc::seccomp_notif_resp {
+                id: c.id,
+                val: 0,
+                error: -libc::EACCES,
+                flags: 0,
+            };
+            let _ = crate::sys::notif_send(fd, &resp);
+            Some(super::emulate::Refused {
+                nr: c.data.nr as u32,
+                why: super::emulate::Why::Outside(None),
+            })
+        }
+    };
+    if let Some(r) = refused {
+        let program = known.program(c.pid as i32);
+        slot.emulated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(r, program);
+    }
 }
 
 /// Credential changes glibc makes in *every* thread of the process (its `setxid` broadcast)

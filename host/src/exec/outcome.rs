@@ -33,6 +33,8 @@ pub(super) struct Ended {
     /// The job had an init (namespaces).
     init: bool,
     tally: Tally,
+    /// What the supervisor refused making for the job (module `emulate`).
+    emulated_refused: super::emulate::Tally,
     status: i32,
     written_blocks: Option<u64>,
     counts: super::hits::Counts,
@@ -109,6 +111,7 @@ pub(super) fn collect(
         .unwrap_or(status);
     let counts = group.hits();
     group.finish();
+    let emulated_refused = registration.slot().emulated();
     drop(registration);
     let reverted = git_guard.map(super::git_guard::Guard::check);
 
@@ -134,6 +137,7 @@ pub(super) fn collect(
         net_warning,
         init: init.is_some(),
         tally,
+        emulated_refused,
         status,
         written_blocks,
         counts,
@@ -169,6 +173,7 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
         net_warning,
         init,
         tally,
+        emulated_refused,
         status,
         written_blocks,
         counts,
@@ -315,7 +320,23 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
         violation_entry(nr, program, count, args, &v.profile, profile, &asker)
     };
-    let violations = violation_entries(&tally, &v.profile, profile, &asker);
+    let mut violations = violation_entries(&tally, &v.profile, profile, &asker);
+    // Metadata calls the supervisor refused in the contained tier (module `emulate`).
+    violations.extend(emulated_refused.seen.iter().map(|s| {
+        let (hint, change) = super::emulate::advice(&s.refused.why, v.audience);
+        Violation {
+            syscall: NATIVE
+                .syscall_name(s.refused.nr)
+                .unwrap_or("unknown")
+                .to_string(),
+            number: Some(s.refused.nr),
+            count: s.count,
+            program: s.program.clone(),
+            profile: v.profile.clone(),
+            hint,
+            change,
+        }
+    }));
     let violation = match (signal, tally.killer.clone()) {
         (_, Some((nr, program))) => Some(
             violations
@@ -362,6 +383,13 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
     } else {
         super::refusals::Found::default()
     };
+    // What the supervisor refused is named once, by its violation entry.
+    let mut refusals = refusals;
+    refusals.entries.retain(|e| {
+        !e.path
+            .as_deref()
+            .is_some_and(|p| super::emulate::names(&emulated_refused, std::path::Path::new(p)))
+    });
     warnings.extend(super::refusals::warnings(
         &refusals,
         v.audience,
@@ -380,7 +408,7 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
         cancelled,
         violation,
         violations,
-        violations_omitted: tally.omitted,
+        violations_omitted: tally.omitted + emulated_refused.omitted,
         sandboxed: SandboxInfo {
             filter,
             profile: v.profile.clone(),

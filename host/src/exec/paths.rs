@@ -114,6 +114,9 @@ pub(crate) struct Layer {
     pub writable: Vec<PathBuf>,
 }
 
+/// Where the user's other terminals are: out of a job's reach (docs/isolation.md).
+pub(crate) const OTHER_TERMINALS: &str = "/dev/pts";
+
 /// The layer's rules for a command under `sandbox` run in `cwd`, with `temp` writable: the
 /// workspace default and the TCP treatment follow the profile's filter, the deny list starts
 /// from the host's `HOME`.
@@ -145,6 +148,7 @@ fn spec(
         writable,
         tcp,
         scoped: true,
+        own_terminals_only: false,
     })
 }
 
@@ -185,6 +189,7 @@ pub(crate) fn layer(
     sandbox: &Sandbox,
     cwd: &Path,
     own_tmp: bool,
+    own_terminals_only: bool,
 ) -> Result<Option<Layer>, Refusal> {
     // With Landlock or without, the constructed view binds the same places writable.
     preload_outside(rules, sandbox, &writable_set(rules, &allows(sandbox), cwd))?;
@@ -206,7 +211,15 @@ pub(crate) fn layer(
     } else {
         None
     };
-    let spec = spec(rules, sandbox, cwd, root)?;
+    let mut spec = spec(rules, sandbox, cwd, root)?;
+    // Without namespaces (no devpts of its own), a job's terminals are its own (a
+    // descriptor) and those it creates (module `emulate`); the user's others are neither
+    // written (no device rule) nor read (carved out of the read rule: a rule for each entry
+    // of /dev, which a job with namespaces does not need).
+    if own_terminals_only {
+        spec.own_terminals_only = true;
+        spec.deny_read.push(PathBuf::from(OTHER_TERMINALS));
+    }
     let tmp = root
         .map(|root| {
             tempfile::Builder::new()

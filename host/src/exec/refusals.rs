@@ -91,6 +91,9 @@ pub(crate) struct Policy<'a> {
     /// The profile's name when its filter itself refuses file changes (`minimal`, `network`:
     /// EROFS): a writable place does not help then, a profile that writes does.
     pub profile_refuses_writes: Option<String>,
+    /// The user's other terminals (`/dev/pts`) were out of reach (Landlock's layer of the
+    /// engine carves them out; docs/isolation.md).
+    pub other_terminals: bool,
 }
 
 /// The kind of error a line reports.
@@ -483,6 +486,7 @@ impl<'a> Policy<'a> {
             cwd: Some(cwd),
             profile_refuses_writes: (!super::paths::writes_allowed(sandbox))
                 .then(|| v.profile.clone()),
+            other_terminals: enforced("fs-read-deny"),
         }
     }
 }
@@ -510,6 +514,7 @@ impl<'a> Policy<'a> {
                 .collect();
         }
         p.writes_confined |= enforced("fs-write");
+        p.other_terminals |= enforced("fs-read-deny");
         p
     }
 }
@@ -600,6 +605,25 @@ impl Policy<'_> {
         }
         if kind == Kind::Dns {
             return None;
+        }
+        if self.other_terminals
+            && kind == Kind::Denied
+            && path.starts_with(super::paths::OTHER_TERMINALS)
+        {
+            return Some((OTHER_TERMINAL.into(), None));
+        }
+        // A host socket outside the writable places: refused at `connect` by the contained
+        // tier's supervisor, which names it itself; the socket flag is what allows it.
+        if kind == Kind::Denied
+            && self.writes_confined
+            && !under(&self.writable)
+            && std::fs::symlink_metadata(&path)
+                .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+        {
+            return Some((
+                "unreachable: a unix socket outside the writable places".into(),
+                Some(self.allow_socket(p)),
+            ));
         }
         if under(&self.deny_read) && kind != Kind::Busy {
             return Some((CREDENTIAL.into(), None));
@@ -724,6 +748,11 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
 /// The rule of a credential's entry.
 const CREDENTIAL: &str = "unreadable: a credential (the deny list)";
 
+/// The rule of another terminal's entry: no change lets a job reach the user's terminals.
+const OTHER_TERMINAL: &str = "unreachable: another terminal of the user (a job reaches its own \
+                              terminal, held as a descriptor, and those it creates through \
+                              /dev/ptmx)";
+
 /// The warning line of each entry, and one for those not itemized. A refused read of a path
 /// on the credential list names its entry: which kind of store, why it is listed, and that only
 /// turning Landlock off lifts it (`ctx` resolves the list as the layer did).
@@ -812,6 +841,7 @@ mod tests {
             audience: Audience::Cli,
             cwd: None,
             profile_refuses_writes: None,
+            other_terminals: true,
         }
     }
 
@@ -867,6 +897,23 @@ mod tests {
             Some(want.to_str().unwrap()),
             "{found:?}"
         );
+    }
+
+    /// Another terminal of the user is named as such, with no change offered; control:
+    /// without the carve-out (no Landlock) the same text names nothing.
+    #[test]
+    fn another_terminal_is_named_without_a_change() {
+        let text = "dd: failed to open '/dev/pts/3': Permission denied\n";
+        let e = name(text, &policy(&[], &[])).entries;
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].rule, OTHER_TERMINAL);
+        assert_eq!(e[0].allow, None);
+        let p = Policy {
+            other_terminals: false,
+            writes_confined: false,
+            ..policy(&[], &[])
+        };
+        assert!(name(text, &p).entries.is_empty());
     }
 
     /// A profile whose filter refuses file changes (minimal) is named as the rule, and the

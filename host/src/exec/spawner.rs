@@ -83,9 +83,18 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
 
 /// The spawner thread's filter: `base` (the profile's exact outer policy) with the calls of
 /// [`SECRET_CALLS`] exempted when they carry `secret`, and `trap` turned into a user
-/// notification.
-pub fn program(base: &Policy, secret: u64) -> Result<Vec<Insn>, Error> {
+/// notification. The calls `claims` names go to the listener as well (as `trap` does): the
+/// contained tier's metadata calls and terminal peers, which the supervisor makes itself
+/// (module `emulate`).
+pub(crate) fn program(
+    base: &Policy,
+    secret: u64,
+    claims: &super::emulate::Claims,
+) -> Result<Vec<Insn>, Error> {
     let mut policy = Box::new(base.clone());
+    claims
+        .add_to(&mut policy)
+        .map_err(|_| Error::whole(Source::Allow, ErrorKind::TooManyRules))?;
     for (name, arg) in SECRET_CALLS {
         let Some(nr) = NATIVE.syscall_number(name) else {
             continue;
@@ -163,10 +172,22 @@ fn futex(word: &impl Sized, op: i32, val: u32, secret: u64) {
 impl Spawner {
     /// The spawner for a profile whose exact outer policy is `base`, started on first use
     /// (again after a fork: the thread exists only in the process that started it).
+    #[cfg(test)]
     pub(crate) fn for_profile(name: &str, base: &Policy) -> std::io::Result<&'static Spawner> {
-        type Cache = Mutex<HashMap<(String, u32), &'static Spawner>>;
+        Spawner::for_tier(name, base, false)
+    }
+
+    /// The spawner for a profile, for the contained tier (`contained`: its filter sends the
+    /// metadata calls the profile allows to the supervisor, which makes them for the job) or
+    /// for the others. A profile has one of each, started on first use.
+    pub(crate) fn for_tier(
+        name: &str,
+        base: &Policy,
+        contained: bool,
+    ) -> std::io::Result<&'static Spawner> {
+        type Cache = Mutex<HashMap<(String, bool, u32), &'static Spawner>>;
         static CACHE: OnceLock<Cache> = OnceLock::new();
-        let key = (name.to_string(), std::process::id());
+        let key = (name.to_string(), contained, std::process::id());
         let mut cache = CACHE
             .get_or_init(Default::default)
             .lock()
@@ -174,14 +195,23 @@ impl Spawner {
         if let Some(s) = cache.get(&key) {
             return Ok(s);
         }
-        let s = Spawner::start(name, base)?;
+        let claims = if contained {
+            super::emulate::Claims::of(base)
+        } else {
+            super::emulate::Claims::default()
+        };
+        let s = Spawner::start(name, base, claims)?;
         cache.insert(key, s);
         Ok(s)
     }
 
-    fn start(name: &str, base: &Policy) -> std::io::Result<&'static Spawner> {
+    fn start(
+        name: &str,
+        base: &Policy,
+        claims: super::emulate::Claims,
+    ) -> std::io::Result<&'static Spawner> {
         let secret = random_secret()?;
-        let prog = program(base, secret)
+        let prog = program(base, secret, &claims)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let sp: &'static Spawner = Box::leak(Box::new(Spawner {
             secret,
@@ -209,7 +239,7 @@ impl Spawner {
         };
         // SAFETY: the thread created this descriptor in the host's table and gave it to us.
         let listener = unsafe { OwnedFd::from_raw_fd(listener) };
-        super::notify::supervise(name, listener)?;
+        super::notify::supervise(name, listener, claims)?;
         tracing::debug!(profile = name, "spawner thread ready");
         Ok(sp)
     }

@@ -1,0 +1,119 @@
+//! Which calls the contained tier's filter sends to the supervisor, and the rules that send
+//! them.
+
+use crate::policy::{Action, Policy, NATIVE};
+
+/// The calls that change a file's mode, owner, times or extended attributes (by path or by
+/// descriptor); the filter of the contained tier sends those its profile allows to the host.
+pub(crate) const CALLS: &[&str] = &[
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "utime",
+    "utimes",
+    "futimesat",
+    "utimensat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "setxattrat",
+    "removexattrat",
+    "file_setattr",
+];
+
+/// The numbers of the [`CALLS`] that `policy` allows whatever their arguments: those are the
+/// ones to emulate. A call the profile refuses stays refused by the filter; one it allows
+/// only for some arguments is left to the filter (no built-in profile has such a rule).
+pub(crate) fn numbers(policy: &Policy) -> Vec<u32> {
+    CALLS
+        .iter()
+        .filter_map(|name| NATIVE.syscall_number(name))
+        .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow))
+        .collect()
+}
+
+/// What the contained tier's filter sends to the supervisor: the metadata calls and `connect`
+/// where the profile allows them outright, and `ioctl(TIOCGPTPEER)` where the profile allows it (the terminal a job
+/// creates through `/dev/ptmx`: Landlock no longer grants the host's `/dev/pts`, where the
+/// user's other terminals are, so the supervisor opens the peer for it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Claims {
+    metadata: Vec<u32>,
+    peer: Option<u32>,
+    connect: Option<u32>,
+}
+
+impl Claims {
+    /// The claims for a profile whose outer policy is `policy`.
+    pub(crate) fn of(policy: &Policy) -> Claims {
+        let peer = NATIVE.syscall_number("ioctl").filter(|nr| {
+            policy.decide(*nr, &[0, u64::from(TIOCGPTPEER), 0, 0, 0, 0]) == Action::Allow
+        });
+        let connect = NATIVE
+            .syscall_number("connect")
+            .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
+        Claims {
+            metadata: numbers(policy),
+            peer,
+            connect,
+        }
+    }
+
+    /// Adds the rules that send the claimed calls to the listener (`trap`, which the
+    /// spawner's filter turns into a user notification).
+    pub(crate) fn add_to(&self, policy: &mut Policy) -> Result<(), crate::policy::policy::Full> {
+        for nr in &self.metadata {
+            policy.add_rule(*nr, Action::Trap, &[])?;
+        }
+        if let Some(nr) = self.peer {
+            // The command as the kernel reads it: its low 32 bits.
+            let cond = crate::policy::Cond {
+                arg: 1,
+                width: crate::policy::Width::W32,
+                mask: u64::MAX,
+                op: crate::policy::CmpOp::Eq,
+                value: u64::from(TIOCGPTPEER),
+            };
+            policy.add_rule(nr, Action::Trap, &[&[cond]])?;
+        }
+        if let Some(nr) = self.connect {
+            policy.add_rule(nr, Action::Trap, &[])?;
+        }
+        Ok(())
+    }
+
+    /// Whether a waiting call is one of the claimed ones, and which kind.
+    pub(crate) fn kind(&self, nr: u32, args: &[u64; 6]) -> Option<Kind> {
+        if self.metadata.contains(&nr) {
+            Some(Kind::Metadata)
+        } else if self.peer == Some(nr) && args[1] as u32 == TIOCGPTPEER {
+            Some(Kind::Peer)
+        } else if self.connect == Some(nr) {
+            Some(Kind::Connect)
+        } else {
+            None
+        }
+    }
+}
+
+/// A claimed call's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A metadata call ([`super::answer`]).
+    Metadata,
+    /// `ioctl(TIOCGPTPEER)` ([`super::peer`]).
+    Peer,
+    /// `connect` ([`super::connect`]).
+    Connect,
+}
+
+/// `TIOCGPTPEER` as a 32-bit command.
+const TIOCGPTPEER: u32 = libc::TIOCGPTPEER as u32;

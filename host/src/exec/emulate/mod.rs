@@ -1,0 +1,408 @@
+//! File-metadata calls carried out by the host for a job of the contained tier.
+//!
+//! Landlock has no right for a file's mode, owner, times or extended attributes, and the
+//! contained tier has no read-only view of the host's tree: under profiles that allow
+//! `chmod`, `chown`, `utimensat` or `setxattr` a job could change them on any file its user
+//! owns. So in that tier the filter sends those calls to the host ([`CALLS`], the ones the
+//! profile allows outright), and the host makes each one itself:
+//!
+//! 1. it reads the call's path (and name, value, times) once from the thread's memory and
+//!    uses only that copy, so another thread rewriting the string changes nothing;
+//! 2. it opens the object `O_PATH` relative to the thread's own working directory or
+//!    descriptor (`/proc/TID/cwd`, `/proc/TID/fd/N`), following the final symlink only where
+//!    the call would;
+//! 3. it checks that the *opened object* lies in a writable place: the name the kernel keeps
+//!    for the descriptor (`/proc/self/fd/N`) lies beneath a writable root and still leads to
+//!    the same device and inode; an object without a name (a pipe, a socket, a file unlinked
+//!    everywhere) has nothing outside to protect;
+//! 4. it changes the metadata through that descriptor (`AT_EMPTY_PATH`), with its own
+//!    credentials, which must be the thread's (same file-system user, groups, and no
+//!    capability the thread lacks), and answers the call with the result.
+//!
+//! The call is never let through to run by itself (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`): the
+//! kernel would read the path again, after the check. A refused call fails with EACCES, as
+//! Landlock's refusals do, and is named ([`Refused`]; module `report`).
+//!
+//! The same filter sends `connect`, made by the host after the same check (module `socket`),
+//! and `ioctl(TIOCGPTPEER)`, so that a job can create terminals while the
+//! user's others stay out of its Landlock domain (module `peer`). Which calls are sent:
+//! module `claims`; their arguments: module `decode`; the thread seen from the host: module
+//! `target`; the raw calls: module `sys`.
+
+mod claims;
+mod decode;
+mod peer;
+mod report;
+mod socket;
+mod sys;
+mod target;
+
+pub(crate) use claims::{Claims, Kind};
+pub(crate) use peer::peer;
+pub(crate) use report::{advice, names, unguarded, Tally};
+
+use crate::policy::NATIVE;
+use decode::{decode, errno, Op, Target};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use target::Thread;
+
+/// The places where a job may change metadata: its writable places, resolved once (the
+/// names the kernel gives descriptors are resolved too).
+#[derive(Clone, Debug)]
+pub(crate) struct Places {
+    roots: Vec<PathBuf>,
+    /// Host unix sockets the request allows (`--allow-unix-socket`).
+    sockets: Vec<PathBuf>,
+    /// The TCP ports the request allows (`--allow-port`), when it limits them.
+    ports: Option<Vec<u16>>,
+}
+
+impl Places {
+    /// The writable places of a job's layer, the unix sockets and TCP ports it may reach.
+    pub(crate) fn new(writable: &[PathBuf], sockets: &[PathBuf], ports: Option<&[u16]>) -> Places {
+        Places {
+            roots: writable
+                .iter()
+                .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone()))
+                .collect(),
+            sockets: sockets.to_vec(),
+            ports: ports.map(<[u16]>::to_vec),
+        }
+    }
+
+    /// Whether the socket file `st` is one the request allows by name.
+    fn allows_socket(&self, st: &libc::stat) -> bool {
+        self.sockets.iter().any(|p| socket::same_inode(p, st))
+    }
+
+    fn holds(&self, path: &Path) -> bool {
+        self.roots.iter().any(|r| path.starts_with(r))
+    }
+
+    /// Whether the object `fd` holds lies in one of the places; else the name it has.
+    fn locate(&self, fd: BorrowedFd<'_>) -> Result<(), Why> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|_| Why::Outside(None))?;
+        let bytes = link.as_os_str().as_bytes();
+        // `pipe:[N]`, `socket:[N]`, `anon_inode:...`: reachable by no path.
+        if !bytes.starts_with(b"/") {
+            return Ok(());
+        }
+        let st = sys::fstat(fd).map_err(|_| Why::Outside(None))?;
+        if let Some(gone) = bytes.strip_suffix(b" (deleted)") {
+            // Unlinked: harmless once no other name leads to it.
+            let name = Path::new(std::ffi::OsStr::from_bytes(gone)).to_path_buf();
+            return if st.st_nlink == 0 {
+                Ok(())
+            } else {
+                Err(Why::Outside(Some(name)))
+            };
+        }
+        if !self.holds(&link) {
+            return Err(Why::Outside(Some(link)));
+        }
+        // The name was the object's when it was read: it still leads to the same inode (a
+        // rename meanwhile fails closed).
+        match std::fs::symlink_metadata(&link) {
+            Ok(m) if m.dev() == st.st_dev && m.ino() == st.st_ino => Ok(()),
+            _ => Err(Why::Outside(Some(link))),
+        }
+    }
+}
+
+/// Why a call was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Why {
+    /// The object lies outside the writable places (its name, when it has one).
+    Outside(Option<PathBuf>),
+    /// The thread's credentials are not the host's (it changed user or dropped capabilities),
+    /// so the host cannot act for it.
+    Credentials,
+    /// The thread's memory or descriptors could not be read (it made itself non-dumpable).
+    Unreadable,
+    /// A unix socket outside the writable places that the request does not allow (its name).
+    Socket(PathBuf),
+    /// An abstract unix address: Landlock's scope could not be kept for it.
+    Abstract,
+    /// A TCP port the request does not allow.
+    Port(u16),
+}
+
+/// A call the emulation refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Refused {
+    /// The call's number.
+    pub nr: u32,
+    /// Why.
+    pub why: Why,
+}
+
+/// Opens the call's object on the host's side.
+fn open(t: &Thread, target: &Target) -> io::Result<(OwnedFd, bool)> {
+    match target {
+        Target::Fd(fd) => Ok((t.fd(*fd)?, true)),
+        Target::Path {
+            dir,
+            path,
+            follow,
+            empty,
+        } => {
+            let base = match dir {
+                Some(fd) => Some(t.fd(*fd)?),
+                None if path.as_bytes().first() == Some(&b'/') => None,
+                None => Some(t.cwd()?),
+            };
+            if path.as_bytes().is_empty() {
+                return match (empty, base) {
+                    (true, Some(b)) => Ok((b, *follow)),
+                    _ => Err(errno(libc::ENOENT)),
+                };
+            }
+            let extra = if *follow { 0 } else { libc::O_NOFOLLOW };
+            let fd = sys::open_path(base.as_ref().map(|b| b.as_fd()), path, extra)?;
+            Ok((fd, *follow))
+        }
+    }
+}
+
+/// Makes the change through `fd`.
+fn perform(fd: BorrowedFd<'_>, followed: bool, op: &Op) -> io::Result<()> {
+    match op {
+        Op::Mode(mode) => {
+            // A symlink's own mode cannot change (fchmodat2 answers EOPNOTSUPP).
+            if !followed && sys::fstat(fd)?.st_mode & libc::S_IFMT == libc::S_IFLNK {
+                return Err(errno(libc::EOPNOTSUPP));
+            }
+            sys::chmod_fd(fd, *mode)
+        }
+        Op::Owner(uid, gid) => sys::chown_fd(fd, *uid, *gid),
+        Op::Times(t) => sys::utimens_fd(fd, t.as_ref()),
+        Op::SetXattr { name, value, flags } => sys::setxattr_fd(fd, name, value, *flags),
+        Op::RemoveXattr(name) => sys::removexattr_fd(fd, name),
+        Op::FileAttr(attr) => sys::file_setattr_fd(fd, attr),
+    }
+}
+
+/// A descriptor opened `O_PATH` by the job cannot have its metadata changed through the
+/// descriptor calls (`fchmod` and the like answer EBADF): so neither here.
+fn opened_o_path(tid: u32, fd: u64) -> bool {
+    let fd = fd as u32 as i32;
+    std::fs::read_to_string(format!("/proc/{tid}/fdinfo/{fd}"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| i64::from_str_radix(f.trim(), 8).ok())
+        })
+        .is_some_and(|f| f & i64::from(libc::O_PATH) != 0)
+}
+
+/// What the emulation answers one call with.
+enum Answer {
+    /// The call's own result (0, or its errno).
+    Result(io::Result<()>),
+    /// Refused: the call fails with this errno, and is named.
+    Refused(i32, Why),
+    /// The call no longer waits: nothing to answer.
+    Gone,
+}
+
+fn decide(listener: BorrowedFd<'_>, n: &libc::seccomp_notif, places: &Places) -> Answer {
+    let nr = n.data.nr as u32;
+    let Some(name) = NATIVE.syscall_name(nr) else {
+        return Answer::Result(Err(errno(libc::ENOSYS)));
+    };
+    let Ok(thread) = Thread::open(n.pid) else {
+        return Answer::Refused(libc::EPERM, Why::Unreadable);
+    };
+    let (target, op) = match decode(name, &n.data.args, &thread) {
+        Ok(d) => d,
+        Err(e) => return Answer::Result(Err(e)),
+    };
+    if !thread.same_credentials() {
+        return Answer::Refused(libc::EPERM, Why::Credentials);
+    }
+    if let Target::Fd(fd) = target {
+        if opened_o_path(n.pid, fd) {
+            return Answer::Result(Err(errno(libc::EBADF)));
+        }
+    }
+    let opened = open(&thread, &target);
+    // Everything about the thread was read through its id: it must still be the thread
+    // whose call waits (seccomp_unotify(2)).
+    if !crate::sys::notif_id_valid(listener, n.id) {
+        return Answer::Gone;
+    }
+    let (fd, followed) = match opened {
+        Ok(o) => o,
+        Err(e) => return Answer::Result(Err(e)),
+    };
+    if let Err(why) = places.locate(fd.as_fd()) {
+        return Answer::Refused(libc::EACCES, why);
+    }
+    Answer::Result(perform(fd.as_fd(), followed, &op))
+}
+
+/// Carries out one waiting `connect` of a job (module `socket`), and answers it; the connect
+/// itself runs on a thread of its own, so that a slow peer never holds up the supervisor.
+/// Returns the refusal when the call was refused.
+pub(crate) fn connect(
+    listener: BorrowedFd<'_>,
+    n: &libc::seccomp_notif,
+    places: &Places,
+) -> Option<Refused> {
+    let send = |listener: BorrowedFd<'_>, error: i32| {
+        let resp = libc::seccomp_notif_resp {
+            id: n.id,
+            val: 0,
+            error: -error,
+            flags: 0,
+        };
+        let _ = crate::sys::notif_send(listener, &resp);
+    };
+    let Ok(thread) = Thread::open(n.pid) else {
+        send(listener, libc::EPERM);
+        return Some(Refused {
+            nr: n.data.nr as u32,
+            why: Why::Unreadable,
+        });
+    };
+    let plan = socket::plan(&thread, n.pid, &n.data.args, places);
+    if !crate::sys::notif_id_valid(listener, n.id) {
+        return None;
+    }
+    match plan {
+        socket::Plan::Fail(e) => send(listener, e),
+        socket::Plan::Refused(e, why) => {
+            send(listener, e);
+            return Some(Refused {
+                nr: n.data.nr as u32,
+                why,
+            });
+        }
+        socket::Plan::Connect { sock, addr, object } => {
+            let (id, own) = (n.id, listener.try_clone_to_owned());
+            let Ok(own) = own else {
+                send(listener, libc::EAGAIN);
+                return None;
+            };
+            let spawned = std::thread::Builder::new()
+                .name("sandbox-connect".into())
+                .spawn(move || {
+                    let r = socket::make(sock.as_fd(), &addr);
+                    drop(object);
+                    let resp = libc::seccomp_notif_resp {
+                        id,
+                        val: 0,
+                        error: r
+                            .err()
+                            .map_or(0, |e| -e.raw_os_error().unwrap_or(libc::EIO)),
+                        flags: 0,
+                    };
+                    let _ = crate::sys::notif_send(own.as_fd(), &resp);
+                });
+            if spawned.is_err() {
+                send(listener, libc::EAGAIN);
+            }
+        }
+    }
+    None
+}
+
+/// Carries out one waiting metadata call of a job whose writable places are `places`, and
+/// answers it. Returns the refusal when the call was refused, for the request to name.
+pub(crate) fn answer(
+    listener: BorrowedFd<'_>,
+    n: &libc::seccomp_notif,
+    places: &Places,
+) -> Option<Refused> {
+    let (error, refused) = match decide(listener, n, places) {
+        Answer::Gone => return None,
+        Answer::Result(Ok(())) => (0, None),
+        Answer::Result(Err(e)) => (e.raw_os_error().unwrap_or(libc::EIO), None),
+        Answer::Refused(e, why) => (
+            e,
+            Some(Refused {
+                nr: n.data.nr as u32,
+                why,
+            }),
+        ),
+    };
+    let resp = libc::seccomp_notif_resp {
+        id: n.id,
+        val: 0,
+        error: -error,
+        flags: 0,
+    };
+    // A thread that is gone meanwhile gives ENOENT, which needs nothing more.
+    let _ = crate::sys::notif_send(listener, &resp);
+    refused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claims::numbers;
+    use super::*;
+    use crate::policy::{Action, Policy};
+    use std::ffi::CString;
+
+    fn outer(name: &str) -> Box<Policy> {
+        let profile = sandbox_policy::profile::Profile::builtin(name).unwrap();
+        crate::outer::base_policy(&profile, Some(Action::Trap))
+            .unwrap()
+            .unwrap()
+            .policy
+    }
+
+    #[test]
+    fn only_calls_the_profile_allows_outright_are_emulated() {
+        let chmod = NATIVE.syscall_number("chmod").unwrap();
+        let setxattr = NATIVE.syscall_number("setxattr").unwrap();
+        for name in ["shell", "write", "shell-network"] {
+            let n = numbers(&outer(name));
+            assert!(n.contains(&chmod) && n.contains(&setxattr), "{name}");
+        }
+        // The read-only profiles refuse the calls in the filter: nothing to emulate.
+        for name in ["minimal", "network"] {
+            assert!(numbers(&outer(name)).is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_object_is_placed_by_its_name_and_inode() {
+        let ws = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        std::fs::write(ws.path().join("in"), "x").unwrap();
+        std::fs::write(out.path().join("out"), "x").unwrap();
+        let places = Places::new(&[ws.path().to_path_buf()], &[], None);
+        let open = |p: &Path| {
+            sys::open_path(None, &CString::new(p.as_os_str().as_bytes()).unwrap(), 0).unwrap()
+        };
+        assert_eq!(places.locate(open(&ws.path().join("in")).as_fd()), Ok(()));
+        assert_eq!(places.locate(open(ws.path()).as_fd()), Ok(()));
+        let outside = open(&out.path().join("out"));
+        assert!(matches!(
+            places.locate(outside.as_fd()),
+            Err(Why::Outside(Some(_)))
+        ));
+        // A sibling whose name only starts like the workspace's is outside.
+        let sibling = PathBuf::from(format!("{}x", ws.path().display()));
+        std::fs::write(&sibling, "x").unwrap();
+        let s = open(&sibling);
+        assert!(places.locate(s.as_fd()).is_err());
+        std::fs::remove_file(&sibling).unwrap();
+        // Unlinked while another name is left: outside; unlinked everywhere: nothing to guard.
+        let f = out.path().join("twice");
+        std::fs::write(&f, "x").unwrap();
+        std::fs::hard_link(&f, out.path().join("other")).unwrap();
+        let held = open(&f);
+        std::fs::remove_file(&f).unwrap();
+        assert!(places.locate(held.as_fd()).is_err());
+        std::fs::remove_file(out.path().join("other")).unwrap();
+        assert_eq!(places.locate(held.as_fd()), Ok(()));
+    }
+}

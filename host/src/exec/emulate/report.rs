@@ -1,0 +1,177 @@
+//! How the emulation's refusals reach the request: counted per (call, reason, program), and
+//! worded with the change that allows them.
+
+use super::claims::numbers;
+use super::{Refused, Why};
+
+/// The warning of a contained-tier run whose metadata calls and connects cannot reach the host (a request
+/// that changed its profile attaches its own filter, a session's commands install theirs, an
+/// architecture without spawner threads): the protection is missing, and the run says so.
+/// `None` when the profile allows none of the calls (nothing is missing).
+pub(crate) fn unguarded(
+    sandbox: &crate::sandbox::Sandbox,
+    audience: crate::exec::request::Audience,
+) -> Option<String> {
+    let policy = sandbox.profile_policy()?;
+    let metadata = !numbers(policy).is_empty();
+    // Unix sockets are only at stake where the profile lets the job make them.
+    let sockets = crate::policy::NATIVE
+        .syscall_number("socket")
+        .is_some_and(|nr| {
+            policy.decide(
+                nr,
+                &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+            ) == crate::policy::Action::Allow
+        });
+    let what = match (metadata, sockets) {
+        (false, false) => return None,
+        (true, false) => {
+            "metadata outside the writable places is unguarded in this run: \
+                          chmod, chown, utimensat and setxattr reach every file the user owns"
+        }
+        (false, true) => {
+            "host unix sockets are unguarded in this run: connect reaches every \
+                          socket the user may write (an agent, tmux, Docker)"
+        }
+        (true, true) => {
+            "metadata outside the writable places is unguarded in this run, and \
+                         so are host unix sockets: chmod, chown, utimensat and setxattr reach \
+                         every file the user owns, connect every socket the user may write"
+        }
+    };
+    let isolated = match audience {
+        crate::exec::request::Audience::Json => "\"isolation\": \"required\"",
+        crate::exec::request::Audience::Cli => "--isolation required",
+    };
+    Some(format!(
+        "sandbox: warning: {what} (a profile changed by the request, or a session, has no \
+         supervisor to make those calls); use a built-in profile as it is, or {isolated} \
+         where namespaces are available"
+    ))
+}
+
+/// The result entry's hint and change for a refused metadata call, in `audience`'s terms.
+pub(crate) fn advice(
+    why: &Why,
+    audience: crate::exec::request::Audience,
+) -> (String, Option<String>) {
+    match why {
+        Why::Outside(Some(path)) => {
+            let shown = crate::escape::path(path);
+            let change = match audience {
+                crate::exec::request::Audience::Json => {
+                    format!("\"writable_paths\": [{:?}]", path.display().to_string())
+                }
+                crate::exec::request::Audience::Cli => format!("--allow-write {shown}"),
+            };
+            (
+                format!(
+                    "{shown} lies outside the writable places, where mode, owner, times and \
+                     extended attributes cannot change; to allow: {change}"
+                ),
+                Some(change),
+            )
+        }
+        Why::Outside(None) => (
+            "the object lies outside the writable places, where mode, owner, times and \
+             extended attributes cannot change"
+                .to_string(),
+            None,
+        ),
+        Why::Credentials => (
+            "a process that changed its user or dropped capabilities cannot have metadata \
+             changed for it (the host acts with the job's starting credentials)"
+                .to_string(),
+            None,
+        ),
+        Why::Socket(path) => {
+            let shown = crate::escape::path(path);
+            let change = match audience {
+                crate::exec::request::Audience::Json => {
+                    format!("\"allow_unix_sockets\": [{:?}]", path.display().to_string())
+                }
+                crate::exec::request::Audience::Cli => format!("--allow-unix-socket {shown}"),
+            };
+            (
+                format!(
+                    "the unix socket {shown} lies outside the writable places; to allow: {change}"
+                ),
+                Some(change),
+            )
+        }
+        Why::Abstract => (
+            "abstract unix sockets cannot be reached without namespaces: the host connects \
+             for the job and cannot keep Landlock's scope; use a pathname socket in the \
+             workspace, or the isolated tier"
+                .to_string(),
+            None,
+        ),
+        Why::Port(p) => {
+            let change = match audience {
+                crate::exec::request::Audience::Json => format!("\"connect_ports\": [{p}]"),
+                crate::exec::request::Audience::Cli => format!("--connect-ports {p}"),
+            };
+            (
+                format!("TCP port {p} is not among the allowed ports; to allow: {change}"),
+                Some(change),
+            )
+        }
+        Why::Unreadable => (
+            "a process that made itself non-dumpable cannot have its call read".to_string(),
+            None,
+        ),
+    }
+}
+
+/// Distinct refusals a request keeps; more are only counted.
+pub(crate) const MAX_REFUSED: usize = 32;
+
+/// One refused (call, reason, program) and how often.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Seen {
+    /// What was refused.
+    pub refused: Refused,
+    /// The executable that made the call, when it could be read.
+    pub program: Option<String>,
+    /// How many times.
+    pub count: u64,
+}
+
+/// The emulated calls a request had refused: counts, bounded like the filter's tally.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tally {
+    /// At most [`MAX_REFUSED`], in order of first appearance.
+    pub seen: Vec<Seen>,
+    /// Refusals beyond those.
+    pub omitted: u64,
+}
+
+impl Tally {
+    /// Counts one refusal.
+    pub(crate) fn record(&mut self, refused: Refused, program: Option<String>) {
+        if let Some(s) = self
+            .seen
+            .iter_mut()
+            .find(|s| s.refused == refused && s.program == program)
+        {
+            s.count = s.count.saturating_add(1);
+        } else if self.seen.len() < MAX_REFUSED {
+            self.seen.push(Seen {
+                refused,
+                program,
+                count: 1,
+            });
+        } else {
+            self.omitted = self.omitted.saturating_add(1);
+        }
+    }
+}
+
+/// Whether `tally` holds a refusal of the object at `path` (so that the same refusal, found
+/// again in the program's stderr, is not named twice).
+pub(crate) fn names(tally: &Tally, path: &std::path::Path) -> bool {
+    tally.seen.iter().any(|s| match &s.refused.why {
+        Why::Socket(p) | Why::Outside(Some(p)) => p == path,
+        _ => false,
+    })
+}

@@ -1,0 +1,220 @@
+//! The raw calls the emulation makes on the host's side: opening an object without following
+//! a final symlink, and changing the metadata of an object held by an `O_PATH` descriptor.
+//! Every change goes through the descriptor (`AT_EMPTY_PATH`), never through a path string
+//! the job could swap after the check.
+
+use std::ffi::{CStr, CString};
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// The result of a raw call that returns 0 or -1 with errno.
+fn done(rc: libc::c_long) -> io::Result<()> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The number of a call on this architecture, from the policy's tables: the newer calls
+/// (`fchmodat2`, `setxattrat`, `removexattrat`, `file_setattr`) are not in every libc.
+fn nr(name: &str) -> io::Result<libc::c_long> {
+    crate::policy::NATIVE
+        .syscall_number(name)
+        .map(libc::c_long::from)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// `openat(dir, path, O_PATH | O_CLOEXEC | extra)`; `dir` `None` is `AT_FDCWD`.
+pub(super) fn open_path(
+    dir: Option<BorrowedFd<'_>>,
+    path: &CStr,
+    extra: libc::c_int,
+) -> io::Result<OwnedFd> {
+    let dir = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: a NUL-terminated path that outlives the call; O_PATH opens nothing for I/O.
+    let fd = unsafe { libc::openat(dir, path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC | extra) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fstat(fd)`.
+pub(super) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a live descriptor and a stat buffer of the right size.
+    done(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) }.into())?;
+    Ok(st)
+}
+
+/// `fchmodat2(fd, "", mode, AT_EMPTY_PATH)`.
+pub(super) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    let n = nr("fchmodat2")?;
+    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH: the call acts on `fd` only.
+    done(unsafe {
+        libc::syscall(
+            n,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            mode as libc::c_long,
+            libc::AT_EMPTY_PATH,
+        )
+    })
+}
+
+/// `fchownat(fd, "", uid, gid, AT_EMPTY_PATH)`.
+pub(super) fn chown_fd(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()> {
+    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH: the call acts on `fd` only.
+    done(
+        unsafe { libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), uid, gid, libc::AT_EMPTY_PATH) }
+            .into(),
+    )
+}
+
+/// `utimensat(fd, "", times, AT_EMPTY_PATH)`; `None` sets both to now.
+pub(super) fn utimens_fd(
+    fd: BorrowedFd<'_>,
+    times: Option<&[libc::timespec; 2]>,
+) -> io::Result<()> {
+    let t = times.map_or(std::ptr::null(), |t| t.as_ptr());
+    // SAFETY: an empty path with AT_EMPTY_PATH, and either no times or two live timespecs.
+    done(unsafe { libc::utimensat(fd.as_raw_fd(), c"".as_ptr(), t, libc::AT_EMPTY_PATH) }.into())
+}
+
+/// The name `/proc/self/fd/N` of a descriptor: the extended-attribute calls take no `O_PATH`
+/// descriptor (`setxattrat` with `AT_EMPTY_PATH` answers EBADF for one), but the magic link
+/// leads to the very object it holds, and no further (a symlink held is the symlink).
+fn magic(fd: BorrowedFd<'_>) -> CString {
+    CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL in a number")
+}
+
+/// `setxattr(/proc/self/fd/N, name, value, flags)`.
+pub(super) fn setxattr_fd(
+    fd: BorrowedFd<'_>,
+    name: &CStr,
+    value: &[u8],
+    flags: u32,
+) -> io::Result<()> {
+    let path = magic(fd);
+    // SAFETY: NUL-terminated path and name, and a value pointer and size describing `value`.
+    done(
+        unsafe {
+            libc::setxattr(
+                path.as_ptr(),
+                name.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags as libc::c_int,
+            )
+        }
+        .into(),
+    )
+}
+
+/// `removexattr(/proc/self/fd/N, name)`.
+pub(super) fn removexattr_fd(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    let path = magic(fd);
+    // SAFETY: NUL-terminated path and name.
+    done(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) }.into())
+}
+
+/// `file_setattr(fd, "", attr, size, AT_EMPTY_PATH)`: `attr` is the job's `struct file_attr`,
+/// copied as it gave it (the kernel checks its size and fields).
+pub(super) fn file_setattr_fd(fd: BorrowedFd<'_>, attr: &[u8]) -> io::Result<()> {
+    let n = nr("file_setattr")?;
+    // SAFETY: an empty path with AT_EMPTY_PATH and a buffer of exactly `attr.len()` bytes.
+    done(unsafe {
+        libc::syscall(
+            n,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            attr.as_ptr(),
+            attr.len(),
+            libc::AT_EMPTY_PATH,
+        )
+    })
+}
+
+/// `ioctl(master, TIOCGPTPEER, flags)`: the peer of a pseudo-terminal master.
+pub(super) fn open_peer(master: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: TIOCGPTPEER takes the open flags as its argument and returns a new descriptor.
+    let fd = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, flags) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `struct seccomp_notif_addfd`.
+#[repr(C)]
+struct NotifAddfd {
+    id: u64,
+    flags: u32,
+    srcfd: u32,
+    newfd: u32,
+    newfd_flags: u32,
+}
+
+/// Places `fd` in the table of the thread whose call `id` waits and answers the call with its
+/// number (`SECCOMP_ADDFD_FLAG_SEND`: both at once).
+pub(super) fn add_fd_send(
+    listener: BorrowedFd<'_>,
+    id: u64,
+    fd: BorrowedFd<'_>,
+    cloexec: bool,
+) -> io::Result<()> {
+    let add = NotifAddfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SEND as u32,
+        srcfd: fd.as_raw_fd() as u32,
+        newfd: 0,
+        newfd_flags: if cloexec { libc::O_CLOEXEC as u32 } else { 0 },
+    };
+    // SAFETY: the listener's ioctl with a live, properly sized `seccomp_notif_addfd`.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &add as *const NotifAddfd,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The socket's domain (`SO_DOMAIN`): ENOTSOCK for another kind of descriptor.
+pub(super) fn socket_domain(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
+    let mut domain: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: an int-sized buffer and its length, both live for the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    done(rc.into())?;
+    Ok(domain)
+}
+
+/// `connect(fd, addr)` with the address's bytes as given (the kernel checks them).
+pub(super) fn connect(fd: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
+    // SAFETY: `addr` is a live buffer of `addr.len()` bytes; the kernel copies it in.
+    let rc = unsafe {
+        libc::connect(
+            fd.as_raw_fd(),
+            addr.as_ptr().cast(),
+            addr.len() as libc::socklen_t,
+        )
+    };
+    done(rc.into())
+}

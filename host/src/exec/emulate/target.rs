@@ -1,0 +1,233 @@
+//! The waiting thread, seen from the host: its memory (read once, through
+//! `/proc/TID/mem`), its working directory and descriptors (opened `O_PATH` through
+//! `/proc/TID/cwd` and `/proc/TID/fd/N`, which give the very object the thread holds), and its
+//! credentials. The thread waits in the kernel while this is read; another thread of its
+//! process may change the memory meanwhile, which is why every string is read once and only
+//! the copy is used.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::FileExt;
+
+/// Longest path read (`PATH_MAX`, with its NUL).
+const PATH_MAX: usize = 4096;
+/// Longest attribute name read (`XATTR_NAME_MAX` + 1).
+const NAME_MAX: usize = 256;
+/// Largest attribute value copied (`XATTR_SIZE_MAX`).
+pub(super) const VALUE_MAX: usize = 65536;
+
+/// One waiting thread.
+pub(super) struct Thread {
+    tid: u32,
+    mem: File,
+}
+
+fn efault() -> io::Error {
+    io::Error::from_raw_os_error(libc::EFAULT)
+}
+
+impl Thread {
+    /// Opens the memory of thread `tid`.
+    pub(super) fn open(tid: u32) -> io::Result<Thread> {
+        let mem = File::open(format!("/proc/{tid}/mem"))?;
+        Ok(Thread { tid, mem })
+    }
+
+    /// `len` bytes at `addr` (EFAULT where unmapped).
+    pub(super) fn bytes(&self, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        if len > 0 {
+            self.mem
+                .read_exact_at(&mut buf, addr)
+                .map_err(|_| efault())?;
+        }
+        Ok(buf)
+    }
+
+    /// The NUL-terminated string at `addr`, at most `max` bytes with its NUL (ENAMETOOLONG
+    /// past it, as the kernel answers), read a page at a time so that a string ending just
+    /// before an unmapped page is read.
+    fn string(&self, addr: u64, max: usize) -> io::Result<CString> {
+        if addr == 0 {
+            return Err(efault());
+        }
+        let mut out = Vec::new();
+        let mut at = addr;
+        while out.len() < max {
+            let to_page = 4096 - (at % 4096) as usize;
+            let want = to_page.min(max - out.len());
+            let mut chunk = vec![0u8; want];
+            let got = self.mem.read_at(&mut chunk, at).map_err(|_| efault())?;
+            if got == 0 {
+                return Err(efault());
+            }
+            if let Some(end) = chunk[..got].iter().position(|b| *b == 0) {
+                out.extend_from_slice(&chunk[..end]);
+                return CString::new(out).map_err(|_| efault());
+            }
+            out.extend_from_slice(&chunk[..got]);
+            at = at.checked_add(got as u64).ok_or_else(efault)?;
+        }
+        Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG))
+    }
+
+    /// A path argument. `/proc/self` and `/proc/thread-self` name the thread's own process
+    /// (glibc's `fchmodat(AT_SYMLINK_NOFOLLOW)` changes `/proc/self/fd/N`): on the host's
+    /// side they would name the host, so they become `/proc/TID`.
+    pub(super) fn path(&self, addr: u64) -> io::Result<CString> {
+        let path = self.string(addr, PATH_MAX)?;
+        Ok(self.own_proc(path))
+    }
+
+    /// `path` with `/proc/self` and `/proc/thread-self` made the thread's `/proc/TID`.
+    pub(super) fn own_proc(&self, path: CString) -> CString {
+        let bytes = path.as_bytes();
+        for prefix in [&b"/proc/self"[..], b"/proc/thread-self"] {
+            if let Some(rest) = bytes.strip_prefix(prefix) {
+                if rest.is_empty() || rest.starts_with(b"/") {
+                    let mut out = format!("/proc/{}", self.tid).into_bytes();
+                    out.extend_from_slice(rest);
+                    return CString::new(out).expect("no NUL in a C string's bytes");
+                }
+            }
+        }
+        path
+    }
+
+    /// An extended attribute's name (ERANGE past its limit, as the kernel answers).
+    pub(super) fn xattr_name(&self, addr: u64) -> io::Result<CString> {
+        match self.string(addr, NAME_MAX) {
+            Err(e) if e.raw_os_error() == Some(libc::ENAMETOOLONG) => {
+                Err(io::Error::from_raw_os_error(libc::ERANGE))
+            }
+            r => r,
+        }
+    }
+
+    /// The thread's working directory.
+    pub(super) fn cwd(&self) -> io::Result<OwnedFd> {
+        self.open_proc(&format!("/proc/{}/cwd", self.tid))
+    }
+
+    /// The object the thread's descriptor `fd` refers to (EBADF when it has none).
+    pub(super) fn fd(&self, fd: u64) -> io::Result<OwnedFd> {
+        // The argument is a C int: its low 32 bits, as the kernel reads it.
+        let fd = fd as u32 as i32;
+        if fd < 0 {
+            return Err(ebadf());
+        }
+        self.open_proc(&format!("/proc/{}/fd/{fd}", self.tid))
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOENT) => ebadf(),
+                _ => e,
+            })
+    }
+
+    /// The open file behind the thread's descriptor `fd` (`pidfd_getfd`: the same file, not
+    /// a reopening), EBADF when it has none.
+    pub(super) fn take_fd(&self, tid: u32, fd: u64) -> io::Result<OwnedFd> {
+        let fd = fd as u32 as i32;
+        if fd < 0 {
+            return Err(ebadf());
+        }
+        let pidfd = crate::sys::pidfd_open(tid as i32, PIDFD_THREAD)?;
+        crate::sys::pidfd_getfd(std::os::fd::AsRawFd::as_raw_fd(&pidfd), fd)
+    }
+
+    fn open_proc(&self, path: &str) -> io::Result<OwnedFd> {
+        let c = CString::new(path).map_err(|_| efault())?;
+        super::sys::open_path(None, &c, 0)
+    }
+
+    /// Whether the thread acts with the host's file-system credentials: the same file-system
+    /// user and group, the same groups, and every capability the host's thread has. The
+    /// emulation acts with the host's credentials, so a thread that changed its own (a job
+    /// started as root that dropped to another user) must not have its calls made for it.
+    pub(super) fn same_credentials(&self) -> bool {
+        let Ok(theirs) = std::fs::read_to_string(format!("/proc/{}/status", self.tid)) else {
+            return false;
+        };
+        let Ok(ours) = std::fs::read_to_string("/proc/thread-self/status") else {
+            return false;
+        };
+        Credentials::of(&theirs)
+            .is_some_and(|t| Credentials::of(&ours).is_some_and(|o| t.covers(&o)))
+    }
+}
+
+/// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead its group.
+pub(super) const PIDFD_THREAD: libc::c_uint = libc::O_EXCL as libc::c_uint;
+
+fn ebadf() -> io::Error {
+    io::Error::from_raw_os_error(libc::EBADF)
+}
+
+/// What decides a file-system permission check, from `/proc/TID/status`.
+#[derive(Debug, PartialEq, Eq)]
+struct Credentials {
+    fsuid: String,
+    fsgid: String,
+    groups: String,
+    cap_eff: u64,
+}
+
+impl Credentials {
+    fn of(status: &str) -> Option<Credentials> {
+        let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key));
+        let fourth = |key: &str| field(key)?.split_whitespace().nth(3).map(str::to_string);
+        Some(Credentials {
+            fsuid: fourth("Uid:")?,
+            fsgid: fourth("Gid:")?,
+            groups: field("Groups:")?.trim().to_string(),
+            cap_eff: u64::from_str_radix(field("CapEff:")?.trim(), 16).ok()?,
+        })
+    }
+
+    /// Whether `self` (the job's thread) may do at least what `host` may.
+    fn covers(&self, host: &Credentials) -> bool {
+        self.fsuid == host.fsuid
+            && self.fsgid == host.fsgid
+            && self.groups == host.groups
+            && host.cap_eff & !self.cap_eff == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: &str =
+        "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t \nCapEff:\t000001ffffffffff\n";
+
+    #[test]
+    fn the_threads_own_proc_directory_replaces_the_hosts() {
+        let t = Thread::open(std::process::id()).unwrap();
+        let c = |s: &str| CString::new(s).unwrap();
+        let me = std::process::id();
+        assert_eq!(
+            t.own_proc(c("/proc/self/fd/3")),
+            c(&format!("/proc/{me}/fd/3"))
+        );
+        assert_eq!(
+            t.own_proc(c("/proc/thread-self")),
+            c(&format!("/proc/{me}"))
+        );
+        assert_eq!(t.own_proc(c("/proc/selfish")), c("/proc/selfish"));
+        assert_eq!(t.own_proc(c("proc/self/fd/3")), c("proc/self/fd/3"));
+    }
+
+    #[test]
+    fn a_thread_that_changed_user_or_dropped_capabilities_is_not_covered() {
+        let host = Credentials::of(ROOT).unwrap();
+        assert!(host.covers(&host));
+        let nobody = "Uid:\t0\t65534\t0\t65534\nGid:\t0\t0\t0\t0\nGroups:\t \nCapEff:\t0\n";
+        assert!(!Credentials::of(nobody).unwrap().covers(&host));
+        let fewer = ROOT.replace("000001ffffffffff", "000001fffffffffe");
+        assert!(!Credentials::of(&fewer).unwrap().covers(&host));
+        let grouped = ROOT.replace("Groups:\t ", "Groups:\t4 27");
+        assert!(!Credentials::of(&grouped).unwrap().covers(&host));
+        assert!(Credentials::of("Uid:\t0\n").is_none());
+    }
+}
