@@ -7,6 +7,8 @@
 //! calls are allowed, or hands raw pointers to such a child; xtask's `unsafe_boundary` test
 //! lists each file with its reason.
 
+pub(crate) mod emulate;
+
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};

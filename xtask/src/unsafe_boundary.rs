@@ -67,6 +67,11 @@ mod tests {
     const HOST: &[(&str, &str)] = &[
         ("sys.rs", "the boundary module"),
         (
+            "sys/emulate.rs",
+            "the boundary module's part for the supervisor's emulated calls (changes through `O_PATH` \
+             descriptors, a pty peer handed into the job)",
+        ),
+        (
             "exec/spawn.rs",
             "the spawn: clones a child that shares the host's memory onto a stack it maps, \
              and waits on the words the child writes",

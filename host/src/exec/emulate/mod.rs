@@ -32,114 +32,21 @@
 mod claims;
 mod decode;
 mod peer;
+mod places;
 mod report;
 mod socket;
-mod sys;
 mod target;
 
 pub(crate) use claims::{Claims, Kind};
 pub(crate) use peer::peer;
+pub(crate) use places::{Places, Refused, Why};
 pub(crate) use report::{advice, names, unguarded, Tally};
 
 use crate::policy::NATIVE;
 use decode::{decode, errno, Op, Target};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use target::Thread;
-
-/// The places where a job may change metadata: its writable places, resolved once (the
-/// names the kernel gives descriptors are resolved too).
-#[derive(Clone, Debug)]
-pub(crate) struct Places {
-    roots: Vec<PathBuf>,
-    /// Host unix sockets the request allows (`--allow-unix-socket`).
-    sockets: Vec<PathBuf>,
-    /// The TCP ports the request allows (`--allow-port`), when it limits them.
-    ports: Option<Vec<u16>>,
-}
-
-impl Places {
-    /// The writable places of a job's layer, the unix sockets and TCP ports it may reach.
-    pub(crate) fn new(writable: &[PathBuf], sockets: &[PathBuf], ports: Option<&[u16]>) -> Places {
-        Places {
-            roots: writable
-                .iter()
-                .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone()))
-                .collect(),
-            sockets: sockets.to_vec(),
-            ports: ports.map(<[u16]>::to_vec),
-        }
-    }
-
-    /// Whether the socket file `st` is one the request allows by name.
-    fn allows_socket(&self, st: &libc::stat) -> bool {
-        self.sockets.iter().any(|p| socket::same_inode(p, st))
-    }
-
-    fn holds(&self, path: &Path) -> bool {
-        self.roots.iter().any(|r| path.starts_with(r))
-    }
-
-    /// Whether the object `fd` holds lies in one of the places; else the name it has.
-    fn locate(&self, fd: BorrowedFd<'_>) -> Result<(), Why> {
-        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            .map_err(|_| Why::Outside(None))?;
-        let bytes = link.as_os_str().as_bytes();
-        // `pipe:[N]`, `socket:[N]`, `anon_inode:...`: reachable by no path.
-        if !bytes.starts_with(b"/") {
-            return Ok(());
-        }
-        let st = sys::fstat(fd).map_err(|_| Why::Outside(None))?;
-        if let Some(gone) = bytes.strip_suffix(b" (deleted)") {
-            // Unlinked: harmless once no other name leads to it.
-            let name = Path::new(std::ffi::OsStr::from_bytes(gone)).to_path_buf();
-            return if st.st_nlink == 0 {
-                Ok(())
-            } else {
-                Err(Why::Outside(Some(name)))
-            };
-        }
-        if !self.holds(&link) {
-            return Err(Why::Outside(Some(link)));
-        }
-        // The name was the object's when it was read: it still leads to the same inode (a
-        // rename meanwhile fails closed).
-        match std::fs::symlink_metadata(&link) {
-            Ok(m) if m.dev() == st.st_dev && m.ino() == st.st_ino => Ok(()),
-            _ => Err(Why::Outside(Some(link))),
-        }
-    }
-}
-
-/// Why a call was refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Why {
-    /// The object lies outside the writable places (its name, when it has one).
-    Outside(Option<PathBuf>),
-    /// The thread's credentials are not the host's (it changed user or dropped capabilities),
-    /// so the host cannot act for it.
-    Credentials,
-    /// The thread's memory or descriptors could not be read (it made itself non-dumpable).
-    Unreadable,
-    /// A unix socket outside the writable places that the request does not allow (its name).
-    Socket(PathBuf),
-    /// An abstract unix address: Landlock's scope could not be kept for it.
-    Abstract,
-    /// A TCP port the request does not allow.
-    Port(u16),
-}
-
-/// A call the emulation refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Refused {
-    /// The call's number.
-    pub nr: u32,
-    /// Why.
-    pub why: Why,
-}
 
 /// Opens the call's object on the host's side.
 fn open(t: &Thread, target: &Target) -> io::Result<(OwnedFd, bool)> {
@@ -163,7 +70,7 @@ fn open(t: &Thread, target: &Target) -> io::Result<(OwnedFd, bool)> {
                 };
             }
             let extra = if *follow { 0 } else { libc::O_NOFOLLOW };
-            let fd = sys::open_path(base.as_ref().map(|b| b.as_fd()), path, extra)?;
+            let fd = crate::sys::emulate::open_path(base.as_ref().map(|b| b.as_fd()), path, extra)?;
             Ok((fd, *follow))
         }
     }
@@ -174,16 +81,19 @@ fn perform(fd: BorrowedFd<'_>, followed: bool, op: &Op) -> io::Result<()> {
     match op {
         Op::Mode(mode) => {
             // A symlink's own mode cannot change (fchmodat2 answers EOPNOTSUPP).
-            if !followed && sys::fstat(fd)?.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            if !followed && crate::sys::emulate::fstat(fd)?.st_mode & libc::S_IFMT == libc::S_IFLNK
+            {
                 return Err(errno(libc::EOPNOTSUPP));
             }
-            sys::chmod_fd(fd, *mode)
+            crate::sys::emulate::chmod_fd(fd, *mode)
         }
-        Op::Owner(uid, gid) => sys::chown_fd(fd, *uid, *gid),
-        Op::Times(t) => sys::utimens_fd(fd, t.as_ref()),
-        Op::SetXattr { name, value, flags } => sys::setxattr_fd(fd, name, value, *flags),
-        Op::RemoveXattr(name) => sys::removexattr_fd(fd, name),
-        Op::FileAttr(attr) => sys::file_setattr_fd(fd, attr),
+        Op::Owner(uid, gid) => crate::sys::emulate::chown_fd(fd, *uid, *gid),
+        Op::Times(t) => crate::sys::emulate::utimens_fd(fd, t.as_ref()),
+        Op::SetXattr { name, value, flags } => {
+            crate::sys::emulate::setxattr_fd(fd, name, value, *flags)
+        }
+        Op::RemoveXattr(name) => crate::sys::emulate::removexattr_fd(fd, name),
+        Op::FileAttr(attr) => crate::sys::emulate::file_setattr_fd(fd, attr),
     }
 }
 
@@ -347,6 +257,8 @@ pub(crate) fn answer(
 mod tests {
     use super::claims::numbers;
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Path, PathBuf};
     use crate::policy::{Action, Policy};
     use std::ffi::CString;
 
@@ -380,7 +292,12 @@ mod tests {
         std::fs::write(out.path().join("out"), "x").unwrap();
         let places = Places::new(&[ws.path().to_path_buf()], &[], None);
         let open = |p: &Path| {
-            sys::open_path(None, &CString::new(p.as_os_str().as_bytes()).unwrap(), 0).unwrap()
+            crate::sys::emulate::open_path(
+                None,
+                &CString::new(p.as_os_str().as_bytes()).unwrap(),
+                0,
+            )
+            .unwrap()
         };
         assert_eq!(places.locate(open(&ws.path().join("in")).as_fd()), Ok(()));
         assert_eq!(places.locate(open(ws.path()).as_fd()), Ok(()));

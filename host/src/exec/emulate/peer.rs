@@ -34,11 +34,14 @@ pub(crate) fn peer(listener: BorrowedFd<'_>, n: &libc::seccomp_notif) {
     if !crate::sys::notif_id_valid(listener, n.id) {
         return;
     }
-    match super::sys::open_peer(master.as_fd(), flags | libc::O_NOCTTY) {
+    match crate::sys::emulate::open_peer(master.as_fd(), flags | libc::O_NOCTTY) {
         Ok(p) => {
-            if let Err(e) =
-                super::sys::add_fd_send(listener, n.id, p.as_fd(), flags & libc::O_CLOEXEC != 0)
-            {
+            if let Err(e) = crate::sys::emulate::add_fd_send(
+                listener,
+                n.id,
+                p.as_fd(),
+                flags & libc::O_CLOEXEC != 0,
+            ) {
                 if e.raw_os_error() != Some(libc::ENOENT) {
                     fail(e.raw_os_error().unwrap_or(libc::EIO));
                 }

@@ -2,7 +2,7 @@
 //! worded with the change that allows them.
 
 use super::claims::numbers;
-use super::{Refused, Why};
+use super::places::{Refused, Why};
 
 /// The warning of a contained-tier run whose metadata calls and connects cannot reach the host (a request
 /// that changed its profile attaches its own filter, a session's commands install theirs, an

@@ -9,13 +9,12 @@
 //! addresses refused (Landlock's scope, which only the job's domain can apply, could not be
 //! kept), anything else as given.
 
+use super::places::{Places, Why};
 use super::target::Thread;
-use super::{Places, Why};
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
 
 /// `sizeof(struct sockaddr_storage)`: no address is longer.
 const ADDR_MAX: u64 = 128;
@@ -45,7 +44,7 @@ pub(super) fn plan(t: &Thread, tid: u32, args: &[u64; 6], places: &Places) -> Pl
         Ok(s) => s,
         Err(e) => return Plan::Fail(err(e)),
     };
-    let domain = match super::sys::socket_domain(sock.as_fd()) {
+    let domain = match crate::sys::emulate::socket_domain(sock.as_fd()) {
         Ok(d) => d,
         Err(e) => return Plan::Fail(err(e)),
     };
@@ -108,11 +107,11 @@ fn path_plan(t: &Thread, sock: OwnedFd, path: &[u8], places: &Places) -> Plan {
             Err(e) => return Plan::Fail(err(e)),
         }
     };
-    let object = match super::sys::open_path(base.as_ref().map(|b| b.as_fd()), &path, 0) {
+    let object = match crate::sys::emulate::open_path(base.as_ref().map(|b| b.as_fd()), &path, 0) {
         Ok(o) => o,
         Err(e) => return Plan::Fail(err(e)),
     };
-    match super::sys::fstat(object.as_fd()) {
+    match crate::sys::emulate::fstat(object.as_fd()) {
         Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFSOCK => {
             if !places.allows_socket(&st) && places.locate(object.as_fd()).is_err() {
                 let name = std::fs::read_link(format!("/proc/self/fd/{}", object.as_raw_fd()))
@@ -137,10 +136,5 @@ fn path_plan(t: &Thread, sock: OwnedFd, path: &[u8], places: &Places) -> Plan {
 
 /// Makes a planned connect.
 pub(super) fn make(sock: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
-    super::sys::connect(sock, addr)
-}
-
-/// Whether `st` (a socket's inode) is the one at `path`.
-pub(super) fn same_inode(path: &std::path::Path, st: &libc::stat) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.dev() == st.st_dev && m.ino() == st.st_ino)
+    crate::sys::emulate::connect(sock, addr)
 }

@@ -138,7 +138,7 @@ impl Thread {
 
     fn open_proc(&self, path: &str) -> io::Result<OwnedFd> {
         let c = CString::new(path).map_err(|_| efault())?;
-        super::sys::open_path(None, &c, 0)
+        crate::sys::emulate::open_path(None, &c, 0)
     }
 
     /// Whether the thread acts with the host's file-system credentials: the same file-system

@@ -26,7 +26,7 @@ fn nr(name: &str) -> io::Result<libc::c_long> {
 }
 
 /// `openat(dir, path, O_PATH | O_CLOEXEC | extra)`; `dir` `None` is `AT_FDCWD`.
-pub(super) fn open_path(
+pub(crate) fn open_path(
     dir: Option<BorrowedFd<'_>>,
     path: &CStr,
     extra: libc::c_int,
@@ -42,7 +42,7 @@ pub(super) fn open_path(
 }
 
 /// `fstat(fd)`.
-pub(super) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+pub(crate) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     // SAFETY: an all-zero stat is a valid value for the kernel to overwrite.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     // SAFETY: a live descriptor and a stat buffer of the right size.
@@ -51,7 +51,7 @@ pub(super) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
 }
 
 /// `fchmodat2(fd, "", mode, AT_EMPTY_PATH)`.
-pub(super) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+pub(crate) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
     let n = nr("fchmodat2")?;
     // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH: the call acts on `fd` only.
     done(unsafe {
@@ -66,7 +66,7 @@ pub(super) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
 }
 
 /// `fchownat(fd, "", uid, gid, AT_EMPTY_PATH)`.
-pub(super) fn chown_fd(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()> {
+pub(crate) fn chown_fd(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()> {
     // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH: the call acts on `fd` only.
     done(
         unsafe { libc::fchownat(fd.as_raw_fd(), c"".as_ptr(), uid, gid, libc::AT_EMPTY_PATH) }
@@ -75,7 +75,7 @@ pub(super) fn chown_fd(fd: BorrowedFd<'_>, uid: u32, gid: u32) -> io::Result<()>
 }
 
 /// `utimensat(fd, "", times, AT_EMPTY_PATH)`; `None` sets both to now.
-pub(super) fn utimens_fd(
+pub(crate) fn utimens_fd(
     fd: BorrowedFd<'_>,
     times: Option<&[libc::timespec; 2]>,
 ) -> io::Result<()> {
@@ -92,7 +92,7 @@ fn magic(fd: BorrowedFd<'_>) -> CString {
 }
 
 /// `setxattr(/proc/self/fd/N, name, value, flags)`.
-pub(super) fn setxattr_fd(
+pub(crate) fn setxattr_fd(
     fd: BorrowedFd<'_>,
     name: &CStr,
     value: &[u8],
@@ -115,7 +115,7 @@ pub(super) fn setxattr_fd(
 }
 
 /// `removexattr(/proc/self/fd/N, name)`.
-pub(super) fn removexattr_fd(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+pub(crate) fn removexattr_fd(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
     let path = magic(fd);
     // SAFETY: NUL-terminated path and name.
     done(unsafe { libc::removexattr(path.as_ptr(), name.as_ptr()) }.into())
@@ -123,7 +123,7 @@ pub(super) fn removexattr_fd(fd: BorrowedFd<'_>, name: &CStr) -> io::Result<()> 
 
 /// `file_setattr(fd, "", attr, size, AT_EMPTY_PATH)`: `attr` is the job's `struct file_attr`,
 /// copied as it gave it (the kernel checks its size and fields).
-pub(super) fn file_setattr_fd(fd: BorrowedFd<'_>, attr: &[u8]) -> io::Result<()> {
+pub(crate) fn file_setattr_fd(fd: BorrowedFd<'_>, attr: &[u8]) -> io::Result<()> {
     let n = nr("file_setattr")?;
     // SAFETY: an empty path with AT_EMPTY_PATH and a buffer of exactly `attr.len()` bytes.
     done(unsafe {
@@ -139,7 +139,7 @@ pub(super) fn file_setattr_fd(fd: BorrowedFd<'_>, attr: &[u8]) -> io::Result<()>
 }
 
 /// `ioctl(master, TIOCGPTPEER, flags)`: the peer of a pseudo-terminal master.
-pub(super) fn open_peer(master: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<OwnedFd> {
+pub(crate) fn open_peer(master: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: TIOCGPTPEER takes the open flags as its argument and returns a new descriptor.
     let fd = unsafe { libc::ioctl(master.as_raw_fd(), libc::TIOCGPTPEER, flags) };
     if fd < 0 {
@@ -161,7 +161,7 @@ struct NotifAddfd {
 
 /// Places `fd` in the table of the thread whose call `id` waits and answers the call with its
 /// number (`SECCOMP_ADDFD_FLAG_SEND`: both at once).
-pub(super) fn add_fd_send(
+pub(crate) fn add_fd_send(
     listener: BorrowedFd<'_>,
     id: u64,
     fd: BorrowedFd<'_>,
@@ -189,7 +189,7 @@ pub(super) fn add_fd_send(
 }
 
 /// The socket's domain (`SO_DOMAIN`): ENOTSOCK for another kind of descriptor.
-pub(super) fn socket_domain(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
+pub(crate) fn socket_domain(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
     let mut domain: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: an int-sized buffer and its length, both live for the call.
@@ -207,7 +207,7 @@ pub(super) fn socket_domain(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
 }
 
 /// `connect(fd, addr)` with the address's bytes as given (the kernel checks them).
-pub(super) fn connect(fd: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
+pub(crate) fn connect(fd: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
     // SAFETY: `addr` is a live buffer of `addr.len()` bytes; the kernel copies it in.
     let rc = unsafe {
         libc::connect(

@@ -1,0 +1,103 @@
+//! The places a contained job may change and reach (its writable places, the unix sockets
+//! and TCP ports it may connect to), and why a call outside them was refused.
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The places where a job may change metadata: its writable places, resolved once (the
+/// names the kernel gives descriptors are resolved too).
+#[derive(Clone, Debug)]
+pub(crate) struct Places {
+    roots: Vec<PathBuf>,
+    /// Host unix sockets the request allows (`--allow-unix-socket`).
+    sockets: Vec<PathBuf>,
+    /// The TCP ports the request allows (`--allow-port`), when it limits them.
+    pub(super) ports: Option<Vec<u16>>,
+}
+
+impl Places {
+    /// The writable places of a job's layer, the unix sockets and TCP ports it may reach.
+    pub(crate) fn new(writable: &[PathBuf], sockets: &[PathBuf], ports: Option<&[u16]>) -> Places {
+        Places {
+            roots: writable
+                .iter()
+                .map(|w| std::fs::canonicalize(w).unwrap_or_else(|_| w.clone()))
+                .collect(),
+            sockets: sockets.to_vec(),
+            ports: ports.map(<[u16]>::to_vec),
+        }
+    }
+
+    /// Whether the socket file `st` is one the request allows by name.
+    pub(super) fn allows_socket(&self, st: &libc::stat) -> bool {
+        self.sockets.iter().any(|p| same_inode(p, st))
+    }
+
+    pub(super) fn holds(&self, path: &Path) -> bool {
+        self.roots.iter().any(|r| path.starts_with(r))
+    }
+
+    /// Whether the object `fd` holds lies in one of the places; else the name it has.
+    pub(super) fn locate(&self, fd: BorrowedFd<'_>) -> Result<(), Why> {
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|_| Why::Outside(None))?;
+        let bytes = link.as_os_str().as_bytes();
+        // `pipe:[N]`, `socket:[N]`, `anon_inode:...`: reachable by no path.
+        if !bytes.starts_with(b"/") {
+            return Ok(());
+        }
+        let st = crate::sys::emulate::fstat(fd).map_err(|_| Why::Outside(None))?;
+        if let Some(gone) = bytes.strip_suffix(b" (deleted)") {
+            // Unlinked: harmless once no other name leads to it.
+            let name = Path::new(std::ffi::OsStr::from_bytes(gone)).to_path_buf();
+            return if st.st_nlink == 0 {
+                Ok(())
+            } else {
+                Err(Why::Outside(Some(name)))
+            };
+        }
+        if !self.holds(&link) {
+            return Err(Why::Outside(Some(link)));
+        }
+        // The name was the object's when it was read: it still leads to the same inode (a
+        // rename meanwhile fails closed).
+        match std::fs::symlink_metadata(&link) {
+            Ok(m) if m.dev() == st.st_dev && m.ino() == st.st_ino => Ok(()),
+            _ => Err(Why::Outside(Some(link))),
+        }
+    }
+}
+
+/// Why a call was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Why {
+    /// The object lies outside the writable places (its name, when it has one).
+    Outside(Option<PathBuf>),
+    /// The thread's credentials are not the host's (it changed user or dropped capabilities),
+    /// so the host cannot act for it.
+    Credentials,
+    /// The thread's memory or descriptors could not be read (it made itself non-dumpable).
+    Unreadable,
+    /// A unix socket outside the writable places that the request does not allow (its name).
+    Socket(PathBuf),
+    /// An abstract unix address: Landlock's scope could not be kept for it.
+    Abstract,
+    /// A TCP port the request does not allow.
+    Port(u16),
+}
+
+/// A call the emulation refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Refused {
+    /// The call's number.
+    pub nr: u32,
+    /// Why.
+    pub why: Why,
+}
+
+/// Whether `st` (a socket's inode) is the one at `path`.
+fn same_inode(path: &Path, st: &libc::stat) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.dev() == st.st_dev && m.ino() == st.st_ino)
+}
