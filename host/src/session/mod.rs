@@ -132,10 +132,13 @@ impl std::fmt::Debug for Session {
 
 /// What the session's threads and processes share.
 pub(crate) struct Inner {
+    /// The control socket. No lock: a `SOCK_SEQPACKET` send is one datagram, whole, so
+    /// threads starting commands at once send their messages side by side, each naming its
+    /// command.
     sock: OwnedFd,
-    /// Serialises what is sent to the resident (a start is a request and its answers).
-    send_lock: Mutex<()>,
     addr: u64,
+    /// The session's filter notifies a listener: a filtered command without one is stopped.
+    notify: bool,
     policy: Request,
     sandbox: Arc<Sandbox>,
     layers: Layers,
@@ -150,8 +153,8 @@ pub(crate) struct Inner {
 /// Where the reader thread delivers the resident's messages.
 #[derive(Default)]
 struct Routes {
-    /// The start under way.
-    pending: Option<Sender<(FromResident, Vec<OwnedFd>)>>,
+    /// Starts under way: their `Started` or `Failed`, by command.
+    pending: HashMap<u64, Sender<(FromResident, Vec<OwnedFd>)>>,
     /// Running commands' exit statuses.
     exits: HashMap<u64, Sender<i32>>,
 }
@@ -238,6 +241,20 @@ impl Session {
             }
             Err(e) => return Err(fail(e)),
         };
+        // The filter depends on the profile and the path buffer only: compiled and sent once,
+        // before any command (the socket keeps the order).
+        let filter = sandbox.attached_filter(addr).map_err(|e| {
+            cancel.cancel();
+            ExecError::from(e)
+        })?;
+        let notify = filter.as_ref().is_some_and(|(_, n)| *n);
+        if let Some((prog, notify)) = filter {
+            let msg = ToResident::Filter {
+                filter: prog.iter().map(wire::pack).collect(),
+                notify,
+            };
+            wire::send(host.as_fd(), &msg, &[]).map_err(fail)?;
+        }
         let layers = Layers {
             namespaces: started.isolation.is_some(),
             network: started.network,
@@ -249,8 +266,8 @@ impl Session {
         };
         let inner = Arc::new(Inner {
             sock: host,
-            send_lock: Mutex::new(()),
             addr,
+            notify,
             policy: policy.clone(),
             sandbox,
             layers,
@@ -372,18 +389,19 @@ impl Inner {
                     drop(routes);
                     self.touch();
                 }
-                other => {
-                    if let Some(tx) = &routes.pending {
-                        let _ = tx.send((other, fds));
+                FromResident::Started { id, .. } | FromResident::Failed { id, .. } => {
+                    if let Some(tx) = routes.pending.remove(&id) {
+                        let _ = tx.send((msg, fds));
                     }
                 }
+                FromResident::Hello { .. } => {}
             }
         }
         // Gone, ended or idle: whatever still runs is killed with the session.
         self.end();
         let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
         routes.exits.clear();
-        routes.pending = None;
+        routes.pending.clear();
     }
 
     fn spawn(self: &Arc<Self>, cmd: &Command) -> Result<Process, ExecError> {
@@ -402,7 +420,14 @@ impl Inner {
             req.timeout_s = t.as_secs_f64();
         }
         let v = req.validate()?;
-        let plan = self.sandbox.plan(&v.program, Some(self.addr))?;
+        // The filter was compiled and sent at the start; per command only the program's
+        // admission is decided. A profile whose outer filter is not exact plans in full (its
+        // preload variables are refused below).
+        let exact = self.sandbox.exact_outer_policy().is_some();
+        let plan = self
+            .sandbox
+            .plan(&v.program, (!exact).then_some(self.addr))?;
+        let filtered = plan.planned != crate::sandbox::Sandboxed::None;
         if !plan.preload_env.is_empty() {
             return Err(refused(
                 "profile",
@@ -433,10 +458,9 @@ impl Inner {
             }
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let path = v.program.to_string_lossy().into_owned();
         let start = ToResident::Start {
             id,
-            path: path.clone(),
+            path: v.program.to_string_lossy().into_owned(),
             argv: v.argv.clone(),
             env: cmd
                 .env
@@ -444,24 +468,19 @@ impl Inner {
                 .map(|(k, val)| format!("{k}={val}"))
                 .collect(),
             cwd: v.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
-            filter: plan
-                .filter
-                .as_ref()
-                .map(|f| f.iter().map(wire::pack).collect()),
-            notify: plan.notify,
+            filtered,
         };
         let (exit_tx, exit_rx) = channel();
         let (tx, rx) = channel();
-        let _guard = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         {
             let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            routes.pending = Some(tx);
+            routes.pending.insert(id, tx);
             routes.exits.insert(id, exit_tx);
         }
         self.touch();
         let unroute = || {
             let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            routes.pending = None;
+            routes.pending.remove(&id);
             routes.exits.remove(&id);
         };
         let sent = wire::send(
@@ -478,71 +497,45 @@ impl Inner {
             unroute();
             return Err(ExecError::Setup(e));
         }
-        let mut pidfd: Option<OwnedFd> = None;
-        let mut listener: Option<OwnedFd> = None;
-        let outcome = loop {
-            match rx.recv_timeout(Duration::from_secs(30)) {
-                Ok((FromResident::Handover { listener: fd, .. }, mut fds)) => {
-                    let p = fds.pop();
-                    let taken = p.as_ref().map(|p| take_fd(p.as_raw_fd(), fd));
-                    let ok = matches!(taken, Some(Ok(_)));
-                    listener = taken.and_then(Result::ok);
-                    pidfd = p;
-                    let go = wire::send(self.sock.as_fd(), &ToResident::Go { id, ok }, &[]);
-                    if let Err(e) = go {
-                        break Err(ExecError::Setup(e));
+        // One answer: `Started` with the pidfd (and the listener), or `Failed`.
+        let (pidfd, listener) = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok((FromResident::Started { listener, .. }, fds)) => {
+                let mut fds = fds.into_iter();
+                let pidfd = fds.next();
+                (pidfd, if listener { fds.next() } else { None })
+            }
+            Ok((FromResident::Failed { stage, errno, .. }, _)) => {
+                unroute();
+                let source = std::io::Error::from_raw_os_error(errno);
+                return Err(if stage == "exec" {
+                    ExecError::Spawn {
+                        program: v.argv[0].clone(),
+                        source,
                     }
-                }
-                Ok((FromResident::Started { .. }, mut fds)) => {
-                    if pidfd.is_none() {
-                        pidfd = fds.pop();
-                    }
-                    break Ok(());
-                }
-                Ok((FromResident::Failed { stage, errno, .. }, _)) => {
-                    let source = std::io::Error::from_raw_os_error(errno);
-                    break Err(if stage == "exec" {
-                        ExecError::Spawn {
-                            program: v.argv[0].clone(),
-                            source,
-                        }
-                    } else {
-                        ExecError::Setup(std::io::Error::new(
-                            source.kind(),
-                            format!("the command's {stage} step failed: {source}"),
-                        ))
-                    });
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    break Err(refused("session", "the session has ended; start a new one"));
-                }
+                } else {
+                    ExecError::Setup(std::io::Error::new(
+                        source.kind(),
+                        format!("the command's {stage} step failed: {source}"),
+                    ))
+                });
+            }
+            Ok(_) | Err(_) => {
+                unroute();
+                return Err(refused("session", "the session has ended; start a new one"));
             }
         };
-        let pending_done = || {
-            self.routes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pending = None
-        };
-        pending_done();
-        drop(_guard);
-        if let Err(e) = outcome {
-            unroute();
-            return Err(e);
-        }
         let Some(pidfd) = pidfd else {
             unroute();
             return Err(ExecError::Setup(std::io::Error::other(
                 "the resident sent no pidfd",
             )));
         };
-        if plan.notify && listener.is_none() {
+        if filtered && self.notify && listener.is_none() {
             // Fail closed: the filter's refused calls would have no one to answer them.
             let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
             unroute();
             return Err(ExecError::Setup(std::io::Error::other(
-                "the command's seccomp listener could not be taken",
+                "the command's seccomp listener was not handed over",
             )));
         }
         Ok(process::start(process::Start {
@@ -564,7 +557,6 @@ impl Inner {
 
     /// Sends `sig` to command `id`'s process group.
     pub(crate) fn signal(&self, id: u64, sig: i32) -> std::io::Result<()> {
-        let _guard = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         wire::send(self.sock.as_fd(), &ToResident::Signal { id, sig }, &[])
     }
 }
@@ -581,10 +573,4 @@ fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, t: Duration) -> std::io::Resul
         0 => Err(std::io::Error::from(std::io::ErrorKind::TimedOut)),
         _ => Ok(()),
     }
-}
-
-/// A copy of descriptor `fd` of the process behind `pidfd` (the host, as the owner of the
-/// session's user namespace, may take it from the resident's non-dumpable child).
-fn take_fd(pidfd: i32, fd: i32) -> std::io::Result<OwnedFd> {
-    crate::sys::pidfd_getfd(pidfd, fd)
 }
