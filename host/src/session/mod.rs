@@ -25,11 +25,10 @@ pub use process::{Event, Process};
 
 use crate::exec::{Cancel, ExecError, ExecResult, Refusal, Request, RunOptions};
 use crate::sandbox::Sandbox;
-use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -145,18 +144,10 @@ pub(crate) struct Inner {
     cancel: Cancel,
     ended: AtomicBool,
     next_id: AtomicU64,
-    routes: Mutex<Routes>,
+    /// Commands started or starting and not yet ended (an idle session has none).
+    running: AtomicUsize,
     last_active: Mutex<Instant>,
     idle: Option<Duration>,
-}
-
-/// Where the reader thread delivers the resident's messages.
-#[derive(Default)]
-struct Routes {
-    /// Starts under way: their `Started` or `Failed`, by command.
-    pending: HashMap<u64, Sender<(FromResident, Vec<OwnedFd>)>>,
-    /// Running commands' exit statuses.
-    exits: HashMap<u64, Sender<i32>>,
 }
 
 fn refused(field: &str, reason: impl Into<String>) -> ExecError {
@@ -274,7 +265,7 @@ impl Session {
             cancel,
             ended: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
-            routes: Mutex::new(Routes::default()),
+            running: AtomicUsize::new(0),
             last_active: Mutex::new(Instant::now()),
             idle: options.idle_timeout,
         });
@@ -333,6 +324,10 @@ impl process::Host for Inner {
     fn layers(&self) -> &Layers {
         &self.layers
     }
+    fn command_ended(&self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
+        self.touch();
+    }
 }
 
 impl Inner {
@@ -357,12 +352,7 @@ impl Inner {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                     if let Some(idle) = self.idle {
-                        let quiet = self
-                            .routes
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .exits
-                            .is_empty();
+                        let quiet = self.running.load(Ordering::Acquire) == 0;
                         let since = self
                             .last_active
                             .lock()
@@ -376,32 +366,17 @@ impl Inner {
                 }
                 Err(_) => break,
             }
-            let Ok(Some((msg, fds))) = wire::recv::<FromResident>(self.sock.as_fd(), &mut buf)
-            else {
+            // Commands answer on their own reply sockets: nothing but the end comes here.
+            if !matches!(
+                wire::recv::<FromResident>(self.sock.as_fd(), &mut buf),
+                Ok(Some(_))
+            ) {
                 break;
-            };
-            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            match msg {
-                FromResident::Exited { id, status } => {
-                    if let Some(tx) = routes.exits.remove(&id) {
-                        let _ = tx.send(status);
-                    }
-                    drop(routes);
-                    self.touch();
-                }
-                FromResident::Started { id, .. } | FromResident::Failed { id, .. } => {
-                    if let Some(tx) = routes.pending.remove(&id) {
-                        let _ = tx.send((msg, fds));
-                    }
-                }
-                FromResident::Hello { .. } => {}
             }
         }
-        // Gone, ended or idle: whatever still runs is killed with the session.
+        // Gone, ended or idle: whatever still runs is killed with the session (each running
+        // command's reply socket then reads end of file).
         self.end();
-        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        routes.exits.clear();
-        routes.pending.clear();
     }
 
     fn spawn(self: &Arc<Self>, cmd: &Command) -> Result<Process, ExecError> {
@@ -470,18 +445,13 @@ impl Inner {
             cwd: v.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
             filtered,
         };
-        let (exit_tx, exit_rx) = channel();
-        let (tx, rx) = channel();
-        {
-            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            routes.pending.insert(id, tx);
-            routes.exits.insert(id, exit_tx);
-        }
+        // The command's own reply socket: the resident answers the start and, later, the
+        // command's exit on it, read directly by this thread and then the command's.
+        let (reply, reply_resident) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
+        self.running.fetch_add(1, Ordering::AcqRel);
         self.touch();
         let unroute = || {
-            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            routes.pending.remove(&id);
-            routes.exits.remove(&id);
+            self.running.fetch_sub(1, Ordering::AcqRel);
         };
         let sent = wire::send(
             self.sock.as_fd(),
@@ -490,21 +460,26 @@ impl Inner {
                 stdin_r.as_raw_fd(),
                 stdout_w.as_raw_fd(),
                 stderr_w.as_raw_fd(),
+                reply_resident.as_raw_fd(),
             ],
         );
-        drop((stdin_r, stdout_w, stderr_w));
+        drop((stdin_r, stdout_w, stderr_w, reply_resident));
         if let Err(e) = sent {
             unroute();
             return Err(ExecError::Setup(e));
         }
         // One answer: `Started` with the pidfd (and the listener), or `Failed`.
-        let (pidfd, listener) = match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok((FromResident::Started { listener, .. }, fds)) => {
+        let mut buf = Vec::new();
+        let answer = wait_readable(reply.as_fd(), Duration::from_secs(30)).and_then(|()| {
+            wire::recv_at_most::<FromResident>(reply.as_fd(), &mut buf, wire::MAX_REPLY)
+        });
+        let (pidfd, listener) = match answer {
+            Ok(Some((FromResident::Started { listener, .. }, fds))) => {
                 let mut fds = fds.into_iter();
                 let pidfd = fds.next();
                 (pidfd, if listener { fds.next() } else { None })
             }
-            Ok((FromResident::Failed { stage, errno, .. }, _)) => {
+            Ok(Some((FromResident::Failed { stage, errno, .. }, _))) => {
                 unroute();
                 let source = std::io::Error::from_raw_os_error(errno);
                 return Err(if stage == "exec" {
@@ -519,7 +494,7 @@ impl Inner {
                     ))
                 });
             }
-            Ok(_) | Err(_) => {
+            _ => {
                 unroute();
                 return Err(refused("session", "the session has ended; start a new one"));
             }
@@ -549,7 +524,7 @@ impl Inner {
             stdin: Some(stdin_w),
             stdout: stdout_r,
             stderr: stderr_r,
-            exit: exit_rx,
+            reply,
             stream: cmd.stream,
             tty,
         }))

@@ -88,7 +88,8 @@ fn serve() -> std::io::Result<()> {
         },
         &[],
     )?;
-    let mut running: HashMap<i32, u64> = HashMap::new();
+    // Running commands by pid: their id and the resident's end of their reply socket.
+    let mut running: HashMap<i32, (u64, OwnedFd)> = HashMap::new();
     let mut buf = Vec::new();
     loop {
         let mut fds = [
@@ -106,7 +107,7 @@ fn serve() -> std::io::Result<()> {
         crate::sys::poll(&mut fds)?;
         if fds[1].revents != 0 {
             drain_signalfd(sfd.as_fd());
-            reap(sock.as_fd(), &mut running)?;
+            reap(&mut running);
         }
         if fds[0].revents == 0 {
             continue;
@@ -126,25 +127,36 @@ fn serve() -> std::io::Result<()> {
                 cwd,
                 filtered,
             } => {
+                // Without its reply socket a start has no one to answer: it is dropped, and the
+                // host, whose end then reads end of file, reports it.
+                let mut passed = passed;
+                if passed.len() != 4 {
+                    continue;
+                }
+                let reply = passed.pop().expect("four descriptors");
                 let cmd = Prepared::new(&path, &argv, &me.env, &extra, cwd.as_deref());
-                match cmd.and_then(|c| start(sock.as_fd(), id, c, &passed, filtered, &mut me)) {
+                match cmd.and_then(|c| start(reply.as_fd(), id, c, &passed, filtered, &mut me)) {
                     Ok(Some(pid)) => {
-                        running.insert(pid, id);
+                        running.insert(pid, (id, reply));
                     }
                     Ok(None) => {}
-                    Err(e) => wire::send(
-                        sock.as_fd(),
-                        &FromResident::Failed {
-                            id,
-                            stage: "prepare".into(),
-                            errno: e.raw_os_error().unwrap_or(libc::EINVAL),
-                        },
-                        &[],
-                    )?,
+                    Err(e) => {
+                        // The command's reply socket may be gone (its host thread gave up):
+                        // that ends this start, not the session.
+                        let _ = wire::send(
+                            reply.as_fd(),
+                            &FromResident::Failed {
+                                id,
+                                stage: "prepare".into(),
+                                errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+                            },
+                            &[],
+                        );
+                    }
                 }
             }
             ToResident::Signal { id, sig } => {
-                if let Some((&pid, _)) = running.iter().find(|(_, &i)| i == id) {
+                if let Some((&pid, _)) = running.iter().find(|(_, (i, _))| *i == id) {
                     // The command leads its own process group: the signal reaches what it
                     // started there too, as a terminal's would.
                     // SAFETY: kill with a negative pid signals that process group.
@@ -181,16 +193,18 @@ fn drain_signalfd(fd: BorrowedFd<'_>) {
     while unsafe { libc::read(fd.as_raw_fd(), info.as_mut_ptr().cast(), info.len()) } > 0 {}
 }
 
-/// Reaps every ended child and tells the host about the commands among them.
-fn reap(sock: BorrowedFd<'_>, running: &mut HashMap<i32, u64>) -> std::io::Result<()> {
+/// Reaps every ended child and tells the host about the commands among them, each on its
+/// reply socket (then closed). A reply socket whose host end is gone is no error: that
+/// command's thread has ended.
+fn reap(running: &mut HashMap<i32, (u64, OwnedFd)>) {
     loop {
         match crate::sys::waitpid(-1, libc::WNOHANG) {
             Ok((pid, status)) if pid > 0 => {
-                if let Some(id) = running.remove(&pid) {
-                    wire::send(sock, &FromResident::Exited { id, status }, &[])?;
+                if let Some((id, reply)) = running.remove(&pid) {
+                    let _ = wire::send(reply.as_fd(), &FromResident::Exited { id, status }, &[]);
                 }
             }
-            _ => return Ok(()),
+            _ => return,
         }
     }
 }
@@ -257,10 +271,10 @@ struct Report {
     listener: AtomicI32,
 }
 
-/// Starts one command. `Ok(Some(pid))`: it runs and the host has its pidfd (and listener);
-/// `Ok(None)`: it failed and the host was told.
+/// Starts one command, answering on its `reply` socket. `Ok(Some(pid))`: it runs and the
+/// host has its pidfd (and listener); `Ok(None)`: it failed and the host was told.
 fn start(
-    sock: BorrowedFd<'_>,
+    reply: BorrowedFd<'_>,
     id: u64,
     cmd: Prepared,
     stdio: &[OwnedFd],
@@ -280,7 +294,7 @@ fn start(
         (false, _) => None,
         (true, Some(f)) => Some(f),
         (true, None) => {
-            wire::send(sock, &failed("filter", libc::EINVAL), &[])?;
+            wire::send(reply, &failed("filter", libc::EINVAL), &[])?;
             return Ok(None);
         }
     };
@@ -358,7 +372,7 @@ fn start(
         let _ = crate::sys::waitpid(pid, 0);
         let name = STAGES.get(stage as usize).copied().unwrap_or("setup");
         wire::send(
-            sock,
+            reply,
             &failed(name, report.errno.load(Ordering::Acquire)),
             &[],
         )?;
@@ -368,7 +382,7 @@ fn start(
         // SAFETY: kill of our own unreaped child.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         let _ = crate::sys::waitpid(pid, 0);
-        wire::send(sock, &failed(why, libc::ECANCELED), &[])?;
+        wire::send(reply, &failed(why, libc::ECANCELED), &[])?;
         Ok(None)
     };
     let Some(pidfd) = pidfd else {
@@ -381,7 +395,7 @@ fn start(
     let mut fds = vec![pidfd.as_raw_fd()];
     fds.extend(listener.as_ref().map(|l| l.as_raw_fd()));
     if let Err(e) = wire::send(
-        sock,
+        reply,
         &FromResident::Started {
             id,
             listener: listener.is_some(),

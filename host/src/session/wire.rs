@@ -25,7 +25,10 @@ pub(crate) enum ToResident {
         /// The filter notifies a listener, which goes to the host with the command's pidfd.
         notify: bool,
     },
-    /// Start a command; its stdin, stdout and stderr come as descriptors.
+    /// Start a command; its stdin, stdout and stderr come as descriptors, then the resident's
+    /// end of the command's own reply socket, on which it answers `Started` or `Failed` and,
+    /// once the command has ended, `Exited` (the command's thread reads it directly: no
+    /// thread of the host relays its answers).
     Start {
         id: u64,
         path: String,
@@ -68,7 +71,19 @@ pub(crate) fn recv<T: for<'de> Deserialize<'de>>(
     sock: BorrowedFd<'_>,
     buf: &mut Vec<u8>,
 ) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
-    buf.resize(MAX_MESSAGE, 0);
+    recv_at_most(sock, buf, MAX_MESSAGE)
+}
+
+/// The largest message on a command's reply socket (`Started`, `Failed`, `Exited`).
+pub(crate) const MAX_REPLY: usize = 4096;
+
+/// [`recv`] of a message of at most `max` bytes (a larger one is refused whole).
+pub(crate) fn recv_at_most<T: for<'de> Deserialize<'de>>(
+    sock: BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
+    buf.resize(max, 0);
     let (n, fds, flags) = crate::sys::recv_with_fds(sock, buf)?;
     if n == 0 && fds.is_empty() {
         return Ok(None);
