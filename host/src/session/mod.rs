@@ -3,8 +3,8 @@
 //! [`Session::start`] builds the sandbox a one-shot request would get (profile, workspace,
 //! paths, network, limits; namespaces, a private `/tmp`, the view, a cgroup where the caller
 //! has one) once, around a resident process (module `resident`) that stays. Each
-//! [`Session::spawn`] sends it a command, which it forks, confines with the profile's filter
-//! between fork and exec, and starts in a process group of its own; the host relays the
+//! [`Session::spawn`] sends it a command, which it clones, confines with the profile's filter
+//! between clone and exec, and starts in a process group of its own; the host relays the
 //! command's streams, answers its refused calls on the command's own listener (so violations
 //! are the command's), enforces its timeout, and returns its [`ExecResult`].
 //!
