@@ -367,6 +367,32 @@ impl Sandbox {
             .map(|t| t.policy())
     }
 
+    /// The outer filter [`Sandbox::plan`] attaches for the path string at `path_addr`, and
+    /// whether it notifies a listener (`Plan::notify`); `None` for a profile without filter.
+    /// It depends on the profile and the address only, not on the program: a caller starting
+    /// many programs from one path buffer (a session's resident) compiles it once and pairs
+    /// it with `plan(program, None)` per program.
+    pub fn attached_filter(
+        &self,
+        path_addr: u64,
+    ) -> Result<Option<(Vec<Insn>, bool)>, SandboxError> {
+        let Some(template) = self.outer.as_ref() else {
+            return Ok(None);
+        };
+        let mut prog = template
+            .program(path_addr)
+            .map_err(|e| SandboxError::Profile(self.options.profile.name().to_string(), e))?;
+        let mut notify = false;
+        if handover_allowed(template.policy()) {
+            notify = sandbox_policy::bpf::retarget(
+                &mut prog,
+                sandbox_policy::action::RET_TRAP,
+                sandbox_policy::action::RET_USER_NOTIF,
+            ) > 0;
+        }
+        Ok(Some((prog, notify)))
+    }
+
     /// Decides how `program` is confined when the caller starts it itself, without the
     /// preload (the exec runtime). With `attach = Some(path_addr)` it also compiles the outer
     /// filter for the child to install, with the first `execve` exempted for the path string at
@@ -409,21 +435,11 @@ impl Sandbox {
             }
         }
         if let Some(path_addr) = attach {
-            let template = self
-                .outer
-                .as_ref()
+            let (prog, notify) = self
+                .attached_filter(path_addr)?
                 .expect("a filtering profile has an outer policy");
-            let mut prog = template
-                .program(path_addr)
-                .map_err(|e| SandboxError::Profile(self.options.profile.name().to_string(), e))?;
-            if handover_allowed(template.policy()) {
-                plan.notify = sandbox_policy::bpf::retarget(
-                    &mut prog,
-                    sandbox_policy::action::RET_TRAP,
-                    sandbox_policy::action::RET_USER_NOTIF,
-                ) > 0;
-            }
             plan.filter = Some(prog);
+            plan.notify = notify;
         }
         tracing::info!(
             profile = %self.options.profile.name(),

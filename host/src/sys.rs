@@ -799,17 +799,6 @@ pub(crate) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// A copy (close-on-exec) of descriptor `fd` of the process behind `pidfd`.
-pub(crate) fn pidfd_getfd(pidfd: i32, fd: i32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_getfd returns a new close-on-exec descriptor or -1.
-    let n = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: n was just created and belongs to nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(n as i32) })
-}
-
 /// The descriptors one message of [`send_with_fds`] carries at most: what its 64-byte control
 /// buffer holds after the 16-byte header.
 pub(crate) const MAX_SENT_FDS: usize = 12;

@@ -110,7 +110,7 @@ pub fn run(n: usize, growth: usize) -> Result<String> {
     )?;
     writeln!(
         md,
-        "Host CPU time per command, one at a time (user + system of the calling process, with its reaped children for the plain loop): plain {:.0} µs, session {:.0} µs (the resident's fork and the command's own start are in the session's processes, not counted here).\n",
+        "Host CPU time per command, one at a time (user + system of the calling process, with its reaped children for the plain loop): plain {:.0} µs, session {:.0} µs (the resident's clone and the command's own start are in the session's processes, not counted here).\n",
         per_cmd(cpu_plain),
         per_cmd(cpu_sess)
     )?;

@@ -92,8 +92,9 @@ mod tests {
         ),
         (
             "session/resident.rs",
-            "a session's resident: forks each command and runs the child between fork and exec \
-             (its process group, the profile's filter, the listener handed over), raw calls only",
+            "a session's resident: clones each command sharing its memory and descriptor \
+             table, and runs the child between clone and exec (its process group, the \
+             profile's filter, the listener made in the shared table), raw calls only",
         ),
         (
             "exec/spawner.rs",

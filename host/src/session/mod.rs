@@ -3,8 +3,8 @@
 //! [`Session::start`] builds the sandbox a one-shot request would get (profile, workspace,
 //! paths, network, limits; namespaces, a private `/tmp`, the view, a cgroup where the caller
 //! has one) once, around a resident process (module `resident`) that stays. Each
-//! [`Session::spawn`] sends it a command, which it forks, confines with the profile's filter
-//! between fork and exec, and starts in a process group of its own; the host relays the
+//! [`Session::spawn`] sends it a command, which it clones, confines with the profile's filter
+//! between clone and exec, and starts in a process group of its own; the host relays the
 //! command's streams, answers its refused calls on the command's own listener (so violations
 //! are the command's), enforces its timeout, and returns its [`ExecResult`].
 //!
@@ -30,11 +30,10 @@ pub use process::{Event, Process};
 
 use crate::exec::{Cancel, ExecError, ExecResult, Refusal, Request, RunOptions};
 use crate::sandbox::Sandbox;
-use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{channel, Sender};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -137,28 +136,23 @@ impl std::fmt::Debug for Session {
 
 /// What the session's threads and processes share.
 pub(crate) struct Inner {
+    /// The control socket. No lock: a `SOCK_SEQPACKET` send is one datagram, whole, so
+    /// threads starting commands at once send their messages side by side, each naming its
+    /// command.
     sock: OwnedFd,
-    /// Serialises what is sent to the resident (a start is a request and its answers).
-    send_lock: Mutex<()>,
     addr: u64,
+    /// The session's filter notifies a listener: a filtered command without one is stopped.
+    notify: bool,
     policy: Request,
     sandbox: Arc<Sandbox>,
     layers: Layers,
     cancel: Cancel,
     ended: AtomicBool,
     next_id: AtomicU64,
-    routes: Mutex<Routes>,
+    /// Commands started or starting and not yet ended (an idle session has none).
+    running: AtomicUsize,
     last_active: Mutex<Instant>,
     idle: Option<Duration>,
-}
-
-/// Where the reader thread delivers the resident's messages.
-#[derive(Default)]
-struct Routes {
-    /// The start under way.
-    pending: Option<Sender<(FromResident, Vec<OwnedFd>)>>,
-    /// Running commands' exit statuses.
-    exits: HashMap<u64, Sender<i32>>,
 }
 
 fn refused(field: &str, reason: impl Into<String>) -> ExecError {
@@ -243,6 +237,20 @@ impl Session {
             }
             Err(e) => return Err(fail(e)),
         };
+        // The filter depends on the profile and the path buffer only: compiled and sent once,
+        // before any command (the socket keeps the order).
+        let filter = sandbox.attached_filter(addr).map_err(|e| {
+            cancel.cancel();
+            ExecError::from(e)
+        })?;
+        let notify = filter.as_ref().is_some_and(|(_, n)| *n);
+        if let Some((prog, notify)) = filter {
+            let msg = ToResident::Filter {
+                filter: prog.iter().map(wire::pack).collect(),
+                notify,
+            };
+            wire::send(host.as_fd(), &msg, &[]).map_err(fail)?;
+        }
         let layers = Layers {
             namespaces: started.isolation.is_some(),
             network: started.network,
@@ -254,15 +262,15 @@ impl Session {
         };
         let inner = Arc::new(Inner {
             sock: host,
-            send_lock: Mutex::new(()),
             addr,
+            notify,
             policy: policy.clone(),
             sandbox,
             layers,
             cancel,
             ended: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
-            routes: Mutex::new(Routes::default()),
+            running: AtomicUsize::new(0),
             last_active: Mutex::new(Instant::now()),
             idle: options.idle_timeout,
         });
@@ -321,6 +329,10 @@ impl process::Host for Inner {
     fn layers(&self) -> &Layers {
         &self.layers
     }
+    fn command_ended(&self) {
+        self.running.fetch_sub(1, Ordering::AcqRel);
+        self.touch();
+    }
 }
 
 impl Inner {
@@ -345,12 +357,7 @@ impl Inner {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                     if let Some(idle) = self.idle {
-                        let quiet = self
-                            .routes
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .exits
-                            .is_empty();
+                        let quiet = self.running.load(Ordering::Acquire) == 0;
                         let since = self
                             .last_active
                             .lock()
@@ -364,31 +371,17 @@ impl Inner {
                 }
                 Err(_) => break,
             }
-            let Ok(Some((msg, fds))) = wire::recv::<FromResident>(self.sock.as_fd(), &mut buf)
-            else {
+            // Commands answer on their own reply sockets: nothing but the end comes here.
+            if !matches!(
+                wire::recv::<FromResident>(self.sock.as_fd(), &mut buf),
+                Ok(Some(_))
+            ) {
                 break;
-            };
-            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            match msg {
-                FromResident::Exited { id, status } => {
-                    if let Some(tx) = routes.exits.remove(&id) {
-                        let _ = tx.send(status);
-                    }
-                    drop(routes);
-                    self.touch();
-                }
-                other => {
-                    if let Some(tx) = &routes.pending {
-                        let _ = tx.send((other, fds));
-                    }
-                }
             }
         }
-        // Gone, ended or idle: whatever still runs is killed with the session.
+        // Gone, ended or idle: whatever still runs is killed with the session (each running
+        // command's reply socket then reads end of file).
         self.end();
-        let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-        routes.exits.clear();
-        routes.pending = None;
     }
 
     fn spawn(self: &Arc<Self>, cmd: &Command) -> Result<Process, ExecError> {
@@ -407,7 +400,14 @@ impl Inner {
             req.timeout_s = t.as_secs_f64();
         }
         let v = req.validate()?;
-        let plan = self.sandbox.plan(&v.program, Some(self.addr))?;
+        // The filter was compiled and sent at the start; per command only the program's
+        // admission is decided. A profile whose outer filter is not exact plans in full (its
+        // preload variables are refused below).
+        let exact = self.sandbox.exact_outer_policy().is_some();
+        let plan = self
+            .sandbox
+            .plan(&v.program, (!exact).then_some(self.addr))?;
+        let filtered = plan.planned != crate::sandbox::Sandboxed::None;
         if !plan.preload_env.is_empty() {
             return Err(refused(
                 "profile",
@@ -438,10 +438,9 @@ impl Inner {
             }
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let path = v.program.to_string_lossy().into_owned();
         let start = ToResident::Start {
             id,
-            path: path.clone(),
+            path: v.program.to_string_lossy().into_owned(),
             argv: v.argv.clone(),
             env: cmd
                 .env
@@ -449,25 +448,15 @@ impl Inner {
                 .map(|(k, val)| format!("{k}={val}"))
                 .collect(),
             cwd: v.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
-            filter: plan
-                .filter
-                .as_ref()
-                .map(|f| f.iter().map(wire::pack).collect()),
-            notify: plan.notify,
+            filtered,
         };
-        let (exit_tx, exit_rx) = channel();
-        let (tx, rx) = channel();
-        let _guard = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
-        {
-            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            routes.pending = Some(tx);
-            routes.exits.insert(id, exit_tx);
-        }
+        // The command's own reply socket: the resident answers the start and, later, the
+        // command's exit on it, read directly by this thread and then the command's.
+        let (reply, reply_resident) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
+        self.running.fetch_add(1, Ordering::AcqRel);
         self.touch();
         let unroute = || {
-            let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
-            routes.pending = None;
-            routes.exits.remove(&id);
+            self.running.fetch_sub(1, Ordering::AcqRel);
         };
         let sent = wire::send(
             self.sock.as_fd(),
@@ -476,78 +465,57 @@ impl Inner {
                 stdin_r.as_raw_fd(),
                 stdout_w.as_raw_fd(),
                 stderr_w.as_raw_fd(),
+                reply_resident.as_raw_fd(),
             ],
         );
-        drop((stdin_r, stdout_w, stderr_w));
+        drop((stdin_r, stdout_w, stderr_w, reply_resident));
         if let Err(e) = sent {
             unroute();
             return Err(ExecError::Setup(e));
         }
-        let mut pidfd: Option<OwnedFd> = None;
-        let mut listener: Option<OwnedFd> = None;
-        let outcome = loop {
-            match rx.recv_timeout(Duration::from_secs(30)) {
-                Ok((FromResident::Handover { listener: fd, .. }, mut fds)) => {
-                    let p = fds.pop();
-                    let taken = p.as_ref().map(|p| take_fd(p.as_raw_fd(), fd));
-                    let ok = matches!(taken, Some(Ok(_)));
-                    listener = taken.and_then(Result::ok);
-                    pidfd = p;
-                    let go = wire::send(self.sock.as_fd(), &ToResident::Go { id, ok }, &[]);
-                    if let Err(e) = go {
-                        break Err(ExecError::Setup(e));
+        // One answer: `Started` with the pidfd (and the listener), or `Failed`.
+        let mut buf = Vec::new();
+        let answer = wait_readable(reply.as_fd(), Duration::from_secs(30)).and_then(|()| {
+            wire::recv_at_most::<FromResident>(reply.as_fd(), &mut buf, wire::MAX_REPLY)
+        });
+        let (pidfd, listener) = match answer {
+            Ok(Some((FromResident::Started { listener, .. }, fds))) => {
+                let mut fds = fds.into_iter();
+                let pidfd = fds.next();
+                (pidfd, if listener { fds.next() } else { None })
+            }
+            Ok(Some((FromResident::Failed { stage, errno, .. }, _))) => {
+                unroute();
+                let source = std::io::Error::from_raw_os_error(errno);
+                return Err(if stage == "exec" {
+                    ExecError::Spawn {
+                        program: v.argv[0].clone(),
+                        source,
                     }
-                }
-                Ok((FromResident::Started { .. }, mut fds)) => {
-                    if pidfd.is_none() {
-                        pidfd = fds.pop();
-                    }
-                    break Ok(());
-                }
-                Ok((FromResident::Failed { stage, errno, .. }, _)) => {
-                    let source = std::io::Error::from_raw_os_error(errno);
-                    break Err(if stage == "exec" {
-                        ExecError::Spawn {
-                            program: v.argv[0].clone(),
-                            source,
-                        }
-                    } else {
-                        ExecError::Setup(std::io::Error::new(
-                            source.kind(),
-                            format!("the command's {stage} step failed: {source}"),
-                        ))
-                    });
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    break Err(refused("session", "the session has ended; start a new one"));
-                }
+                } else {
+                    ExecError::Setup(std::io::Error::new(
+                        source.kind(),
+                        format!("the command's {stage} step failed: {source}"),
+                    ))
+                });
+            }
+            _ => {
+                unroute();
+                return Err(refused("session", "the session has ended; start a new one"));
             }
         };
-        let pending_done = || {
-            self.routes
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pending = None
-        };
-        pending_done();
-        drop(_guard);
-        if let Err(e) = outcome {
-            unroute();
-            return Err(e);
-        }
         let Some(pidfd) = pidfd else {
             unroute();
             return Err(ExecError::Setup(std::io::Error::other(
                 "the resident sent no pidfd",
             )));
         };
-        if plan.notify && listener.is_none() {
+        if filtered && self.notify && listener.is_none() {
             // Fail closed: the filter's refused calls would have no one to answer them.
             let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
             unroute();
             return Err(ExecError::Setup(std::io::Error::other(
-                "the command's seccomp listener could not be taken",
+                "the command's seccomp listener was not handed over",
             )));
         }
         Ok(process::start(process::Start {
@@ -561,7 +529,7 @@ impl Inner {
             stdin: Some(stdin_w),
             stdout: stdout_r,
             stderr: stderr_r,
-            exit: exit_rx,
+            reply,
             stream: cmd.stream,
             tty,
         }))
@@ -569,7 +537,6 @@ impl Inner {
 
     /// Sends `sig` to command `id`'s process group.
     pub(crate) fn signal(&self, id: u64, sig: i32) -> std::io::Result<()> {
-        let _guard = self.send_lock.lock().unwrap_or_else(|e| e.into_inner());
         wire::send(self.sock.as_fd(), &ToResident::Signal { id, sig }, &[])
     }
 }
@@ -586,10 +553,4 @@ fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, t: Duration) -> std::io::Resul
         0 => Err(std::io::Error::from(std::io::ErrorKind::TimedOut)),
         _ => Ok(()),
     }
-}
-
-/// A copy of descriptor `fd` of the process behind `pidfd` (the host, as the owner of the
-/// session's user namespace, may take it from the resident's non-dumpable child).
-fn take_fd(pidfd: i32, fd: i32) -> std::io::Result<OwnedFd> {
-    crate::sys::pidfd_getfd(pidfd, fd)
 }

@@ -8,10 +8,7 @@ use crate::policy::Action;
 use crate::sandbox::Sandboxed;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
-
-/// A running command's exit status, as the session's reader thread delivers it.
-pub(crate) type ExitRx = Receiver<i32>;
+use std::sync::mpsc::{channel, Receiver, Sender};
 
 /// The session's layers, as the engine started them (the same for every command).
 #[derive(Clone, Debug)]
@@ -34,6 +31,8 @@ pub(crate) trait Host: Send + Sync {
     fn ended(&self) -> bool;
     /// The session's layers.
     fn layers(&self) -> &Layers;
+    /// A command started by the session has ended (its thread is done with it).
+    fn command_ended(&self);
 }
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -178,7 +177,8 @@ pub(crate) struct Start {
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
-    pub exit: ExitRx,
+    /// The host's end of the command's reply socket: its `Exited` comes here.
+    pub reply: OwnedFd,
     pub stream: bool,
     pub tty: Option<OwnedFd>,
 }
@@ -262,6 +262,24 @@ impl Output {
     }
 }
 
+/// The wait status the resident sends on the command's reply socket once it has reaped it;
+/// `None` when none comes within 500 ms (or the socket ends).
+fn exit_status(reply: &OwnedFd) -> Option<i32> {
+    let mut p = [libc::pollfd {
+        fd: reply.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    if crate::sys::poll_for(&mut p, 500).ok()? == 0 {
+        return None;
+    }
+    let mut buf = Vec::new();
+    match super::wire::recv_at_most(reply.as_fd(), &mut buf, super::wire::MAX_REPLY) {
+        Ok(Some((super::wire::FromResident::Exited { status, .. }, _))) => Some(status),
+        _ => None,
+    }
+}
+
 fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
     let started = Instant::now();
     let response = match s.v.on_violation {
@@ -293,13 +311,8 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
         }
         if let Some(at) = exited {
             if status.is_none() {
-                status = match s.exit.recv_timeout(Duration::from_millis(500)) {
-                    Ok(st) => Some(st),
-                    // The resident is gone (the session ended): the command was killed.
-                    Err(RecvTimeoutError::Disconnected) | Err(RecvTimeoutError::Timeout) => {
-                        Some(libc::SIGKILL)
-                    }
-                };
+                // No status (the resident is gone: the session ended): the command was killed.
+                status = Some(exit_status(&s.reply).unwrap_or(libc::SIGKILL));
             }
             if (out.raw().is_none() && err.raw().is_none()) || now >= at + DRAIN {
                 break;
@@ -371,6 +384,7 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
         }
     }
     drop(tx);
+    s.inner.command_ended();
     let tally = tally.or(notifier.map(|n| n.tally)).unwrap_or_default();
     let status = status.unwrap_or(libc::SIGKILL);
     result(

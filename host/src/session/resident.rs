@@ -1,10 +1,14 @@
 //! The session's resident process: the program the engine starts in the session's sandbox
 //! (namespaces, view, Landlock, limits, cgroup) with no filter of its own. It stays, and for
-//! each command the host sends it forks a child that joins the command's streams, starts a
-//! session and process group of its own, installs the profile's filter (exempting only
-//! `execve` of a path buffer whose address the host learnt at the hello), hands its listener
-//! to the host, and execs. The resident is single-threaded, so its children may allocate
-//! until the filter is in; after it they make raw calls on memory prepared before.
+//! each command the host sends it starts a child with `clone(CLONE_VM | CLONE_VFORK |
+//! CLONE_FILES)`: the child shares the resident's memory (no copy of its pages, as
+//! `posix_spawn` does) and its descriptor table, joins the command's streams, starts a session
+//! and process group of its own, installs the profile's filter (exempting only `execve` of a
+//! path buffer whose address the host learnt at the hello), and execs. Its listener, made in
+//! the shared table, is the resident's without a handover; the resident sends it to the host
+//! with the command's pidfd. The resident is suspended while the child runs (`CLONE_VFORK`),
+//! so one child at a time uses the shared path buffer, stack and standard descriptors; the
+//! child makes raw calls only, on memory prepared before.
 //!
 //! It ends when the host's end of the control socket closes (the host ended the session or
 //! died); being the init's program, its end makes the init kill every process of the PID
@@ -15,12 +19,16 @@ use std::collections::HashMap;
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The argument that makes the `sandbox` binary the resident process.
 pub const ARG: &str = "__session-resident";
 
 /// The size of the buffer commands' paths are copied to before `execve`.
 const PATH_MAX: usize = 4096;
+
+/// The stack a command's child runs on until it execs (raw calls only: a few frames).
+const STACK_WORDS: usize = 64 * 1024 / 16;
 
 /// Runs the resident process on descriptor 0 (the control socket); never returns.
 pub fn main() -> ! {
@@ -32,6 +40,21 @@ pub fn main() -> ! {
         }
     };
     std::process::exit(code)
+}
+
+/// What stays the resident's across commands.
+struct Resident {
+    /// The path buffer the filter's `execve` exemption names.
+    buffer: &'static mut [u8; PATH_MAX],
+    /// The children's stack (one child at a time: the resident waits while it runs).
+    stack: &'static mut [u128],
+    /// The resident's own descriptors 0, 1 and 2, put back after each child (which replaces
+    /// them in the shared table with the command's streams).
+    std: [OwnedFd; 3],
+    /// The session's filter and whether it notifies, sent once by the host.
+    filter: Option<(Vec<libc::sock_filter>, bool)>,
+    /// The session's environment.
+    env: Vec<(OsString, OsString)>,
 }
 
 fn serve() -> std::io::Result<()> {
@@ -46,17 +69,27 @@ fn serve() -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     drop(null);
-    let buffer: &'static mut [u8; PATH_MAX] = Box::leak(Box::new([0u8; PATH_MAX]));
+    let mut me = Resident {
+        buffer: Box::leak(Box::new([0u8; PATH_MAX])),
+        stack: Box::leak(vec![0u128; STACK_WORDS].into_boxed_slice()),
+        std: [
+            crate::exec::dup_above(0, 3)?,
+            crate::exec::dup_above(1, 3)?,
+            crate::exec::dup_above(2, 3)?,
+        ],
+        filter: None,
+        env: std::env::vars_os().collect(),
+    };
     let sfd = sigchld_fd()?;
     wire::send(
         sock.as_fd(),
         &FromResident::Hello {
-            addr: buffer.as_ptr() as u64,
+            addr: me.buffer.as_ptr() as u64,
         },
         &[],
     )?;
-    let env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    let mut running: HashMap<i32, u64> = HashMap::new();
+    // Running commands by pid: their id and the resident's end of their reply socket.
+    let mut running: HashMap<i32, (u64, OwnedFd)> = HashMap::new();
     let mut buf = Vec::new();
     loop {
         let mut fds = [
@@ -74,7 +107,7 @@ fn serve() -> std::io::Result<()> {
         crate::sys::poll(&mut fds)?;
         if fds[1].revents != 0 {
             drain_signalfd(sfd.as_fd());
-            reap(sock.as_fd(), &mut running)?;
+            reap(&mut running);
         }
         if fds[0].revents == 0 {
             continue;
@@ -83,36 +116,47 @@ fn serve() -> std::io::Result<()> {
             return Ok(());
         };
         match msg {
+            ToResident::Filter { filter, notify } => {
+                me.filter = Some((filter.into_iter().map(wire::unpack).collect(), notify));
+            }
             ToResident::Start {
                 id,
                 path,
                 argv,
                 env: extra,
                 cwd,
-                filter,
-                notify,
+                filtered,
             } => {
-                let cmd = Prepared::new(&path, &argv, &env, &extra, cwd.as_deref(), filter);
-                match cmd
-                    .and_then(|c| start(sock.as_fd(), id, c, &passed, notify, buffer, &mut buf))
-                {
+                // Without its reply socket a start has no one to answer: it is dropped, and the
+                // host, whose end then reads end of file, reports it.
+                let mut passed = passed;
+                if passed.len() != 4 {
+                    continue;
+                }
+                let reply = passed.pop().expect("four descriptors");
+                let cmd = Prepared::new(&path, &argv, &me.env, &extra, cwd.as_deref());
+                match cmd.and_then(|c| start(reply.as_fd(), id, c, &passed, filtered, &mut me)) {
                     Ok(Some(pid)) => {
-                        running.insert(pid, id);
+                        running.insert(pid, (id, reply));
                     }
                     Ok(None) => {}
-                    Err(e) => wire::send(
-                        sock.as_fd(),
-                        &FromResident::Failed {
-                            id,
-                            stage: "prepare".into(),
-                            errno: e.raw_os_error().unwrap_or(libc::EINVAL),
-                        },
-                        &[],
-                    )?,
+                    Err(e) => {
+                        // The command's reply socket may be gone (its host thread gave up):
+                        // that ends this start, not the session.
+                        let _ = wire::send(
+                            reply.as_fd(),
+                            &FromResident::Failed {
+                                id,
+                                stage: "prepare".into(),
+                                errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+                            },
+                            &[],
+                        );
+                    }
                 }
             }
             ToResident::Signal { id, sig } => {
-                if let Some((&pid, _)) = running.iter().find(|(_, &i)| i == id) {
+                if let Some((&pid, _)) = running.iter().find(|(_, (i, _))| *i == id) {
                     // The command leads its own process group: the signal reaches what it
                     // started there too, as a terminal's would.
                     // SAFETY: kill with a negative pid signals that process group.
@@ -122,7 +166,6 @@ fn serve() -> std::io::Result<()> {
                     }
                 }
             }
-            ToResident::Go { .. } => {}
         }
     }
 }
@@ -150,27 +193,28 @@ fn drain_signalfd(fd: BorrowedFd<'_>) {
     while unsafe { libc::read(fd.as_raw_fd(), info.as_mut_ptr().cast(), info.len()) } > 0 {}
 }
 
-/// Reaps every ended child and tells the host about the commands among them.
-fn reap(sock: BorrowedFd<'_>, running: &mut HashMap<i32, u64>) -> std::io::Result<()> {
+/// Reaps every ended child and tells the host about the commands among them, each on its
+/// reply socket (then closed). A reply socket whose host end is gone is no error: that
+/// command's thread has ended.
+fn reap(running: &mut HashMap<i32, (u64, OwnedFd)>) {
     loop {
         match crate::sys::waitpid(-1, libc::WNOHANG) {
             Ok((pid, status)) if pid > 0 => {
-                if let Some(id) = running.remove(&pid) {
-                    wire::send(sock, &FromResident::Exited { id, status }, &[])?;
+                if let Some((id, reply)) = running.remove(&pid) {
+                    let _ = wire::send(reply.as_fd(), &FromResident::Exited { id, status }, &[]);
                 }
             }
-            _ => return Ok(()),
+            _ => return,
         }
     }
 }
 
-/// A command's C strings and filter, made before the fork.
+/// A command's C strings, made before the clone.
 struct Prepared {
     path: Vec<u8>,
     argv: Vec<CString>,
     envp: Vec<CString>,
     cwd: Option<CString>,
-    filter: Option<Vec<libc::sock_filter>>,
 }
 
 impl Prepared {
@@ -180,7 +224,6 @@ impl Prepared {
         env: &[(OsString, OsString)],
         extra: &[String],
         cwd: Option<&str>,
-        filter: Option<Vec<u64>>,
     ) -> std::io::Result<Prepared> {
         let inval = || std::io::Error::from_raw_os_error(libc::EINVAL);
         let c = |s: Vec<u8>| CString::new(s).map_err(|_| inval());
@@ -210,29 +253,52 @@ impl Prepared {
                 .collect::<Result<_, _>>()?,
             envp: vars.into_iter().map(c).collect::<Result<_, _>>()?,
             cwd: cwd.map(|d| c(d.as_bytes().to_vec())).transpose()?,
-            filter: filter.map(|f| f.into_iter().map(wire::unpack).collect()),
         })
     }
 }
 
-/// Stages a child reports on its error pipe.
+/// Stages a child reports in its [`Report`].
 const STAGES: [&str; 6] = ["signals", "streams", "cwd", "filter", "handover", "exec"];
 
-/// Forks and starts one command. `Ok(Some(pid))`: it runs; `Ok(None)`: it failed and the
-/// host was told.
+/// What the child writes in the memory it shares with the resident, read once the resident
+/// resumes (the child has exec'd or exited).
+struct Report {
+    /// The stage that failed (an index into [`STAGES`]), or -1.
+    stage: AtomicI32,
+    /// Its errno.
+    errno: AtomicI32,
+    /// The listener's descriptor in the shared table, or -1.
+    listener: AtomicI32,
+}
+
+/// Starts one command, answering on its `reply` socket. `Ok(Some(pid))`: it runs and the
+/// host has its pidfd (and listener); `Ok(None)`: it failed and the host was told.
 fn start(
-    sock: BorrowedFd<'_>,
+    reply: BorrowedFd<'_>,
     id: u64,
     cmd: Prepared,
     stdio: &[OwnedFd],
-    notify: bool,
-    buffer: &mut [u8; PATH_MAX],
-    buf: &mut Vec<u8>,
+    filtered: bool,
+    me: &mut Resident,
 ) -> std::io::Result<Option<i32>> {
+    let failed = |stage: &str, errno: i32| FromResident::Failed {
+        id,
+        stage: stage.into(),
+        errno,
+    };
     if stdio.len() != 3 {
         return Err(std::io::Error::from_raw_os_error(libc::EBADF));
     }
-    buffer[..cmd.path.len()].copy_from_slice(&cmd.path);
+    // Fail closed: a filtered command needs the session's filter.
+    let filter = match (filtered, &me.filter) {
+        (false, _) => None,
+        (true, Some(f)) => Some(f),
+        (true, None) => {
+            wire::send(reply, &failed("filter", libc::EINVAL), &[])?;
+            return Ok(None);
+        }
+    };
+    me.buffer[..cmd.path.len()].copy_from_slice(&cmd.path);
     let argv: Vec<*const libc::c_char> = cmd
         .argv
         .iter()
@@ -245,13 +311,15 @@ fn start(
         .map(|a| a.as_ptr())
         .chain(std::iter::once(std::ptr::null()))
         .collect();
-    let fprog = cmd.filter.as_ref().map(|f| libc::sock_fprog {
+    let fprog = filter.map(|(f, _)| libc::sock_fprog {
         len: f.len() as u16,
         filter: f.as_ptr() as *mut libc::sock_filter,
     });
-    let (sync_r, sync_w) = crate::sys::pipe2(libc::O_CLOEXEC)?;
-    let (go_r, go_w) = crate::sys::pipe2(libc::O_CLOEXEC)?;
-    let (err_r, err_w) = crate::sys::pipe2(libc::O_CLOEXEC)?;
+    let report = Report {
+        stage: AtomicI32::new(-1),
+        errno: AtomicI32::new(0),
+        listener: AtomicI32::new(-1),
+    };
     let child = Child {
         stdio: [
             stdio[0].as_raw_fd(),
@@ -260,107 +328,88 @@ fn start(
         ],
         cwd: cmd.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
         fprog: fprog.as_ref().map_or(std::ptr::null(), |p| p as *const _),
-        notify: notify && fprog.is_some(),
-        path: buffer.as_ptr().cast(),
+        notify: filter.is_some_and(|(_, n)| *n),
+        path: me.buffer.as_ptr().cast(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
-        sync_w: sync_w.as_raw_fd(),
-        go_r: go_r.as_raw_fd(),
-        err_w: err_w.as_raw_fd(),
+        report: &report,
     };
-    // SAFETY: fork in a single-threaded process; the child runs `child_main`, which never
-    // returns.
-    let pid = unsafe { libc::fork() };
+    let top = me.stack.as_mut_ptr_range().end.cast::<libc::c_void>();
+    let mut pidfd: libc::c_int = -1;
+    // SAFETY: the child shares this memory and runs `child_entry` on the leaked stack, which
+    // nothing else uses; CLONE_VFORK suspends this (only) thread until the child has exec'd
+    // or exited, so `child`, `report`, the buffer and the stack outlive its use of them.
+    let pid = unsafe {
+        libc::clone(
+            child_entry,
+            top,
+            libc::CLONE_VM
+                | libc::CLONE_VFORK
+                | libc::CLONE_FILES
+                | libc::CLONE_PIDFD
+                | libc::SIGCHLD,
+            &child as *const Child as *mut libc::c_void,
+            &mut pidfd as *mut libc::c_int,
+        )
+    };
+    let clone_errno = std::io::Error::last_os_error();
+    // The child replaced 0, 1 and 2 of the shared table with the command's streams (its exec
+    // took a copy of the table first): the resident's own come back.
+    for (i, fd) in me.std.iter().enumerate() {
+        // SAFETY: dup2 of a descriptor this process owns onto its standard ones.
+        unsafe { libc::dup2(fd.as_raw_fd(), i as i32) };
+    }
     if pid < 0 {
-        return Err(std::io::Error::last_os_error());
+        return Err(clone_errno);
     }
-    if pid == 0 {
-        // SAFETY: in the child, on memory prepared above (still valid in its copy).
-        unsafe { child_main(&child) }
-    }
-    drop((sync_w, go_r, err_w));
-    let failed = |stage: &str, errno: i32| FromResident::Failed {
-        id,
-        stage: stage.into(),
-        errno,
-    };
-    let pidfd = crate::sys::pidfd_open(pid, 0);
-    let mut sent_pidfd = false;
-    let mut refused = false;
-    if child.notify {
-        let mut word = [0u8; 4];
-        let got = read_full(sync_r.as_fd(), &mut word);
-        if got == 4 {
-            let pidfd = pidfd
-                .as_ref()
-                .map_err(|e| std::io::Error::new(e.kind(), e.to_string()))?;
-            wire::send(
-                sock,
-                &FromResident::Handover {
-                    id,
-                    listener: i32::from_ne_bytes(word),
-                },
-                &[pidfd.as_raw_fd()],
-            )?;
-            sent_pidfd = true;
-            // The host serialises starts: the next message is this command's answer.
-            let ok = matches!(
-                wire::recv::<ToResident>(sock, buf)?,
-                Some((ToResident::Go { id: g, ok: true }, _)) if g == id
-            );
-            refused = !ok;
-            // SAFETY: writes one byte from a local to the go pipe.
-            unsafe { libc::write(go_w.as_raw_fd(), [u8::from(ok)].as_ptr().cast(), 1) };
-        }
-    }
-    drop(go_w);
-    let mut report = [0u8; 8];
-    let n = read_full(err_r.as_fd(), &mut report);
-    if n == 8 {
-        let stage = i32::from_ne_bytes(report[..4].try_into().unwrap_or_default());
-        let errno = i32::from_ne_bytes(report[4..].try_into().unwrap_or_default());
+    // SAFETY: CLONE_PIDFD wrote a new descriptor that nothing else owns.
+    let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) });
+    let listener = report.listener.load(Ordering::Acquire);
+    // SAFETY: the child made the listener in the shared table; nothing else owns it.
+    let listener = (listener >= 0).then(|| unsafe { OwnedFd::from_raw_fd(listener) });
+    let stage = report.stage.load(Ordering::Acquire);
+    if stage >= 0 {
         let _ = crate::sys::waitpid(pid, 0);
         let name = STAGES.get(stage as usize).copied().unwrap_or("setup");
-        wire::send(sock, &failed(name, errno), &[])?;
+        wire::send(
+            reply,
+            &failed(name, report.errno.load(Ordering::Acquire)),
+            &[],
+        )?;
         return Ok(None);
     }
-    if n != 0 || refused {
+    let stop = |why: &str| -> std::io::Result<Option<i32>> {
+        // SAFETY: kill of our own unreaped child.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
         let _ = crate::sys::waitpid(pid, 0);
-        wire::send(sock, &failed("handover", libc::ECANCELED), &[])?;
-        return Ok(None);
-    }
-    let fds: Vec<RawFd> = match (&pidfd, sent_pidfd) {
-        (Ok(p), false) => vec![p.as_raw_fd()],
-        _ => Vec::new(),
+        wire::send(reply, &failed(why, libc::ECANCELED), &[])?;
+        Ok(None)
     };
-    wire::send(sock, &FromResident::Started { id }, &fds)?;
+    let Some(pidfd) = pidfd else {
+        return stop("handover");
+    };
+    // Fail closed: the filter's refused calls would have no one to answer them.
+    if child.notify && listener.is_none() {
+        return stop("handover");
+    }
+    let mut fds = vec![pidfd.as_raw_fd()];
+    fds.extend(listener.as_ref().map(|l| l.as_raw_fd()));
+    if let Err(e) = wire::send(
+        reply,
+        &FromResident::Started {
+            id,
+            listener: listener.is_some(),
+        },
+        &fds,
+    ) {
+        // SAFETY: kill of our own unreaped child, which nobody would supervise.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        return Err(e);
+    }
     Ok(Some(pid))
 }
 
-/// Reads until `buf` is full or the pipe ends; how many bytes came.
-fn read_full(fd: BorrowedFd<'_>, buf: &mut [u8]) -> usize {
-    let mut got = 0;
-    while got < buf.len() {
-        // SAFETY: reads into the rest of a buffer we own.
-        let n = unsafe {
-            libc::read(
-                fd.as_raw_fd(),
-                buf[got..].as_mut_ptr().cast(),
-                buf.len() - got,
-            )
-        };
-        if n > 0 {
-            got += n as usize;
-        } else if n == 0
-            || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-        {
-            break;
-        }
-    }
-    got
-}
-
-/// What the forked child needs, all prepared before the fork.
+/// What the cloned child needs, all prepared before the clone.
 struct Child {
     stdio: [RawFd; 3],
     cwd: *const libc::c_char,
@@ -369,27 +418,31 @@ struct Child {
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
-    sync_w: RawFd,
-    go_r: RawFd,
-    err_w: RawFd,
+    report: *const Report,
 }
 
-/// The forked child: joins its streams and its own session, installs the filter, hands its
-/// listener over, execs. Raw calls only once the filter is in: under the profile, `write`,
-/// `read`, `execve` of the buffer and `exit_group` are what it may still do.
+extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Child` the resident passed to clone, valid while it is suspended.
+    unsafe { child_main(&*(arg as *const Child)) }
+}
+
+/// The cloned child: joins its streams and its own session, installs the filter (its listener
+/// lands in the table it shares with the resident), execs. Raw calls only, and no allocation:
+/// it runs on the resident's memory.
 ///
 /// # Safety
-/// Called once, in the child of `fork`, with `c`'s pointers valid in its copy of memory.
+/// Called once, in the child of `clone(CLONE_VM | CLONE_VFORK | CLONE_FILES)`, with `c`'s
+/// pointers valid.
 unsafe fn child_main(c: &Child) -> ! {
     // SAFETY: the caller's contract; every call below is a raw system call on prepared
     // memory.
     unsafe {
+        let report = &*c.report;
         let fail = |stage: i32| -> ! {
-            let errno = *libc::__errno_location();
-            let mut word = [0u8; 8];
-            word[..4].copy_from_slice(&stage.to_ne_bytes());
-            word[4..].copy_from_slice(&errno.to_ne_bytes());
-            libc::write(c.err_w, word.as_ptr().cast(), 8);
+            report
+                .errno
+                .store(*libc::__errno_location(), Ordering::Relaxed);
+            report.stage.store(stage, Ordering::Release);
             libc::_exit(127)
         };
         // The resident blocks SIGCHLD and std ignores SIGPIPE: a command starts with neither.
@@ -435,14 +488,9 @@ unsafe fn child_main(c: &Child) -> ! {
                 fail(3);
             }
             if c.notify {
-                let word = (rc as i32).to_ne_bytes();
-                if libc::write(c.sync_w, word.as_ptr().cast(), 4) != 4 {
-                    fail(4);
-                }
-                let mut go = [0u8; 1];
-                if libc::read(c.go_r, go.as_mut_ptr().cast(), 1) != 1 || go[0] != 1 {
-                    libc::_exit(127);
-                }
+                // The listener is in the shared table: the resident holds it from here on
+                // (the exec takes a copy of the table and closes it there, close-on-exec).
+                report.listener.store(rc as i32, Ordering::Release);
             }
         }
         libc::execve(c.path, c.argv, c.envp);

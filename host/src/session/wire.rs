@@ -16,7 +16,19 @@ const MAX_FDS: usize = 4;
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum ToResident {
-    /// Start a command; its stdin, stdout and stderr come as descriptors.
+    /// The session's filter, sent once before any command: every filtered command installs
+    /// it (it depends on the profile and the path buffer's address only, so it is compiled
+    /// and sent once, not per command).
+    Filter {
+        /// Each instruction packed as `code << 48 | jt << 40 | jf << 32 | k`.
+        filter: Vec<u64>,
+        /// The filter notifies a listener, which goes to the host with the command's pidfd.
+        notify: bool,
+    },
+    /// Start a command; its stdin, stdout and stderr come as descriptors, then the resident's
+    /// end of the command's own reply socket, on which it answers `Started` or `Failed` and,
+    /// once the command has ended, `Exited` (the command's thread reads it directly: no
+    /// thread of the host relays its answers).
     Start {
         id: u64,
         path: String,
@@ -24,13 +36,9 @@ pub(crate) enum ToResident {
         /// `KEY=value` entries added to (or replacing) the session's environment.
         env: Vec<String>,
         cwd: Option<String>,
-        /// The filter, each instruction packed as `code << 48 | jt << 40 | jf << 32 | k`.
-        filter: Option<Vec<u64>>,
-        /// The filter notifies a listener, which the host takes before the exec.
-        notify: bool,
+        /// Install the session's filter (refused when none was sent).
+        filtered: bool,
     },
-    /// The host holds the listener of command `id`: it may exec (or, `ok` false, give up).
-    Go { id: u64, ok: bool },
     /// Send `sig` to command `id`'s process group.
     Signal { id: u64, sig: i32 },
 }
@@ -41,11 +49,8 @@ pub(crate) enum ToResident {
 pub(crate) enum FromResident {
     /// The resident is ready; commands' `execve` names the path buffer at `addr`.
     Hello { addr: u64 },
-    /// Command `id` installed its filter and waits with its listener at descriptor `listener`;
-    /// its pidfd comes along.
-    Handover { id: u64, listener: i32 },
-    /// Command `id` runs (its pidfd comes along unless a handover sent it).
-    Started { id: u64 },
+    /// Command `id` runs: its pidfd comes along, then its listener when `listener`.
+    Started { id: u64, listener: bool },
     /// Command `id` could not be started: the step and its errno.
     Failed { id: u64, stage: String, errno: i32 },
     /// Command `id` ended with this wait status.
@@ -66,7 +71,19 @@ pub(crate) fn recv<T: for<'de> Deserialize<'de>>(
     sock: BorrowedFd<'_>,
     buf: &mut Vec<u8>,
 ) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
-    buf.resize(MAX_MESSAGE, 0);
+    recv_at_most(sock, buf, MAX_MESSAGE)
+}
+
+/// The largest message on a command's reply socket (`Started`, `Failed`, `Exited`).
+pub(crate) const MAX_REPLY: usize = 4096;
+
+/// [`recv`] of a message of at most `max` bytes (a larger one is refused whole).
+pub(crate) fn recv_at_most<T: for<'de> Deserialize<'de>>(
+    sock: BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<Option<(T, Vec<OwnedFd>)>> {
+    buf.resize(max, 0);
     let (n, fds, flags) = crate::sys::recv_with_fds(sock, buf)?;
     if n == 0 && fds.is_empty() {
         return Ok(None);
