@@ -582,8 +582,9 @@ impl Policy<'_> {
         }
     }
 
-    /// The entry for a file path printed with an error of `kind`, if the sandbox refused it.
-    fn file(&self, kind: Kind, p: &str) -> Option<(String, Option<String>)> {
+    /// The entry for a file path printed with an error of `kind` by a line whose operation
+    /// is `op` (when it says), if the sandbox refused it.
+    fn file(&self, kind: Kind, p: &str, op: Option<&str>) -> Option<(String, Option<String>)> {
         let path = resolved(Path::new(p));
         let under = |list: &[PathBuf]| list.iter().any(|d| path.starts_with(d));
         if matches!(kind, Kind::ConnRefused) {
@@ -621,6 +622,18 @@ impl Policy<'_> {
             .iter()
             .any(|v| path.starts_with(v));
         if kind == Kind::Busy || virtual_fs || !host_may_write(&path) {
+            return None;
+        }
+        // EACCES on a file that exists, from a line that names no operation: bash and sh
+        // print `PATH: Permission denied` for a refused exec and a refused redirection alike,
+        // Python its `PermissionError` for both. An exec is refused by the file's mode or
+        // mount, or by a sandbox the job runs itself, none of which a writable place changes:
+        // the cause is unknown, and a wrong hint is worse than none. A named operation
+        // (`touch`, node's `open`) or a file that does not exist yet is a write.
+        if kind == Kind::Denied
+            && op.is_none_or(|o| matches!(o, "exec" | "execute" | "spawn" | "run"))
+            && path.symlink_metadata().is_ok_and(|m| !m.is_dir())
+        {
             return None;
         }
         let dir = if path.is_dir() {
@@ -704,13 +717,14 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
                 continue;
             }
             looked += 1;
-            if let Some((rule, allow)) = policy.file(kind, &p) {
+            let op = operation(line, kind);
+            if let Some((rule, allow)) = policy.file(kind, &p, op.as_deref()) {
                 add(
                     &mut found,
                     Refused {
                         path: Some(p),
                         destination: None,
-                        operation: operation(line, kind),
+                        operation: op,
                         rule,
                         allow,
                     },

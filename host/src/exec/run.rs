@@ -190,6 +190,21 @@ pub struct SandboxInfo {
     pub profile: String,
 }
 
+/// Where the Landlock protections a run lacks went: the kernel's, or (EPERM from the version
+/// query under a seccomp filter) the filter of a sandbox this process runs inside, whose
+/// profile then needs the three calls; a nested run is otherwise told to upgrade its kernel.
+fn landlock_missing_where() -> &'static str {
+    let filtered = crate::sys::seccomp_mode().map_or(true, |m| m != 0);
+    match crate::sys::landlock_abi() {
+        Err(libc::EPERM) if filtered => {
+            "here: landlock_create_ruleset is refused by the seccomp filter this process runs \
+             under (a sandbox around this one; its profile needs --allow \
+             landlock_create_ruleset:landlock_add_rule:landlock_restrict_self)"
+        }
+        _ => "on this kernel",
+    }
+}
+
 /// Why a request produced no result.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -1210,7 +1225,8 @@ fn run(
             format!(" (given here by other layers: {})", covered.join("; "))
         };
         warnings.push(format!(
-            "sandbox: warning: Landlock protections missing on this kernel: {}{covered}; {} to refuse instead",
+            "sandbox: warning: Landlock protections missing {}: {}{covered}; {} to refuse instead",
+            landlock_missing_where(),
             lacking.join("; "),
             required("landlock")
         ));
