@@ -735,6 +735,62 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
     found
 }
 
+/// The start of the rule of a destination the proxy refused.
+const PROXY_RULE: &str = "the proxy refused it: ";
+
+/// Adds the destinations the proxy refused (`--network proxy`) to `found`, one entry each:
+/// `destination` the host as the client named it, `operation` `connect`, the proxy's reason
+/// with the port in `rule`, and the change that allows it: the domain for a name not on the
+/// allowlist, a pin for a name that resolves to an internal address, none for an address.
+/// They come from the proxy's own record, not from what the program printed, so they are
+/// certain; their stderr line is the proxy's own (`sandbox run`, `sandbox mcp`), so
+/// [`warnings`] does not repeat them. They go before the text's entries.
+pub(crate) fn proxied(found: &mut Found, dests: &[crate::proxy::Destination], audience: Audience) {
+    let mut entries: Vec<Refused> = Vec::new();
+    for d in dests.iter().filter(|d| !d.allowed) {
+        let reason = d.reason.as_deref().unwrap_or("refused");
+        let allow = if let Some(rest) = reason.strip_prefix("resolves to ") {
+            let addr = rest.split(' ').next().unwrap_or_default();
+            match addr.parse::<std::net::IpAddr>() {
+                Ok(ip) if d.host.parse::<std::net::IpAddr>().is_err() => Some(match audience {
+                    Audience::Json => format!(
+                        "\"resolve\": {{{}: {}}}",
+                        json_string(&format!("{}:{}", d.host, d.port)),
+                        json_string(&ip.to_string())
+                    ),
+                    Audience::Cli => format!(
+                        "--resolve {}",
+                        shell_word(&crate::proxy::pins::flag_value(&d.host, d.port, ip))
+                    ),
+                }),
+                _ => None,
+            }
+        } else {
+            Some(match audience {
+                Audience::Json => format!("\"allow_domains\": [{}]", json_string(&d.host)),
+                Audience::Cli => format!("--allow-domain {}", shell_word(&d.host)),
+            })
+        };
+        entries.push(Refused {
+            path: None,
+            destination: Some(d.host.clone()),
+            operation: Some("connect".into()),
+            rule: format!("{PROXY_RULE}{reason} (port {})", d.port),
+            allow,
+        });
+    }
+    if entries.is_empty() {
+        return;
+    }
+    let room = MAX_ENTRIES.saturating_sub(entries.len().min(MAX_ENTRIES));
+    let from_text = std::mem::take(&mut found.entries);
+    let over = from_text.len().saturating_sub(room) + entries.len().saturating_sub(MAX_ENTRIES);
+    entries.truncate(MAX_ENTRIES);
+    entries.extend(from_text.into_iter().take(room));
+    found.entries = entries;
+    found.omitted += over as u64;
+}
+
 /// The rule of a credential's entry.
 const CREDENTIAL: &str = "unreadable: a credential (the deny list)";
 
@@ -753,6 +809,7 @@ pub(crate) fn warnings(
     let mut out: Vec<String> = found
         .entries
         .iter()
+        .filter(|e| !e.rule.starts_with(PROXY_RULE))
         .map(|e| {
             if let Some(line) = e
                 .path

@@ -1329,7 +1329,7 @@ fn run(
     // The policy is resolved (the credential list, every writable place's links) only when
     // the job's stderr holds a line worth naming: most runs have none.
     let text = teed.as_deref().unwrap_or(&stderr);
-    let refusals = if super::refusals::is_candidate(text.as_bytes()) {
+    let mut refusals = if super::refusals::is_candidate(text.as_bytes()) {
         super::refusals::name(
             text,
             &super::refusals::Policy::of(
@@ -1344,6 +1344,7 @@ fn run(
     } else {
         super::refusals::Found::default()
     };
+    super::refusals::proxied(&mut refusals, &network.destinations, v.audience);
     warnings.extend(super::refusals::warnings(
         &refusals,
         v.audience,
