@@ -583,6 +583,44 @@ fn a_sandbox_inside_a_sandbox_runs_in_the_tier_the_outer_allows() {
         let v = exec(who, None, alone);
         assert_eq!(v["tier"], "isolated", "{who:?}: {v}");
         assert_eq!(v["warnings"], json!([]), "{who:?}: {v}");
+        // A refusal the inner run names itself is said once, by it: the outer job's policy
+        // (no namespaces here, so it refuses the shared /tmp too) does not name it again.
+        // As uid 65534 only: as root, an inner contained run under an outer contained run
+        // cannot exec its program (EACCES from the inner Landlock layer), an open problem
+        // recorded in docs/isolation.md.
+        if who == As::Root {
+            continue;
+        }
+        let zz = format!("/tmp/sandbox-refusals-nested-{}", std::process::id());
+        let inner_run = format!(
+            "{} run --allow-root --profile shell -- bash -c 'echo > {zz}'",
+            common::SANDBOX
+        );
+        let o = run(
+            who,
+            ws.path(),
+            &[
+                "--profile",
+                "shell",
+                "--isolation",
+                "off",
+                "--allow",
+                LANDLOCK_CALLS,
+                "--workspace",
+                w,
+                "--",
+                "bash",
+                "-c",
+                &inner_run,
+            ],
+        );
+        let err = stderr(&o);
+        let named = err
+            .lines()
+            .filter(|l| l.starts_with(&format!("sandbox: refused {zz}")))
+            .count();
+        assert_eq!(named, 1, "{who:?}: {err}");
+        assert!(!Path::new(&zz).exists());
     }
 }
 

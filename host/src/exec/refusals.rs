@@ -106,6 +106,8 @@ enum Kind {
     ConnRefused,
     /// A failed name lookup.
     Dns,
+    /// A refusal a sandbox run inside the job named itself (`sandbox: refused ...`).
+    Nested,
 }
 
 /// The texts searched for, as programs spell them, and what each means. Case-sensitive on
@@ -132,6 +134,7 @@ const NEEDLES: &[(&str, Kind)] = &[
     ("Name or service not known", Kind::Dns),
     ("No address associated with hostname", Kind::Dns),
     ("failed to lookup address information", Kind::Dns),
+    ("sandbox: refused", Kind::Nested),
 ];
 
 fn automaton() -> &'static AhoCorasick {
@@ -683,12 +686,39 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
             found.omitted += 1;
         }
     };
-    for (start, line, kind) in lines(text) {
+    let all = lines(text);
+    // A sandbox run inside the job (a project's test suite that uses it) names the refusals
+    // of its own policy, which this job's policy knows nothing of: what it named is left to
+    // it, so that one refusal is not advised twice, once wrongly. Text can claim this too;
+    // it then only takes advice away.
+    let mut nested_names: HashSet<String> = HashSet::new();
+    for (_, line, _) in all.iter().filter(|(_, _, k)| *k == Kind::Nested) {
+        let rest = line.split_once("sandbox: refused").map_or("", |(_, r)| r);
+        let rest = rest.trim_start_matches(':').trim_start();
+        let rest = rest.strip_prefix("reading ").unwrap_or(rest);
+        let word = rest
+            .split([' ', ':'])
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if let Some(p) = normalize(&word).filter(|_| word.starts_with('/')) {
+            classified.insert(p);
+        } else if !word.is_empty() {
+            nested_names.insert(word);
+        }
+    }
+    for (start, line, kind) in all {
+        if kind == Kind::Nested {
+            continue;
+        }
         if kind == Kind::Dns {
             let Some(why) = &policy.no_network else {
                 continue;
             };
             let dest = destination(line);
+            if dest.as_ref().is_some_and(|d| nested_names.contains(d)) {
+                continue;
+            }
             add(
                 &mut found,
                 Refused {
@@ -976,6 +1006,39 @@ mod tests {
         };
         let e = name("touch: cannot touch '/tmp/x': Read-only file system\n", &p).entries;
         assert_eq!(e[0].allow.as_deref(), Some("--allow-write /tmp"), "{e:?}");
+    }
+
+    /// What a sandbox run inside the job named itself is left to it (its policy refused
+    /// it, which the outer job's knows nothing of); control: the same program's line alone is
+    /// named by the outer job.
+    #[test]
+    fn a_refusal_a_nested_run_named_is_left_to_it() {
+        let tmp = std::env::temp_dir();
+        let target = tmp.join("sandbox-refusals-nested-x");
+        let p = Policy {
+            writable: vec![],
+            ..policy(&[], &[])
+        };
+        let t = target.display();
+        let program = format!(
+            "bash: line 1: {t}: Read-only file system
+"
+        );
+        let named = name(&program, &p).entries;
+        assert_eq!(named.len(), 1, "{named:?}");
+        let nested = format!(
+            "{program}sandbox: refused {t}: read-only in the sandbox: outside the writable \
+             places (workspace /w); to allow: --allow-write {}\n\
+             curl: (6) Could not resolve host: a.example\n\
+             sandbox: refused a.example (resolve): no network: profile shell has none; to \
+             allow: --allow-domain a.example\n",
+            tmp.display()
+        );
+        assert!(
+            name(&nested, &p).entries.is_empty(),
+            "{:?}",
+            name(&nested, &p)
+        );
     }
 
     #[test]
