@@ -1041,6 +1041,74 @@ mod tests {
         );
     }
 
+    /// The proxy's refused destinations come first, each with its change, within the bound;
+    /// allowed ones are not refusals (control).
+    #[test]
+    fn proxy_refusals_come_first_and_are_bounded() {
+        let dest = |host: &str, allowed: bool, reason: Option<&str>| crate::proxy::Destination {
+            host: host.into(),
+            port: 443,
+            allowed,
+            reason: reason.map(str::to_string),
+            error: None,
+            attempts: 1,
+        };
+        let mut f = name(
+            "curl: (6) Could not resolve host: a.example\n",
+            &policy(&[], &[]),
+        );
+        let dests = [
+            dest("ok.example", true, None),
+            dest("b.example", false, Some("not in the allowed domains")),
+            dest(
+                "local.example",
+                false,
+                Some("resolves to 127.0.0.1 (loopback)"),
+            ),
+            dest("10.0.0.1", false, Some("resolves to 10.0.0.1 (private)")),
+        ];
+        proxied(&mut f, &dests, Audience::Cli);
+        let got: Vec<(Option<&str>, Option<&str>)> = f
+            .entries
+            .iter()
+            .map(|e| (e.destination.as_deref(), e.allow.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("b.example"), Some("--allow-domain b.example")),
+                (
+                    Some("local.example"),
+                    Some("--resolve local.example:443:127.0.0.1")
+                ),
+                (Some("10.0.0.1"), None),
+                (Some("a.example"), Some("--allow-domain a.example")),
+            ]
+        );
+        assert_eq!(
+            f.entries[0].rule,
+            "the proxy refused it: not in the allowed domains (port 443)"
+        );
+        // Their line is the proxy's own: not repeated in warnings.
+        assert_eq!(warnings(&f, Audience::Cli, &ctx()).len(), 1);
+        let mut f = Found::default();
+        let many: Vec<_> = (0..40)
+            .map(|i| {
+                dest(
+                    &format!("h{i}.example"),
+                    false,
+                    Some("not in the allowed domains"),
+                )
+            })
+            .collect();
+        proxied(&mut f, &many, Audience::Json);
+        assert_eq!((f.entries.len(), f.omitted), (MAX_ENTRIES, 8));
+        assert_eq!(
+            f.entries[0].allow.as_deref(),
+            Some("\"allow_domains\": [\"h0.example\"]")
+        );
+    }
+
     #[test]
     fn paths_are_taken_from_every_quoting() {
         assert_eq!(
