@@ -150,10 +150,18 @@ pub fn seccomp_listener() -> Result<(), String> {
     static ONCE: OnceLock<Result<(), String>> = OnceLock::new();
     ONCE.get_or_init(|| {
         crate::sys::seccomp_listener_probe().map_err(|e| {
+            // EBUSY is the kernel's one-listener-per-filter-chain rule: the process runs
+            // under another supervisor's filter (a sandbox around this one).
+            let why = if e == libc::EBUSY {
+                "a seccomp filter this process runs under has a listener already (a sandbox \
+                 or supervisor around this one; the kernel allows one per process)"
+            } else {
+                "the container's runtime or seccomp profile refuses it, as gVisor does, or \
+                 the kernel is older than 5.0"
+            };
             format!(
                 "seccomp user notification unavailable (seccomp() with \
-                 SECCOMP_FILTER_FLAG_NEW_LISTENER: {}; the container's runtime or seccomp \
-                 profile refuses it, as gVisor does, or the kernel is older than 5.0)",
+                 SECCOMP_FILTER_FLAG_NEW_LISTENER: {}; {why})",
                 std::io::Error::from_raw_os_error(e)
             )
         })

@@ -164,10 +164,60 @@ pub(crate) fn seccomp_listener_probe() -> Result<(), i32> {
         // Cannot happen with a NULL program; treated as "no" rather than trusted.
         libc::EINVAL
     };
-    if errno == libc::EFAULT {
-        Ok(())
-    } else {
-        Err(errno)
+    if errno != libc::EFAULT {
+        return Err(errno);
+    }
+    // The flag is accepted, but the kernel refuses a second listener in one filter chain
+    // (EBUSY) only when it attaches a real filter, after the copy the NULL program fails. A
+    // process already under a filter (a sandbox run inside another one) may have such a
+    // listener above it: a child installs an allow-all filter with the flag and reports.
+    // Not done otherwise: it costs a fork, and without a filter there is no listener above.
+    if seccomp_mode().map_or(true, |m| m != 0) {
+        return seccomp_listener_child_probe();
+    }
+    Ok(())
+}
+
+/// The errno of installing an allow-all filter with `SECCOMP_FILTER_FLAG_NEW_LISTENER` in a
+/// forked child (the filter dies with it); `Ok` when it was installed.
+fn seccomp_listener_child_probe() -> Result<(), i32> {
+    let allow = [libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: libc::SECCOMP_RET_ALLOW,
+    }];
+    let prog = libc::sock_fprog {
+        len: 1,
+        filter: allow.as_ptr().cast_mut(),
+    };
+    // SAFETY: the child only makes async-signal-safe calls (prctl, seccomp, _exit) on memory
+    // prepared before the fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(libc::EAGAIN);
+    }
+    if pid == 0 {
+        // SAFETY: in the child: raw calls on `prog`, then _exit; the errno is read first.
+        unsafe {
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+            let rc = libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                &prog as *const libc::sock_fprog,
+            );
+            let errno = if rc < 0 { *libc::__errno_location() } else { 0 };
+            libc::_exit(errno.min(255));
+        }
+    }
+    let mut status = 0;
+    // SAFETY: reaps the child we forked; status is a valid int.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    match libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)) {
+        Some(0) => Ok(()),
+        Some(errno) => Err(errno),
+        None => Err(libc::EINVAL),
     }
 }
 
@@ -797,6 +847,17 @@ pub(crate) fn seqpacket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: both were just created and belong to nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// A copy (close-on-exec) of descriptor `fd` of the process behind `pidfd`.
+pub(crate) fn pidfd_getfd(pidfd: i32, fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd returns a new close-on-exec descriptor or -1.
+    let n = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: n was just created and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(n as i32) })
 }
 
 /// The descriptors one message of [`send_with_fds`] carries at most: what its 64-byte control

@@ -633,3 +633,61 @@ fn exec_json_as(who: As, request: &str) -> Value {
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A destination the proxy refused is an entry of `refusals` (destination, `connect`, the
+/// proxy's reason, the change that allows it), as root and as uid 65534, and `sandbox run`
+/// says it on one stderr line; applying the change lets the request through (control), and
+/// then nothing is refused. A failed lookup under a profile without network is still named
+/// from the program's words.
+#[test]
+fn a_proxy_refusal_is_named_in_refusals_and_its_change_works() {
+    for who in WHO {
+        let l = Listener::start();
+        let req = |allow: &[&str]| {
+            serde_json::json!({
+                "argv": ["/usr/bin/curl", "-sS", "--max-time", "10",
+                         format!("http://pkg.test:{}/", l.port)],
+                "allow_domains": allow,
+                "resolve": {format!("pkg.test:{}", l.port): "127.0.0.1"},
+            })
+            .to_string()
+        };
+        let r = exec_json_as(who, &req(&["api.test"]));
+        let refusals = r["refusals"].as_array().unwrap();
+        assert_eq!(refusals.len(), 1, "{who:?}: {r}");
+        let e = &refusals[0];
+        assert_eq!(e["destination"], "pkg.test", "{r}");
+        assert_eq!(e["operation"], "connect", "{r}");
+        assert_eq!(
+            e["rule"],
+            format!(
+                "the proxy refused it: not in the allowed domains (port {})",
+                l.port
+            ),
+            "{r}"
+        );
+        assert_eq!(e["allow"], "\"allow_domains\": [\"pkg.test\"]", "{r}");
+        assert_eq!(l.hits(), 0, "{who:?}: a refused request arrived");
+        // Control: the change applied, the request arrives and nothing is refused.
+        let r = exec_json_as(who, &req(&["api.test", "pkg.test"]));
+        assert_eq!(r["stdout"], "reached\n", "{who:?}: {r}");
+        assert_eq!(r["refusals"], serde_json::json!([]), "{r}");
+        assert_eq!(l.hits(), 1);
+        // `sandbox run`: one line naming the destination and the flag, not two.
+        let pin = format!("pkg.test:{}:127.0.0.1", l.port);
+        let url = format!("http://pkg.test:{}/", l.port);
+        let args = ["--allow-domain", "api.test", "--resolve", &pin];
+        let (_, _, err) = curl(who, &args, &url);
+        let lines: Vec<&str> = err.lines().filter(|l| l.contains("pkg.test")).collect();
+        assert_eq!(lines.len(), 1, "{who:?}: {err}");
+        assert!(lines[0].contains("add --allow-domain pkg.test"), "{err}");
+        // A failed lookup without network, named as before.
+        let r = exec_json_as(
+            who,
+            r#"{"argv": ["/usr/bin/curl", "-sS", "http://pkg.test/"], "profile": "shell"}"#,
+        );
+        let e = &r["refusals"][0];
+        assert_eq!(e["rule"], "no network: profile shell has none", "{r}");
+        assert_eq!(e["allow"], "\"allow_domains\": [\"pkg.test\"]", "{r}");
+    }
+}

@@ -511,3 +511,155 @@ fn node_and_python_writes_outside_are_named() {
         assert!(r.iter().all(|e| e["allow"] == allow.as_str()), "{v}");
     }
 }
+
+/// The three Landlock calls a nested run needs from the outer profile.
+const LANDLOCK_CALLS: &str = "landlock_create_ruleset:landlock_add_rule:landlock_restrict_self";
+
+/// A sandbox run inside a sandbox (a project's test suite that uses it, run by an agent under
+/// `shell`): the kernel allows one seccomp listener per process, so the inner run answers
+/// refused calls in its filter and says so; the outer profile refuses namespaces, so the inner
+/// run is `filtered`, or `contained` where the outer profile allows Landlock's calls. Its
+/// protection holds (the inner `minimal` cannot write the workspace the outer can), and the
+/// outer names no refusal it did not make (no `/tmp` write, no `--allow-write` for an exec).
+/// Control: the same inner run outside any sandbox is `isolated`, with no warning.
+#[test]
+fn a_sandbox_inside_a_sandbox_runs_in_the_tier_the_outer_allows() {
+    for who in BOTH {
+        let ws = dir(who, "refusals-nested");
+        let w = ws.path().to_str().unwrap();
+        let inner = json!({
+            "argv": ["/bin/sh", "-c", format!("touch {w}/inner")],
+            "profile": "minimal",
+            "allow_root": true,
+        });
+        fs::write(ws.path().join("req.json"), inner.to_string()).unwrap();
+        let cmd = format!("{} exec --json < {w}/req.json", common::SANDBOX);
+        for (extra, tier) in [(None, "filtered"), (Some(LANDLOCK_CALLS), "contained")] {
+            let mut args = vec!["--profile", "shell", "--workspace", w];
+            if let Some(calls) = extra {
+                args.extend(["--allow", calls]);
+            }
+            args.extend(["--", "bash", "-c", &cmd]);
+            let o = run(who, ws.path(), &args);
+            let err = stderr(&o);
+            assert!(o.status.success(), "{who:?} {tier}: {err}");
+            let v: Value = serde_json::from_slice(&o.stdout)
+                .unwrap_or_else(|e| panic!("{who:?} {tier}: {e}: {o:?}"));
+            assert_eq!(v["tier"], tier, "{who:?}: {v}");
+            // The inner profile's protection holds: no file changes.
+            assert_ne!(v["exit_code"], 0, "{who:?} {tier}: {v}");
+            assert!(!ws.path().join("inner").exists(), "{who:?} {tier}");
+            let warned = v["warnings"].to_string();
+            assert!(
+                warned.contains("has a listener already (a sandbox or supervisor around this one"),
+                "{who:?} {tier}: {v}"
+            );
+            if tier == "filtered" {
+                assert!(
+                    warned.contains("landlock_create_ruleset is refused by the seccomp filter"),
+                    "{who:?}: {v}"
+                );
+            }
+            assert!(!err.contains("sandbox: refused "), "{who:?} {tier}: {err}");
+        }
+        // Control: the outer alone writes the workspace; the inner run alone is isolated.
+        let o = run(
+            who,
+            ws.path(),
+            &[
+                "--profile",
+                "shell",
+                "--workspace",
+                w,
+                "--",
+                "touch",
+                "inner",
+            ],
+        );
+        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+        assert!(ws.path().join("inner").exists());
+        let mut alone = inner.clone();
+        alone["argv"] = json!(["/bin/true"]);
+        let v = exec(who, None, alone);
+        assert_eq!(v["tier"], "isolated", "{who:?}: {v}");
+        assert_eq!(v["warnings"], json!([]), "{who:?}: {v}");
+        // A refusal the inner run names itself is said once, by it: the outer job's policy
+        // (no namespaces here, so it refuses the shared /tmp too) does not name it again.
+        // As uid 65534 only: as root, an inner contained run under an outer contained run
+        // cannot exec its program (EACCES from the inner Landlock layer), an open problem
+        // recorded in docs/isolation.md.
+        if who == As::Root {
+            continue;
+        }
+        let zz = format!("/tmp/sandbox-refusals-nested-{}", std::process::id());
+        let inner_run = format!(
+            "{} run --allow-root --profile shell -- bash -c 'echo > {zz}'",
+            common::SANDBOX
+        );
+        let o = run(
+            who,
+            ws.path(),
+            &[
+                "--profile",
+                "shell",
+                "--isolation",
+                "off",
+                "--allow",
+                LANDLOCK_CALLS,
+                "--workspace",
+                w,
+                "--",
+                "bash",
+                "-c",
+                &inner_run,
+            ],
+        );
+        let err = stderr(&o);
+        let named = err
+            .lines()
+            .filter(|l| l.starts_with(&format!("sandbox: refused {zz}")))
+            .count();
+        assert_eq!(named, 1, "{who:?}: {err}");
+        assert!(!Path::new(&zz).exists());
+    }
+}
+
+/// EACCES on a file that exists, in the words bash prints for a refused exec and a refused
+/// redirection alike, is not named: the cause is unknown (here the file's own mode refuses
+/// the exec, which no writable place would change). Control: a file the same command creates
+/// outside the writable places is named, with its change.
+#[test]
+fn an_exec_refused_by_the_files_mode_is_not_named_a_write() {
+    for who in BOTH {
+        let ws = dir(who, "refusals-ws");
+        let out = dir(who, "refusals-out");
+        let script = out.path().join("script");
+        fs::write(&script, "#!/bin/sh\necho ran\n").unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o644)).unwrap();
+        if who == As::Nobody {
+            chown_all(out.path());
+        }
+        let (s, o) = (script.to_str().unwrap(), out.path().to_str().unwrap());
+        let v = exec(
+            who,
+            None,
+            json!({
+                "argv": ["/bin/bash", "-c", format!("{s}; touch {o}/new")],
+                "profile": "shell",
+                "cwd": ws.path(),
+                "workspace": ws.path(),
+                "isolation": "off",
+            }),
+        );
+        let err = v["stderr"].as_str().unwrap();
+        assert!(
+            err.contains(&format!("{s}: Permission denied")),
+            "{who:?}: {v}"
+        );
+        let named: Vec<&str> = refusals(&v)
+            .iter()
+            .map(|r| r["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(named, [format!("{o}/new")], "{who:?}: {v}");
+    }
+}

@@ -461,3 +461,56 @@ fn a_shared_temporary_home_is_no_broad_workspace() {
         assert_eq!(v["error"]["field"], "workspace", "{who:?} control: {v}");
     }
 }
+
+/// `HOME=/tmp` as uid 65534 with the working directory `/tmp/x`, for both kinds of `/tmp`: the
+/// shared one (world-writable, sticky) is no home, and a private one (mode 0700, the user's
+/// own, as in a container or CI runner that gives the user its own `/tmp`) is a home, whose
+/// start-up files the user's own shells read. In both, `/tmp/x` is a workspace like any
+/// project directory below a home, and node writes there; `/tmp` itself is refused as the
+/// home only where it is private (control: the shared one runs the same request).
+#[test]
+fn a_private_tmp_as_home_is_a_home_and_a_shared_one_is_not() {
+    let req = json!({"argv": ["/usr/bin/node", "-e",
+        "require('fs').writeFileSync('f', '1'); console.log(42)"],
+        "profile": "shell", "timeout_s": 30,
+        // node reserves more address space than the default limit allows where the limit is
+        // RLIMIT_AS (no memory cgroup for uid 65534).
+        "limits": {"memory_bytes": 16u64 << 30}});
+    for private in [false, true] {
+        for cwd in ["/tmp/x", "/tmp"] {
+            // A mount namespace of the test's own, with a fresh `/tmp` of either kind (the
+            // host's `/tmp` is left alone).
+            let mount = if private {
+                "mount -t tmpfs -o mode=0700,uid=65534,gid=65534 none /tmp && "
+            } else {
+                "mount -t tmpfs -o mode=1777 none /tmp && "
+            };
+            let script = format!(
+                "{mount}setpriv --reuid=65534 --regid=65534 --clear-groups -- sh -c \
+                 'mkdir -p /tmp/x && cd {cwd} && exec \"$0\" exec --json' {SANDBOX}"
+            );
+            let o = output_with_input(
+                Command::new("unshare")
+                    .args(["-m", "--propagation", "private", "sh", "-c", &script])
+                    .env_clear()
+                    .env("PATH", common::PATH)
+                    .env("LANG", "C.UTF-8")
+                    .env("HOME", "/tmp"),
+                req.to_string().as_bytes(),
+            );
+            let v: Value = serde_json::from_slice(&o.stdout)
+                .unwrap_or_else(|e| panic!("{private} {cwd}: {e}: {o:?}"));
+            if private && cwd == "/tmp" {
+                assert_eq!(v["error"]["field"], "workspace", "{v}");
+                let reason = v["error"]["reason"].as_str().unwrap();
+                assert!(
+                    reason.contains("`/tmp` (the default workspace) is the caller's home"),
+                    "{reason}"
+                );
+            } else {
+                assert_eq!(v["stdout"], "42\n", "private {private}, {cwd}: {v}");
+                assert_eq!(v["exit_code"], 0, "private {private}, {cwd}: {v}");
+            }
+        }
+    }
+}

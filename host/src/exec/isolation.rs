@@ -208,14 +208,18 @@ fn reasons() -> Vec<String> {
         // Docker's default profile refuses clone3 (ENOSYS), unshare, setns and clone with
         // namespace flags to a container without CAP_SYS_ADMIN; Kubernetes' RuntimeDefault is
         // the same profile.
+        // The filter may be a sandbox's this process runs inside (a nested run), whose
+        // built-in profiles refuse namespaces: said as well as the container's.
         out.push(format!(
-            "namespaces refused by the {} seccomp profile; Docker: --security-opt \
-             seccomp=unconfined or a profile allowing clone, clone3 and unshare with namespace \
-             flags; Kubernetes: securityContext.seccompProfile type Unconfined or Localhost",
+            "namespaces refused by the seccomp filter this process runs under ({}, or a \
+             sandbox around this one, whose built-in profiles refuse them); Docker: \
+             --security-opt seccomp=unconfined or a profile allowing clone, clone3 and unshare \
+             with namespace flags; Kubernetes: securityContext.seccompProfile type Unconfined \
+             or Localhost",
             if container {
-                "container's"
+                "the container's seccomp profile"
             } else {
-                "process's"
+                "the process's seccomp profile"
             }
         ));
     } else if container {

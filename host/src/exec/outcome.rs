@@ -249,7 +249,8 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
             format!(" (given here by other layers: {})", covered.join("; "))
         };
         warnings.push(format!(
-            "sandbox: warning: Landlock protections missing on this kernel: {}{covered}; {} to refuse instead",
+            "sandbox: warning: Landlock protections missing {}: {}{covered}; {} to refuse instead",
+            landlock_missing_where(),
             lacking.join("; "),
             required("landlock")
         ));
@@ -368,7 +369,7 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
     // The policy is resolved (the credential list, every writable place's links) only when
     // the job's stderr holds a line worth naming: most runs have none.
     let text = teed.as_deref().unwrap_or(&stderr);
-    let refusals = if super::refusals::is_candidate(text.as_bytes()) {
+    let mut refusals = if super::refusals::is_candidate(text.as_bytes()) {
         super::refusals::name(
             text,
             &super::refusals::Policy::of(
@@ -383,8 +384,8 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
     } else {
         super::refusals::Found::default()
     };
+    super::refusals::proxied(&mut refusals, &network.destinations, v.audience);
     // What the supervisor refused is named once, by its violation entry.
-    let mut refusals = refusals;
     refusals.entries.retain(|e| {
         !e.path
             .as_deref()
@@ -623,4 +624,19 @@ fn limits_hit(
             hit.name().to_string()
         })
         .collect()
+}
+
+/// Where the Landlock protections a run lacks went: the kernel's, or (EPERM from the version
+/// query under a seccomp filter) the filter of a sandbox this process runs inside, whose
+/// profile then needs the three calls; a nested run is otherwise told to upgrade its kernel.
+fn landlock_missing_where() -> &'static str {
+    let filtered = crate::sys::seccomp_mode().map_or(true, |m| m != 0);
+    match crate::sys::landlock_abi() {
+        Err(libc::EPERM) if filtered => {
+            "here: landlock_create_ruleset is refused by the seccomp filter this process runs \
+             under (a sandbox around this one; its profile needs --allow \
+             landlock_create_ruleset:landlock_add_rule:landlock_restrict_self)"
+        }
+        _ => "on this kernel",
+    }
 }

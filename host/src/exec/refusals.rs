@@ -109,6 +109,8 @@ enum Kind {
     ConnRefused,
     /// A failed name lookup.
     Dns,
+    /// A refusal a sandbox run inside the job named itself (`sandbox: refused ...`).
+    Nested,
 }
 
 /// The texts searched for, as programs spell them, and what each means. Case-sensitive on
@@ -135,6 +137,7 @@ const NEEDLES: &[(&str, Kind)] = &[
     ("Name or service not known", Kind::Dns),
     ("No address associated with hostname", Kind::Dns),
     ("failed to lookup address information", Kind::Dns),
+    ("sandbox: refused", Kind::Nested),
 ];
 
 fn automaton() -> &'static AhoCorasick {
@@ -587,8 +590,9 @@ impl Policy<'_> {
         }
     }
 
-    /// The entry for a file path printed with an error of `kind`, if the sandbox refused it.
-    fn file(&self, kind: Kind, p: &str) -> Option<(String, Option<String>)> {
+    /// The entry for a file path printed with an error of `kind` by a line whose operation
+    /// is `op` (when it says), if the sandbox refused it.
+    fn file(&self, kind: Kind, p: &str, op: Option<&str>) -> Option<(String, Option<String>)> {
         let path = resolved(Path::new(p));
         let under = |list: &[PathBuf]| list.iter().any(|d| path.starts_with(d));
         if matches!(kind, Kind::ConnRefused) {
@@ -647,6 +651,18 @@ impl Policy<'_> {
         if kind == Kind::Busy || virtual_fs || !host_may_write(&path) {
             return None;
         }
+        // EACCES on a file that exists, from a line that names no operation: bash and sh
+        // print `PATH: Permission denied` for a refused exec and a refused redirection alike,
+        // Python its `PermissionError` for both. An exec is refused by the file's mode or
+        // mount, or by a sandbox the job runs itself, none of which a writable place changes:
+        // the cause is unknown, and a wrong hint is worse than none. A named operation
+        // (`touch`, node's `open`) or a file that does not exist yet is a write.
+        if kind == Kind::Denied
+            && op.is_none_or(|o| matches!(o, "exec" | "execute" | "spawn" | "run"))
+            && path.symlink_metadata().is_ok_and(|m| !m.is_dir())
+        {
+            return None;
+        }
         let dir = if path.is_dir() {
             path.clone()
         } else {
@@ -694,12 +710,39 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
             found.omitted += 1;
         }
     };
-    for (start, line, kind) in lines(text) {
+    let all = lines(text);
+    // A sandbox run inside the job (a project's test suite that uses it) names the refusals
+    // of its own policy, which this job's policy knows nothing of: what it named is left to
+    // it, so that one refusal is not advised twice, once wrongly. Text can claim this too;
+    // it then only takes advice away.
+    let mut nested_names: HashSet<String> = HashSet::new();
+    for (_, line, _) in all.iter().filter(|(_, _, k)| *k == Kind::Nested) {
+        let rest = line.split_once("sandbox: refused").map_or("", |(_, r)| r);
+        let rest = rest.trim_start_matches(':').trim_start();
+        let rest = rest.strip_prefix("reading ").unwrap_or(rest);
+        let word = rest
+            .split([' ', ':'])
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        if let Some(p) = normalize(&word).filter(|_| word.starts_with('/')) {
+            classified.insert(p);
+        } else if !word.is_empty() {
+            nested_names.insert(word);
+        }
+    }
+    for (start, line, kind) in all {
+        if kind == Kind::Nested {
+            continue;
+        }
         if kind == Kind::Dns {
             let Some(why) = &policy.no_network else {
                 continue;
             };
             let dest = destination(line);
+            if dest.as_ref().is_some_and(|d| nested_names.contains(d)) {
+                continue;
+            }
             add(
                 &mut found,
                 Refused {
@@ -728,13 +771,14 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
                 continue;
             }
             looked += 1;
-            if let Some((rule, allow)) = policy.file(kind, &p) {
+            let op = operation(line, kind);
+            if let Some((rule, allow)) = policy.file(kind, &p, op.as_deref()) {
                 add(
                     &mut found,
                     Refused {
                         path: Some(p),
                         destination: None,
-                        operation: operation(line, kind),
+                        operation: op,
                         rule,
                         allow,
                     },
@@ -743,6 +787,62 @@ pub(crate) fn name(text: &str, policy: &Policy) -> Found {
         }
     }
     found
+}
+
+/// The start of the rule of a destination the proxy refused.
+const PROXY_RULE: &str = "the proxy refused it: ";
+
+/// Adds the destinations the proxy refused (`--network proxy`) to `found`, one entry each:
+/// `destination` the host as the client named it, `operation` `connect`, the proxy's reason
+/// with the port in `rule`, and the change that allows it: the domain for a name not on the
+/// allowlist, a pin for a name that resolves to an internal address, none for an address.
+/// They come from the proxy's own record, not from what the program printed, so they are
+/// certain; their stderr line is the proxy's own (`sandbox run`, `sandbox mcp`), so
+/// [`warnings`] does not repeat them. They go before the text's entries.
+pub(crate) fn proxied(found: &mut Found, dests: &[crate::proxy::Destination], audience: Audience) {
+    let mut entries: Vec<Refused> = Vec::new();
+    for d in dests.iter().filter(|d| !d.allowed) {
+        let reason = d.reason.as_deref().unwrap_or("refused");
+        let allow = if let Some(rest) = reason.strip_prefix("resolves to ") {
+            let addr = rest.split(' ').next().unwrap_or_default();
+            match addr.parse::<std::net::IpAddr>() {
+                Ok(ip) if d.host.parse::<std::net::IpAddr>().is_err() => Some(match audience {
+                    Audience::Json => format!(
+                        "\"resolve\": {{{}: {}}}",
+                        json_string(&format!("{}:{}", d.host, d.port)),
+                        json_string(&ip.to_string())
+                    ),
+                    Audience::Cli => format!(
+                        "--resolve {}",
+                        shell_word(&crate::proxy::pins::flag_value(&d.host, d.port, ip))
+                    ),
+                }),
+                _ => None,
+            }
+        } else {
+            Some(match audience {
+                Audience::Json => format!("\"allow_domains\": [{}]", json_string(&d.host)),
+                Audience::Cli => format!("--allow-domain {}", shell_word(&d.host)),
+            })
+        };
+        entries.push(Refused {
+            path: None,
+            destination: Some(d.host.clone()),
+            operation: Some("connect".into()),
+            rule: format!("{PROXY_RULE}{reason} (port {})", d.port),
+            allow,
+        });
+    }
+    if entries.is_empty() {
+        return;
+    }
+    let room = MAX_ENTRIES.saturating_sub(entries.len().min(MAX_ENTRIES));
+    let from_text = std::mem::take(&mut found.entries);
+    let over = from_text.len().saturating_sub(room) + entries.len().saturating_sub(MAX_ENTRIES);
+    entries.truncate(MAX_ENTRIES);
+    entries.extend(from_text.into_iter().take(room));
+    found.entries = entries;
+    found.omitted += over as u64;
 }
 
 /// The rule of a credential's entry.
@@ -768,6 +868,7 @@ pub(crate) fn warnings(
     let mut out: Vec<String> = found
         .entries
         .iter()
+        .filter(|e| !e.rule.starts_with(PROXY_RULE))
         .map(|e| {
             if let Some(line) = e
                 .path
@@ -952,6 +1053,107 @@ mod tests {
         };
         let e = name("touch: cannot touch '/tmp/x': Read-only file system\n", &p).entries;
         assert_eq!(e[0].allow.as_deref(), Some("--allow-write /tmp"), "{e:?}");
+    }
+
+    /// What a sandbox run inside the job named itself is left to it (its policy refused
+    /// it, which the outer job's knows nothing of); control: the same program's line alone is
+    /// named by the outer job.
+    #[test]
+    fn a_refusal_a_nested_run_named_is_left_to_it() {
+        let tmp = std::env::temp_dir();
+        let target = tmp.join("sandbox-refusals-nested-x");
+        let p = Policy {
+            writable: vec![],
+            ..policy(&[], &[])
+        };
+        let t = target.display();
+        let program = format!(
+            "bash: line 1: {t}: Read-only file system
+"
+        );
+        let named = name(&program, &p).entries;
+        assert_eq!(named.len(), 1, "{named:?}");
+        let nested = format!(
+            "{program}sandbox: refused {t}: read-only in the sandbox: outside the writable \
+             places (workspace /w); to allow: --allow-write {}\n\
+             curl: (6) Could not resolve host: a.example\n\
+             sandbox: refused a.example (resolve): no network: profile shell has none; to \
+             allow: --allow-domain a.example\n",
+            tmp.display()
+        );
+        assert!(
+            name(&nested, &p).entries.is_empty(),
+            "{:?}",
+            name(&nested, &p)
+        );
+    }
+
+    /// The proxy's refused destinations come first, each with its change, within the bound;
+    /// allowed ones are not refusals (control).
+    #[test]
+    fn proxy_refusals_come_first_and_are_bounded() {
+        let dest = |host: &str, allowed: bool, reason: Option<&str>| crate::proxy::Destination {
+            host: host.into(),
+            port: 443,
+            allowed,
+            reason: reason.map(str::to_string),
+            error: None,
+            attempts: 1,
+        };
+        let mut f = name(
+            "curl: (6) Could not resolve host: a.example\n",
+            &policy(&[], &[]),
+        );
+        let dests = [
+            dest("ok.example", true, None),
+            dest("b.example", false, Some("not in the allowed domains")),
+            dest(
+                "local.example",
+                false,
+                Some("resolves to 127.0.0.1 (loopback)"),
+            ),
+            dest("10.0.0.1", false, Some("resolves to 10.0.0.1 (private)")),
+        ];
+        proxied(&mut f, &dests, Audience::Cli);
+        let got: Vec<(Option<&str>, Option<&str>)> = f
+            .entries
+            .iter()
+            .map(|e| (e.destination.as_deref(), e.allow.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("b.example"), Some("--allow-domain b.example")),
+                (
+                    Some("local.example"),
+                    Some("--resolve local.example:443:127.0.0.1")
+                ),
+                (Some("10.0.0.1"), None),
+                (Some("a.example"), Some("--allow-domain a.example")),
+            ]
+        );
+        assert_eq!(
+            f.entries[0].rule,
+            "the proxy refused it: not in the allowed domains (port 443)"
+        );
+        // Their line is the proxy's own: not repeated in warnings.
+        assert_eq!(warnings(&f, Audience::Cli, &ctx()).len(), 1);
+        let mut f = Found::default();
+        let many: Vec<_> = (0..40)
+            .map(|i| {
+                dest(
+                    &format!("h{i}.example"),
+                    false,
+                    Some("not in the allowed domains"),
+                )
+            })
+            .collect();
+        proxied(&mut f, &many, Audience::Json);
+        assert_eq!((f.entries.len(), f.omitted), (MAX_ENTRIES, 8));
+        assert_eq!(
+            f.entries[0].allow.as_deref(),
+            Some("\"allow_domains\": [\"h0.example\"]")
+        );
     }
 
     #[test]

@@ -19,6 +19,20 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// Set to `1` in the host's environment, the program gets the host's stderr as on a terminal:
+/// no copy, and no refusal named. For `cargo xtask bench --refusals` only, which measures what
+/// the copy and the naming cost on a real test suite against runs without them (the job's
+/// environment is built from a safe list, so the job never sees it).
+pub(crate) const NO_TEE_VAR: &str = "SANDBOX_BENCH_NO_TEE";
+
+/// A read shorter than this, within [`COALESCE`] of the previous one, is followed by a wait
+/// of [`COALESCE`].
+const SHORT_READ: usize = 4096;
+/// How long the copy waits after a short read that followed another closely: at most about 50
+/// wakeups a second for a program that writes little and often, and the most its lines are
+/// delayed on the host's stderr.
+const COALESCE: Duration = Duration::from_millis(20);
+
 /// Longest line looked at; the rest of a longer line is not.
 const MAX_LINE: usize = 8 * 1024;
 
@@ -59,7 +73,7 @@ pub(crate) fn inherit() -> std::io::Result<([OwnedFd; 3], Option<Tee>)> {
     let stdin = spawn::dup_above(0, 3)?;
     let stdout = spawn::dup_above(1, 3)?;
     let stderr = std::io::stderr();
-    if stderr.is_terminal() {
+    if stderr.is_terminal() || std::env::var_os(NO_TEE_VAR).is_some_and(|v| v == "1") {
         return Ok(([stdin, stdout, spawn::dup_above(2, 3)?], None));
     }
     let joined = same_file(std::io::stdout().as_fd(), stderr.as_fd());
@@ -92,6 +106,8 @@ fn copy(mut from: std::fs::File, mut to: std::fs::File) -> Vec<u8> {
     let mut kept = Kept::default();
     let mut line = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
+    // When the previous read's copy ended.
+    let mut last: Option<std::time::Instant> = None;
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) => break,
@@ -103,6 +119,18 @@ fn copy(mut from: std::fs::File, mut to: std::fs::File) -> Vec<u8> {
             break;
         }
         collect(&buf[..n], &mut line, &mut kept);
+        // A program that writes a byte at a time (pytest's progress dots: one write per test)
+        // would wake this thread for each: a read, a write and two context switches per byte
+        // cost packaging's suite ~10% more CPU (docs/benchmarks.md). A short read that comes
+        // soon after the previous one makes the thread wait a little, so that what comes next
+        // is copied in one read. A program that writes a line now and then is copied at once
+        // (and its last line does not delay the run's end); one that writes a lot fills the
+        // buffer and is copied without waiting.
+        let now = std::time::Instant::now();
+        if n < SHORT_READ && last.is_some_and(|l| now.duration_since(l) < COALESCE) {
+            std::thread::sleep(COALESCE);
+        }
+        last = Some(std::time::Instant::now());
     }
     keep(&line, &mut kept);
     kept.text

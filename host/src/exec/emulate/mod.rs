@@ -257,10 +257,10 @@ pub(crate) fn answer(
 mod tests {
     use super::claims::numbers;
     use super::*;
-    use std::os::unix::ffi::OsStrExt;
-    use std::path::{Path, PathBuf};
     use crate::policy::{Action, Policy};
     use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::{Path, PathBuf};
 
     fn outer(name: &str) -> Box<Policy> {
         let profile = sandbox_policy::profile::Profile::builtin(name).unwrap();
