@@ -293,11 +293,7 @@ fn report(r: &ExecResult, program: &std::path::Path, settings: &RunSettings) -> 
                 l.abi.used,
                 l.abi.kernel,
                 l.mode,
-                if l.enforced.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    l.enforced.join(", ")
-                },
+                l.enforced_text(),
                 if l.missing.is_empty() {
                     String::new()
                 } else {

@@ -114,14 +114,24 @@ pub(crate) struct Layer {
     pub writable: Vec<PathBuf>,
 }
 
+impl Layer {
+    /// Whether the rules leave hiding the deny paths to the view's covers ([`Spec::covered`]):
+    /// such rules grant no reading, and may only be applied by an init that mounted the
+    /// covers and grants `/`.
+    pub(crate) fn covered(&self) -> bool {
+        self.prepared.status().covered
+    }
+}
+
 /// The layer's rules for a command under `sandbox` run in `cwd`, with `temp` writable: the
 /// workspace default and the TCP treatment follow the profile's filter, the deny list starts
-/// from the host's `HOME`.
+/// from the host's `HOME`. `covered`: the job's view covers the deny paths ([`Spec::covered`]).
 fn spec(
     rules: &PathRules,
     sandbox: &Sandbox,
     cwd: &Path,
     temp: Option<&Path>,
+    covered: bool,
 ) -> Result<Spec, Refusal> {
     let allows = allows(sandbox);
     let profile = &sandbox.options().profile.name();
@@ -145,6 +155,7 @@ fn spec(
         writable,
         tcp,
         scoped: true,
+        covered,
     })
 }
 
@@ -179,12 +190,16 @@ pub(crate) fn refusal(e: landlock::LandlockError) -> Refusal {
 
 /// Resolves `rules` for a job under `sandbox` run in `cwd`; `None` when the layer is off.
 /// `own_tmp`: whether the job needs a private TMPDIR on the host's file system (not when its
-/// mount namespace gets a `/tmp` of its own, which the init grants every right).
+/// mount namespace gets a `/tmp` of its own, which the init grants every right). `covered`:
+/// the job runs in the constructed view with covers over the deny paths (module `conceal`),
+/// so no carve-out is planned ([`Spec::covered`]); the caller checks that the view it got has
+/// them ([`Layer::covered`]).
 pub(crate) fn layer(
     rules: &PathRules,
     sandbox: &Sandbox,
     cwd: &Path,
     own_tmp: bool,
+    covered: bool,
 ) -> Result<Option<Layer>, Refusal> {
     // With Landlock or without, the constructed view binds the same places writable.
     preload_outside(rules, sandbox, &writable_set(rules, &allows(sandbox), cwd))?;
@@ -206,7 +221,7 @@ pub(crate) fn layer(
     } else {
         None
     };
-    let spec = spec(rules, sandbox, cwd, root)?;
+    let spec = spec(rules, sandbox, cwd, root, covered)?;
     let tmp = root
         .map(|root| {
             tempfile::Builder::new()
@@ -307,7 +322,7 @@ pub fn preload_layer(
     )?;
     let tmpdir = env_temp_dir()
         .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
-    let spec = spec(rules, sandbox, cwd, Some(&tmpdir))?;
+    let spec = spec(rules, sandbox, cwd, Some(&tmpdir), false)?;
     let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
     let value = landlock::preload_value(&spec, rules.mode, max_abi).map_err(refusal)?;
     Ok(Some(PreloadLayer {
