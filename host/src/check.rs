@@ -83,7 +83,7 @@ pub fn trial_lines(trial: &Result<ExecResult, String>) -> Vec<Line> {
         Some(l) if !l.enforced.is_empty() && l.missing.is_empty() => Line::new(
             "ok",
             "run landlock",
-            format!("ABI {}: enforced {}", l.abi.used, l.enforced.join(", ")),
+            format!("ABI {}: enforced {}", l.abi.used, l.enforced_text()),
         ),
         Some(l) => Line::new(
             "warn",
@@ -91,11 +91,7 @@ pub fn trial_lines(trial: &Result<ExecResult, String>) -> Vec<Line> {
             format!(
                 "ABI {}: enforced {}; missing: {}",
                 l.abi.used,
-                if l.enforced.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    l.enforced.join(", ")
-                },
+                l.enforced_text(),
                 l.missing.join("; ")
             ),
         ),

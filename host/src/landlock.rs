@@ -11,6 +11,8 @@
 //! every sibling of a denied path, at every level from `/` down to the denied path's parent,
 //! gets read rights; the ancestors themselves get none (a right on a directory is inherited by
 //! everything beneath it, including the denied path). See docs/paths.md for the consequences.
+//! Where the constructed view hides the deny paths itself ([`Spec::covered`]), no carve-out is
+//! planned: the view's init grants reading `/` over the covers.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -116,6 +118,23 @@ pub struct Spec {
     /// commands run in the user's terminal and keep the rule (false, also when absent).
     #[serde(default)]
     pub own_terminals_only: bool,
+    /// The deny paths are hidden by the place the rules are applied in, not by the rules: the
+    /// constructed view binds a mode-000 cover over each one that exists (`exec/conceal.rs`)
+    /// and its init grants reading `/` once they are mounted. The plan then makes no carve-out
+    /// (no listing of the deny paths' ancestors, no rule beside them) and grants no reading at
+    /// all: rules planned so, applied anywhere else, let a program read only its writable set
+    /// and devices, never the deny paths. `fs-read-deny` is still reported (the covers
+    /// enforce it), with [`Status::covered`] set.
+    #[serde(default)]
+    pub covered: bool,
+}
+
+impl Spec {
+    /// Whether the plan leaves the deny paths to the view's covers: asked for, and there are
+    /// deny paths (without any, nothing is covered and the rules grant `/` themselves).
+    fn covers_deny_paths(&self) -> bool {
+        self.covered && !self.deny_read.is_empty()
+    }
 }
 
 /// Which request field a validation error is about, so callers can name it to the user.
@@ -348,6 +367,30 @@ pub struct Status {
     pub missing: Vec<String>,
     /// Deny paths that did not exist when the ruleset was built (nothing to protect).
     pub deny_read_absent: Vec<PathBuf>,
+    /// Whether `fs-read-deny` is enforced by the constructed view's covers over the deny
+    /// paths rather than by a carve-out in the rules ([`Spec::covered`]). Left out of JSON
+    /// when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub covered: bool,
+}
+
+impl Status {
+    /// The enforced protections as `sandbox run -v` and `sandbox check` print them: `nothing`
+    /// when empty, and `fs-read-deny` followed by `(by the view's covers)` when the view, not
+    /// a carve-out, hides the deny paths.
+    pub fn enforced_text(&self) -> String {
+        if self.enforced.is_empty() {
+            return "nothing".to_string();
+        }
+        self.enforced
+            .iter()
+            .map(|e| match e.as_str() {
+                "fs-read-deny" if self.covered => "fs-read-deny (by the view's covers)",
+                e => e,
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 /// The kernel's Landlock ABI and the one the ruleset was built for.
@@ -743,6 +786,8 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
         watched.extend(near);
         let resolved = match fs::metadata(p) {
             Err(e) if unreachable_here(&e) => Err(e),
+            // Covered: whether it exists is all the status needs; nothing is carved around it.
+            Ok(_) if spec.covers_deny_paths() => continue,
             _ => fs::canonicalize(p),
         };
         match resolved {
@@ -774,7 +819,8 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
         .collect();
 
     let mut read = Vec::new();
-    if outer.is_empty() {
+    // Covered: no reading is granted here (the view's init grants `/` over the covers).
+    if outer.is_empty() && !spec.covers_deny_paths() {
         let (fd, _) = open_path(Path::new("/"), true).map_err(|source| LandlockError::Open {
             field: Field::DenyRead,
             path: "/".into(),
@@ -1006,6 +1052,8 @@ pub fn prepare(
         enforced,
         missing,
         deny_read_absent: plan.absent.clone(),
+        // Without Landlock nothing is enforced, by covers or otherwise.
+        covered: spec.covers_deny_paths() && used >= 1,
     };
     if used == 0 {
         return Ok(Some(Prepared {
@@ -1173,6 +1221,12 @@ pub fn preload_value(
     mode: Mode,
     max_abi: Option<u8>,
 ) -> Result<String, LandlockError> {
+    // The preload route has no view to cover the deny paths: its rules always carve.
+    let carved = Spec {
+        covered: false,
+        ..spec.clone()
+    };
+    let spec = &carved;
     if mode == Mode::Required {
         prepare(spec, mode, max_abi)?;
     }

@@ -309,11 +309,7 @@ pub(crate) fn outcome(
                 l.abi.used,
                 l.abi.kernel,
                 l.mode,
-                if l.enforced.is_empty() {
-                    "nothing".to_string()
-                } else {
-                    l.enforced.join(", ")
-                },
+                l.enforced_text(),
                 if l.missing.is_empty() {
                     String::new()
                 } else {

@@ -90,6 +90,7 @@ impl World {
             tcp: Tcp::Any,
             scoped: false,
             own_terminals_only: false,
+            covered: false,
         }
     }
 
@@ -100,6 +101,16 @@ impl World {
     /// `sh -c script` in the workspace with a bare environment and stdin from /dev/null,
     /// restricted by `layer` (applied with `restrict_self` in the child) when given.
     fn sh(&self, layer: Option<&Arc<Prepared>>, nobody: bool, script: &str) -> Output {
+        self.try_sh(layer, nobody, script).expect("sh")
+    }
+
+    /// [`World::sh`], with the error of a program that could not be started.
+    fn try_sh(
+        &self,
+        layer: Option<&Arc<Prepared>>,
+        nobody: bool,
+        script: &str,
+    ) -> io::Result<Output> {
         let mut cmd = if nobody {
             let mut c = Command::new("setpriv");
             c.args(["--reuid", "65534", "--regid", "65534", "--clear-groups"]);
@@ -123,7 +134,7 @@ impl World {
                 cmd.pre_exec(move || layer.restrict_self().map(|_| ()).map_err(io::Error::other));
             }
         }
-        cmd.output().expect("sh")
+        cmd.output()
     }
 }
 
@@ -200,6 +211,56 @@ fn secrets_are_unreadable_as_root_and_nobody() {
     ok(
         &w.sh(None, false, &format!("ls {h}")),
         "listing HOME (control)",
+    );
+}
+
+/// Rules planned for a view that covers the deny paths (`covered`: the job's init grants `/`
+/// once the covers are mounted) carve nothing and grant no reading at all: applied anywhere
+/// else, as here in a plain child, they let nothing be read or run (the shell's own `execve`
+/// is refused), so they never give more than the carve-out. The status still reports `fs-read-deny`, marked
+/// covered, and the deny paths found absent are the same. Control: the same spec carved reads
+/// beside the secrets. The preload route, which has no view, always carves.
+#[test]
+fn covered_rules_carve_nothing_and_grant_no_reading() {
+    let w = world();
+    let carved = w.prepare(&w.spec());
+    let mut spec = w.spec();
+    spec.covered = true;
+    let covered = w.prepare(&spec);
+    let status = covered.status();
+    assert!(status.enforced.contains(&"fs-read-deny".to_owned()));
+    assert!(status.covered && !carved.status().covered);
+    assert!(status
+        .enforced_text()
+        .contains("fs-read-deny (by the view's covers)"));
+    assert_eq!(status.deny_read_absent, carved.status().deny_read_absent);
+    // The workspace and the devices (at most eight) only: no rule beside a secret.
+    let rules = |p: &Arc<Prepared>| p.raw_rules().unwrap().paths.len();
+    assert!(rules(&covered) <= 1 + 8, "{}", rules(&covered));
+    assert!(rules(&carved) > rules(&covered) + 5, "{}", rules(&carved));
+    let h = w.home.display();
+    for nobody in [false, true] {
+        ok(
+            &w.sh(Some(&carved), nobody, &format!("cat {h}/notes.txt")),
+            "reading beside the secrets, carved (control)",
+        );
+        ok(
+            &w.sh(None, nobody, &format!("cat {h}/.ssh/id_rsa")),
+            "reading the key unconfined (control)",
+        );
+        let e = w
+            .try_sh(
+                Some(&covered),
+                nobody,
+                &format!("cat {h}/.ssh/id_rsa {h}/notes.txt"),
+            )
+            .expect_err("nothing may start under the covered rules alone");
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+    }
+    let text = ll::preload_value(&spec, Mode::Preferred, None).unwrap();
+    assert!(
+        text.contains(&format!("ro {h}/notes.txt")) && !text.contains(".ssh"),
+        "{text}"
     );
 }
 

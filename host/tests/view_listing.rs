@@ -87,6 +87,13 @@ fn listed(v: &Value, d: &str) -> bool {
         })
 }
 
+/// Whether the result's Landlock layer reports `what` enforced.
+fn enforced(v: &Value, what: &str) -> bool {
+    v["landlock"]["enforced"]
+        .as_array()
+        .is_some_and(|e| e.iter().any(|x| x == what))
+}
+
 #[test]
 fn the_view_lists_the_tree_and_keeps_credentials_unreadable() {
     for who in BOTH {
@@ -96,6 +103,9 @@ fn the_view_lists_the_tree_and_keeps_credentials_unreadable() {
         let v = exec(who, home.path(), ws.path(), "required");
         let at = format!("{who:?} isolated");
         assert_eq!(v["tier"], "isolated", "{at}: {v}");
+        // Read denial is the covers' work here: Landlock planned no carve-out.
+        assert!(enforced(&v, "fs-read-deny"), "{at}: {v}");
+        assert_eq!(v["landlock"]["covered"], true, "{at}: {v}");
         for d in ["/", h, "/etc"] {
             assert!(listed(&v, d), "{at}: ls {d}: {v}");
         }
@@ -134,6 +144,8 @@ fn the_view_lists_the_tree_and_keeps_credentials_unreadable() {
         let at = format!("{who:?} without a view");
         assert!(v["error"].is_null(), "{at}: {v}");
         assert_ne!(v["tier"], "isolated", "{at}: {v}");
+        assert!(enforced(&v, "fs-read-deny"), "{at}: {v}");
+        assert!(v["landlock"]["covered"].is_null(), "{at}: {v}");
         // Not a listing that failed for another reason: /usr has no credential above it.
         assert!(
             v["stderr"].as_str().unwrap().contains("Permission denied"),

@@ -156,9 +156,14 @@ impl Job {
         // no directory on the host's file system, which would only be made and removed for
         // nothing.
         let private_tmp = private_tmp(v);
-        let namespaced_tmp = private_tmp
-            && v.paths.isolation != super::isolation::Mode::Off
+        let namespaced = v.paths.isolation != super::isolation::Mode::Off
             && super::isolation::presumed_unavailable().is_none();
+        let namespaced_tmp = private_tmp && namespaced;
+        // A job in the constructed view has its deny paths covered there (module `conceal`):
+        // Landlock then plans no carve-out around them, which was about a quarter of a
+        // one-shot run's own work as root (a listing of `/etc` and ~180 rules;
+        // docs/benchmarks.md).
+        let covered = namespaced && super::conceal::available();
         // Before anything is made for the job: a workspace too broad to write is refused here.
         let broad = super::workspace::check(
             &v.paths,
@@ -167,14 +172,13 @@ impl Job {
         )?;
         // Without namespaces the host's /dev/pts is the job's: Landlock keeps the user's other
         // terminals out (a namespaced job gets a devpts of its own instead).
-        let without_namespaces = v.paths.isolation == super::isolation::Mode::Off
-            || super::isolation::presumed_unavailable().is_some();
         let layer = super::paths::layer(
             &v.paths,
             sandbox,
             &here,
             !namespaced_tmp,
-            without_namespaces,
+            !namespaced,
+            covered,
         )?;
         // What an earlier job left in the shared home to run in this one is removed first.
         if let Some(h) = &v.home {
@@ -199,6 +203,23 @@ impl Job {
             }
         }
         let isolation = isolation_layer(v, sandbox, &here, layer.as_ref(), private_tmp)?;
+        // Rules without a carve-out grant no reading: only an init that mounts the covers
+        // grants `/`. A job that ends up without that view (none is expected: the checks
+        // above are the ones the layer makes) gets the carve-out planned after all rather
+        // than a program that can read nothing.
+        let layer = match layer {
+            Some(l) if l.covered() && !isolation.as_ref().is_ok_and(|i| i.namespaces.read_root) => {
+                super::paths::layer(
+                    &v.paths,
+                    sandbox,
+                    &here,
+                    !namespaced_tmp,
+                    isolation.is_err(),
+                    false,
+                )?
+            }
+            l => l,
+        };
         let git_guard = (v.paths.isolation != super::isolation::Mode::Off)
             .then(|| super::git_guard::Guard::take(v.paths.workspace.as_deref().unwrap_or(&here)));
         let isolated = isolation.as_ref().ok();

@@ -117,14 +117,24 @@ pub(crate) struct Layer {
 /// Where the user's other terminals are: out of a job's reach (docs/isolation.md).
 pub(crate) const OTHER_TERMINALS: &str = "/dev/pts";
 
+impl Layer {
+    /// Whether the rules leave hiding the deny paths to the view's covers ([`Spec::covered`]):
+    /// such rules grant no reading, and may only be applied by an init that mounted the
+    /// covers and grants `/`.
+    pub(crate) fn covered(&self) -> bool {
+        self.prepared.status().covered
+    }
+}
+
 /// The layer's rules for a command under `sandbox` run in `cwd`, with `temp` writable: the
 /// workspace default and the TCP treatment follow the profile's filter, the deny list starts
-/// from the host's `HOME`.
+/// from the host's `HOME`. `covered`: the job's view covers the deny paths ([`Spec::covered`]).
 fn spec(
     rules: &PathRules,
     sandbox: &Sandbox,
     cwd: &Path,
     temp: Option<&Path>,
+    covered: bool,
 ) -> Result<Spec, Refusal> {
     let allows = allows(sandbox);
     let profile = &sandbox.options().profile.name();
@@ -149,6 +159,7 @@ fn spec(
         tcp,
         scoped: true,
         own_terminals_only: false,
+        covered,
     })
 }
 
@@ -183,13 +194,17 @@ pub(crate) fn refusal(e: landlock::LandlockError) -> Refusal {
 
 /// Resolves `rules` for a job under `sandbox` run in `cwd`; `None` when the layer is off.
 /// `own_tmp`: whether the job needs a private TMPDIR on the host's file system (not when its
-/// mount namespace gets a `/tmp` of its own, which the init grants every right).
+/// mount namespace gets a `/tmp` of its own, which the init grants every right). `covered`:
+/// the job runs in the constructed view with covers over the deny paths (module `conceal`),
+/// so no carve-out is planned ([`Spec::covered`]); the caller checks that the view it got has
+/// them ([`Layer::covered`]).
 pub(crate) fn layer(
     rules: &PathRules,
     sandbox: &Sandbox,
     cwd: &Path,
     own_tmp: bool,
     own_terminals_only: bool,
+    covered: bool,
 ) -> Result<Option<Layer>, Refusal> {
     // With Landlock or without, the constructed view binds the same places writable.
     preload_outside(rules, sandbox, &writable_set(rules, &allows(sandbox), cwd))?;
@@ -211,7 +226,7 @@ pub(crate) fn layer(
     } else {
         None
     };
-    let mut spec = spec(rules, sandbox, cwd, root)?;
+    let mut spec = spec(rules, sandbox, cwd, root, covered)?;
     // Without namespaces (no devpts of its own), a job's terminals are its own (a
     // descriptor) and those it creates (module `emulate`); the user's others are neither
     // written (no device rule) nor read (carved out of the read rule: a rule for each entry
@@ -320,7 +335,7 @@ pub fn preload_layer(
     )?;
     let tmpdir = env_temp_dir()
         .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
-    let spec = spec(rules, sandbox, cwd, Some(&tmpdir))?;
+    let spec = spec(rules, sandbox, cwd, Some(&tmpdir), false)?;
     let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
     let value = landlock::preload_value(&spec, rules.mode, max_abi).map_err(refusal)?;
     Ok(Some(PreloadLayer {
