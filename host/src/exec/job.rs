@@ -177,7 +177,7 @@ impl Job {
             sandbox,
             &here,
             !namespaced_tmp,
-            !namespaced,
+            !namespaced && super::emulate::can_take_descriptors(),
             covered,
         )?;
         // What an earlier job left in the shared home to run in this one is removed first.
@@ -214,7 +214,7 @@ impl Job {
                     sandbox,
                     &here,
                     !namespaced_tmp,
-                    isolation.is_err(),
+                    isolation.is_err() && super::emulate::can_take_descriptors(),
                     false,
                 )?
             }
@@ -244,6 +244,8 @@ impl Job {
         let emulated = contained && spawner.is_some();
         if contained && !emulated {
             root_warning.extend(super::emulate::unguarded(sandbox, v.audience));
+        } else if emulated {
+            root_warning.extend(super::emulate::undelegable(sandbox));
         }
         // After the mounts the program changes to its directory by name: an inherited working
         // directory would still be the one beneath them.

@@ -51,15 +51,32 @@ pub(crate) struct Claims {
     connect: Option<u32>,
 }
 
+/// Whether this host may take another process's descriptors (`pidfd_getfd`), which making a
+/// job's `connect` and opening its new terminal's peer need. Docker's default seccomp profile
+/// refuses the call without `CAP_SYS_PTRACE`: there neither is claimed (each would be
+/// refused wherever it pointed), the host's `/dev/pts` stays granted, and the run says what
+/// is unguarded ([`super::report::undelegable`]).
+pub(crate) fn can_take_descriptors() -> bool {
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(|| {
+        let Ok(pidfd) = crate::sys::pidfd_open(std::process::id() as i32, 0) else {
+            return false;
+        };
+        let own = std::os::fd::AsRawFd::as_raw_fd(&pidfd);
+        crate::sys::pidfd_getfd(own, own).is_ok()
+    })
+}
+
 impl Claims {
     /// The claims for a profile whose outer policy is `policy`.
     pub(crate) fn of(policy: &Policy) -> Claims {
+        let take = can_take_descriptors();
         let peer = NATIVE.syscall_number("ioctl").filter(|nr| {
-            policy.decide(*nr, &[0, u64::from(TIOCGPTPEER), 0, 0, 0, 0]) == Action::Allow
+            take && policy.decide(*nr, &[0, u64::from(TIOCGPTPEER), 0, 0, 0, 0]) == Action::Allow
         });
         let connect = NATIVE
             .syscall_number("connect")
-            .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
+            .filter(|nr| take && policy.constant_decision(*nr) == Some(Action::Allow));
         Claims {
             metadata: numbers(policy),
             peer,

@@ -37,10 +37,11 @@ mod report;
 mod socket;
 mod target;
 
+pub(crate) use claims::can_take_descriptors;
 pub(crate) use claims::{Claims, Kind};
 pub(crate) use peer::peer;
 pub(crate) use places::{Places, Refused, Why};
-pub(crate) use report::{advice, names, unguarded, Tally};
+pub(crate) use report::{advice, names, undelegable, unguarded, Tally};
 
 use crate::policy::NATIVE;
 use decode::{decode, errno, Op, Target};

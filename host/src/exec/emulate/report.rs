@@ -50,6 +50,34 @@ pub(crate) fn unguarded(
     ))
 }
 
+/// The warning of a contained run on a host that may not take a job's descriptors
+/// ([`super::claims::can_take_descriptors`]): the user's other terminals and, where the
+/// profile lets the job make unix sockets, host unix sockets are unguarded; `None` otherwise.
+pub(crate) fn undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
+    if super::claims::can_take_descriptors() {
+        return None;
+    }
+    let policy = sandbox.profile_policy()?;
+    let sockets = crate::policy::NATIVE
+        .syscall_number("socket")
+        .is_some_and(|nr| {
+            policy.decide(
+                nr,
+                &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+            ) == crate::policy::Action::Allow
+        });
+    let what = if sockets {
+        "the user's other terminals (/dev/pts) and host unix sockets are unguarded in this run"
+    } else {
+        "the user's other terminals (/dev/pts) are unguarded in this run"
+    };
+    Some(format!(
+        "sandbox: warning: {what}: the supervisor may not take the job's descriptors here \
+         (pidfd_getfd is refused: Docker's default seccomp profile allows it only with \
+         CAP_SYS_PTRACE; --cap-add SYS_PTRACE gives it)"
+    ))
+}
+
 /// The result entry's hint and change for a refused metadata call, in `audience`'s terms.
 pub(crate) fn advice(
     why: &Why,
