@@ -92,11 +92,9 @@ pub use limits::Rlimits;
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]
 pub use request::{Audience, PathRules, Streams, Validated, MAX_TIMEOUT_S};
-#[cfg(feature = "process-api")]
-pub(crate) use run::name_refusals;
 pub(crate) use run::{
-    exec_for, learn_validated, run_validated, sandbox_for, scan_leaks, violation_entries,
-    violation_entry, Stream,
+    exec_for, learn_validated, name_refusals, run_validated, sandbox_for, scan_leaks,
+    violation_entries, violation_entry, Stream,
 };
 pub(crate) use schema::Strict;
 pub(crate) use spawn::dup_above;
