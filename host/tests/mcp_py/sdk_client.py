@@ -8,8 +8,8 @@ version. The string "$last" in a call's arguments is the process id of the last 
 
 Other steps: {"parallel": [steps]} runs them at once and reports their outcomes and the order
 they ended in; a call with "cancel_after": S is cancelled by the client after S seconds (the
-SDK then sends `notifications/cancelled`); {"sleep": S}; {"procs": MARKER} counts the
-processes whose command line contains MARKER; {"wait_gone": MARKER, "timeout": S} waits for
+SDK then sends `notifications/cancelled`); {"sleep": S}; {"procs": MARKER, "after": S} counts,
+S seconds later, the processes whose command line contains MARKER; {"wait_gone": MARKER, "timeout": S} waits for
 there to be none.
 """
 
@@ -84,6 +84,7 @@ async def run_step(session, state, step):
         await asyncio.sleep(step["sleep"])
         return {"slept": step["sleep"]}
     if "procs" in step:
+        await asyncio.sleep(step.get("after", 0))
         return {"procs": procs(step["procs"])}
     if "wait_gone" in step:
         deadline = start + step.get("timeout", 5)
