@@ -1074,14 +1074,25 @@ fn nothing_outlives_the_client() {
             json!([
                 {"tool": "start", "arguments": {"argv": ["sleep", marker]}},
                 {"tool": "start", "arguments": {"command": format!("sleep {marker}1 & sleep {marker}2")}},
-                {"sleep": 0.5},
+                // A write the process never reads: the call waits on a full pipe, and the
+                // client stops waiting for it.
+                {"tool": "start", "arguments": {"argv": ["sleep", format!("{marker}3")]}},
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "data": "x".repeat(1024 * 1024)}, "cancel_after": 1},
                 // The control: while the client is connected, they run (and are seen).
                 {"procs": marker},
             ]),
         );
         let c = out["calls"].as_array().unwrap();
-        // The two sleeps, the shell that waits for the second, and the first `sleep`.
-        assert_eq!(c[3]["procs"], 4, "{who:?}: {out}");
+        // The first `sleep`, the shell that waits for the second, its two sleeps, the third.
+        assert_eq!(c[5]["procs"], 5, "{who:?}: {out}");
+        assert_eq!(c[3]["cancelled"], true, "{who:?}: {out}");
+        // The server ended at once, the blocked write included (the SDK would terminate it
+        // after a grace period of its own).
+        assert!(
+            out["close_s"].as_f64().unwrap() < 1.5,
+            "{who:?}: {}",
+            out["close_s"]
+        );
         // The client has gone (its stdin closed, the server ended): so have they.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         let left = || {

@@ -61,77 +61,95 @@ pub fn serve_on(
         let _ = jsonrpc::write(&mut *out, reply);
     };
     let flight = inflight::InFlight::default();
-    let read = std::thread::scope(|scope| -> Result<(), String> {
+    let read = std::thread::scope(|scope| {
         let mut server = Server {
             policy,
             version: None,
         };
-        loop {
-            let msg = match jsonrpc::read_line(input, jsonrpc::MAX_LINE_BYTES)
-                .map_err(|e| format!("reading stdin: {e}"))?
+        let read = serve_lines(&mut server, input, &procs, &flight, &send, scope);
+        // The client has gone: the session ends now, which also returns the calls that wait
+        // on its processes (a write to a stdin nobody reads, a command running in it); the
+        // scope then waits for every call to be answered.
+        procs.end();
+        read
+    });
+    // A `start` in progress at the end of input may have begun a session after the first end.
+    procs.end();
+    read
+}
+
+/// Reads and dispatches messages until the end of input: `tools/call` on a thread of `scope`,
+/// the rest answered at once.
+fn serve_lines<'scope, 'env: 'scope>(
+    server: &mut Server<'env>,
+    input: &mut impl BufRead,
+    procs: &'env procs::Procs,
+    flight: &'env inflight::InFlight,
+    send: &'env (impl Fn(&Value) + Sync),
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+) -> Result<(), String> {
+    let policy = server.policy;
+    loop {
+        let msg = match jsonrpc::read_line(input, jsonrpc::MAX_LINE_BYTES)
+            .map_err(|e| format!("reading stdin: {e}"))?
+        {
+            Line::Eof => return Ok(()),
+            Line::TooLong => {
+                send(&jsonrpc::error(
+                    &Value::Null,
+                    jsonrpc::INVALID_REQUEST,
+                    &format!("message longer than {} bytes", jsonrpc::MAX_LINE_BYTES),
+                ));
+                continue;
+            }
+            // Blank lines between messages are tolerated, as most transports do.
+            Line::Text(t) if t.iter().all(u8::is_ascii_whitespace) => continue,
+            Line::Text(t) => jsonrpc::parse(&t),
+        };
+        match msg {
+            Incoming::Request { id, method, params }
+                if method == "tools/call" && server.version.is_some() =>
             {
-                Line::Eof => return Ok(()),
-                Line::TooLong => {
+                let Some(call) = flight.begin(&id) else {
                     send(&jsonrpc::error(
-                        &Value::Null,
+                        &id,
                         jsonrpc::INVALID_REQUEST,
-                        &format!("message longer than {} bytes", jsonrpc::MAX_LINE_BYTES),
+                        "a call with this id is in progress: ids must be unique",
                     ));
                     continue;
-                }
-                // Blank lines between messages are tolerated, as most transports do.
-                Line::Text(t) if t.iter().all(u8::is_ascii_whitespace) => continue,
-                Line::Text(t) => jsonrpc::parse(&t),
-            };
-            match msg {
-                Incoming::Request { id, method, params }
-                    if method == "tools/call" && server.version.is_some() =>
-                {
-                    let Some(call) = flight.begin(&id) else {
-                        send(&jsonrpc::error(
-                            &id,
-                            jsonrpc::INVALID_REQUEST,
-                            "a call with this id is in progress: ids must be unique",
-                        ));
-                        continue;
+                };
+                let structured = structured(server.version.unwrap_or_default());
+                scope.spawn(move || {
+                    let ctx = tools::Ctx {
+                        policy,
+                        procs,
+                        call: &call,
                     };
-                    let structured = structured(server.version.unwrap_or_default());
-                    let (procs, flight, send) = (&procs, &flight, &send);
-                    scope.spawn(move || {
-                        let ctx = tools::Ctx {
-                            policy,
-                            procs,
-                            call: &call,
-                        };
-                        let params = jsonrpc::object(&params);
-                        let reply = match tools::call(&ctx, &params, structured) {
-                            tools::Outcome::Result(r) => jsonrpc::result(&id, r),
-                            tools::Outcome::Error(code, why) => jsonrpc::error(&id, code, &why),
-                        };
-                        if !call.is_cancelled() {
-                            send(&reply);
-                        }
-                        flight.end(&id);
-                    });
-                }
-                Incoming::Notification { method, params } => {
-                    if method == "notifications/cancelled" {
-                        if let Some(id) = params.get("requestId") {
-                            flight.cancel(id);
-                        }
-                    }
-                }
-                other => {
-                    if let Some(reply) = server.handle(other) {
+                    let params = jsonrpc::object(&params);
+                    let reply = match tools::call(&ctx, &params, structured) {
+                        tools::Outcome::Result(r) => jsonrpc::result(&id, r),
+                        tools::Outcome::Error(code, why) => jsonrpc::error(&id, code, &why),
+                    };
+                    if !call.is_cancelled() {
                         send(&reply);
+                    }
+                    flight.end(&id);
+                });
+            }
+            Incoming::Notification { method, params } => {
+                if method == "notifications/cancelled" {
+                    if let Some(id) = params.get("requestId") {
+                        flight.cancel(id);
                     }
                 }
             }
+            other => {
+                if let Some(reply) = server.handle(other) {
+                    send(&reply);
+                }
+            }
         }
-    });
-    // Every call has been answered (the scope waited for them): nothing outlives the client.
-    procs.end();
-    read
+    }
 }
 
 /// The state of one connection: the policy and the negotiated version.

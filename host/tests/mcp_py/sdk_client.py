@@ -40,6 +40,10 @@ async def main():
             state = {"last": None}
             for step in cfg.get("calls", []):
                 out["calls"].append(await run_step(session, state, step))
+            closing = time.monotonic()
+    # How long the server took to exit once its stdin was closed (the SDK waits for it, and
+    # terminates it after a grace period of its own).
+    out["close_s"] = time.monotonic() - closing
     print(json.dumps(out))
 
 

@@ -184,15 +184,16 @@ def huge(arg):
     return out
 
 
-def procs(marker):
-    """How many processes have `marker` in their command line."""
+def procs(argv):
+    """How many processes run exactly `argv`."""
     import os
 
+    want = b"\0".join(a.encode() for a in argv) + b"\0"
     n = 0
     for pid in os.listdir("/proc"):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                n += marker.encode() in f.read().replace(b"\0", b" ")
+                n += f.read() == want
         except OSError:
             pass
     return n
@@ -205,12 +206,12 @@ def lifetime(arg):
     out["start"] = Started(arg, deadline=None).finish(timeout=30)
     s = Started({"command": arg["sleep"]}, deadline=arg["deadline"])
     s.id()
-    out["running"] = procs(arg["sleep"][-1])
+    out["running"] = procs(arg["sleep"])
     t = time.monotonic()
     out["start_deadline"] = s.finish(timeout=30)
-    while procs(arg["sleep"][-1]) and time.monotonic() - t < 10:
+    while procs(arg["sleep"]) and time.monotonic() - t < 10:
         time.sleep(0.05)
-    out["left"] = procs(arg["sleep"][-1])
+    out["left"] = procs(arg["sleep"])
     out["gone_after_s"] = time.monotonic() - t
     return out
 
