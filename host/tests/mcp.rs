@@ -1084,7 +1084,7 @@ fn nothing_outlives_the_client() {
         );
         let c = out["calls"].as_array().unwrap();
         // The first `sleep`, the shell that waits for the second, its two sleeps, the third.
-        assert_eq!(c[5]["procs"], 5, "{who:?}: {out}");
+        assert_eq!(c[4]["procs"], 5, "{who:?}: {out}");
         assert_eq!(c[3]["cancelled"], true, "{who:?}: {out}");
         // The server ended at once, the blocked write included (the SDK would terminate it
         // after a grace period of its own).
