@@ -189,7 +189,24 @@ fn the_sdk_lists_the_tools_and_negotiates_a_version() {
         assert_eq!(out["initialize"]["serverInfo"]["name"], "sandbox");
         let tools = out["tools"]["tools"].as_array().unwrap();
         let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["run", "shell"], "{who:?}");
+        assert_eq!(
+            names,
+            [
+                "run",
+                "shell",
+                "start",
+                "read_output",
+                "write_stdin",
+                "signal",
+                "list",
+                "session_end"
+            ],
+            "{who:?}"
+        );
+        for t in tools {
+            assert_eq!(t["inputSchema"]["additionalProperties"], false, "{t}");
+            assert_eq!(t["outputSchema"]["type"], "object", "{t}");
+        }
         assert_eq!(tools[0]["inputSchema"]["required"], json!(["argv"]));
         assert_eq!(tools[1]["inputSchema"]["required"], json!(["command"]));
         assert_eq!(
@@ -486,6 +503,23 @@ fn raw_protocol_errors() {
     ];
     for who in BOTH {
         let (replies, stderr) = raw(who, &[], &(lines.join("\n") + "\n"));
+        // Tool calls are answered from threads of their own, as they end: the calls (7 and 8)
+        // are put back in the order they were sent for the comparison; the rest are answered
+        // by the reader, in order.
+        let mut replies = replies;
+        let calls: Vec<Value> = replies
+            .iter()
+            .filter(|r| r["id"] == json!(7) || r["id"] == json!(8))
+            .cloned()
+            .collect();
+        replies.retain(|r| r["id"] != json!(7) && r["id"] != json!(8));
+        let mut calls = calls;
+        calls.sort_by_key(|r| r["id"].as_i64());
+        let at = replies
+            .iter()
+            .position(|r| r["id"] == json!(9))
+            .unwrap_or(0);
+        replies.splice(at..at, calls);
         let got: Vec<(Value, Value)> = replies
             .iter()
             .map(|r| (r["id"].clone(), r["error"]["code"].clone()))
@@ -723,5 +757,403 @@ fn sandbox_run_passes_stdio_through() {
         assert!(rx.recv_timeout(Duration::from_secs(5)).is_err(), "{who:?}");
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(!stderr.contains("sandbox:"), "{who:?}: {stderr}");
+    }
+}
+
+/// The policy of the session tests: sockets, and a network namespace of the session's own
+/// (`--network none`), so that a server and its client meet on the session's loopback only.
+const SESSION_FLAGS: [&str; 6] = [
+    "--profile",
+    "shell-network",
+    "--network",
+    "none",
+    "--timeout",
+    "30",
+];
+
+/// A shell line that fetches `url` with curl, trying for up to 5 s (the server may still be
+/// starting); its status is curl's last.
+fn curl_retrying(url: &str) -> String {
+    format!(
+        "for i in $(seq 50); do curl -sS -o /dev/null -w '%{{http_code}}' {url} && exit 0; \
+         sleep 0.1; done; exit 7"
+    )
+}
+
+#[test]
+fn session_tools_keep_a_server_that_run_reaches() {
+    for who in BOTH {
+        let home = Home::new(who);
+        let url = "http://127.0.0.1:8765/";
+        let out = mcp(
+            who,
+            home.path(),
+            &SESSION_FLAGS,
+            json!([
+                // Control: without a session, a server started by one call is gone for the next.
+                {"tool": "shell", "arguments": {"command": "python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 & sleep 1"}},
+                {"tool": "shell", "arguments": {"command": curl_retrying(url), "timeout_s": 10}},
+                {"tool": "start", "arguments": {"argv": ["python3", "-u", "-m", "http.server", "8765", "--bind", "127.0.0.1"], "wait_s": 5}},
+                {"tool": "shell", "arguments": {"command": curl_retrying(url), "timeout_s": 10}},
+                {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
+                {"tool": "list", "arguments": {}},
+                {"tool": "session_end", "arguments": {}},
+                // After the session: run is on its own again.
+                {"tool": "run", "arguments": {"argv": ["curl", "-sS", "-o", "/dev/null", url]}},
+                {"tool": "list", "arguments": {}},
+            ]),
+        );
+        let c = out["calls"].as_array().unwrap();
+        assert!(
+            is_error(&c[1]),
+            "{who:?}: the control reached a server: {}",
+            c[1]
+        );
+        assert_eq!(
+            c[1]["structuredContent"]["exit_code"], 7,
+            "{who:?}: {}",
+            c[1]
+        );
+        assert!(!is_error(&c[2]), "{who:?}: {}", c[2]);
+        let started = &c[2]["structuredContent"];
+        assert_eq!(started["running"], true, "{who:?}: {started}");
+        assert!(
+            started["stdout"]
+                .as_str()
+                .unwrap()
+                .starts_with("Serving HTTP on 127.0.0.1 port 8765"),
+            "{who:?}: {started}"
+        );
+        assert!(!is_error(&c[3]), "{who:?}: {}", c[3]);
+        assert_eq!(c[3]["structuredContent"]["stdout"], "200", "{who:?}");
+        // The server logged the request on its stderr, which the next read gives.
+        let log = &c[4]["structuredContent"];
+        assert!(
+            log["stderr"]
+                .as_str()
+                .unwrap()
+                .contains("\"GET / HTTP/1.1\" 200"),
+            "{who:?}: {log}"
+        );
+        assert_eq!(log["running"], true);
+        let listed = &c[5]["structuredContent"];
+        assert_eq!(listed["session"], true, "{who:?}: {listed}");
+        assert_eq!(listed["processes"].as_array().unwrap().len(), 1);
+        assert_eq!(listed["processes"][0]["command"][3], "http.server");
+        assert_eq!(
+            c[6]["structuredContent"],
+            json!({"ended": true, "processes": 1}),
+            "{who:?}"
+        );
+        assert_eq!(
+            c[7]["structuredContent"]["exit_code"], 7,
+            "{who:?}: {}",
+            c[7]
+        );
+        assert_eq!(
+            c[8]["structuredContent"],
+            json!({"session": false, "processes": []})
+        );
+    }
+}
+
+#[test]
+fn session_tools_write_stdin_and_signal() {
+    for who in BOTH {
+        let home = Home::new(who);
+        let out = mcp(
+            who,
+            home.path(),
+            &SESSION_FLAGS,
+            json!([
+                {"tool": "start", "arguments": {"argv": ["cat"]}},
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "data": "one\u{0}two\n", "wait_s": 5}},
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "eof": true, "wait_s": 5}},
+                {"tool": "read_output", "arguments": {"process_id": "$last"}},
+                {"tool": "start", "arguments": {"argv": ["python3", "-u", "-i", "-q"]}},
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "data": "print(6 * 7)\n", "wait_s": 5}},
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "data": "x = 1\n", "eof": true}},
+                {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
+                {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
+                // The control: a sleep not signalled is still running a second later.
+                {"tool": "start", "arguments": {"argv": ["sleep", "100"]}},
+                {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 1}},
+                {"tool": "signal", "arguments": {"process_id": "$last", "signal": "INT", "wait_s": 5}},
+                {"tool": "read_output", "arguments": {"process_id": "$last"}},
+            ]),
+        );
+        let c = out["calls"].as_array().unwrap();
+        let s = |i: usize| &c[i]["structuredContent"];
+        assert_eq!(s(1)["stdout"], "one\u{0}two\n", "{who:?}: {}", c[1]);
+        assert_eq!(s(1)["running"], true);
+        assert_eq!(s(2)["running"], false, "{who:?}: {}", c[2]);
+        assert_eq!(s(2)["exit_code"], 0);
+        assert!(
+            text(&c[2]).starts_with("process 1: exit status 0"),
+            "{}",
+            c[2]
+        );
+        // Its result was read: the id is forgotten.
+        assert!(is_error(&c[3]), "{who:?}: {}", c[3]);
+        assert!(text(&c[3]).contains("process_id: no process 1"), "{}", c[3]);
+        // The answer comes after the prompt, in this read or the next ones; the process ends
+        // at end of file, reported once (a read after that is refused).
+        let answered: String = (5..=8).filter_map(|i| s(i)["stdout"].as_str()).collect();
+        assert!(answered.contains("42"), "{who:?}: {c:?}");
+        assert!(
+            (5..=8).any(|i| s(i)["exit_code"] == 0 && s(i)["running"] == false),
+            "{who:?}: {c:?}"
+        );
+        assert_eq!(s(10)["running"], true, "{who:?}: {}", c[10]);
+        assert_eq!(s(11)["running"], false, "{who:?}: {}", c[11]);
+        assert_eq!(s(11)["signal"], 2, "{who:?}: {}", c[11]);
+        assert!(
+            text(&c[11]).contains("killed by signal 2 (SIGINT)"),
+            "{}",
+            c[11]
+        );
+        assert!(is_error(&c[12]));
+    }
+}
+
+#[test]
+fn session_tools_refuse_hostile_input_and_run_nothing() {
+    for who in BOTH {
+        let home = Home::new(who);
+        let marker = home.project().join("ran");
+        let m = marker.display().to_string();
+        let touch = json!(["touch", m]);
+        let big = "x".repeat(1024 * 1024 + 1);
+        let out = mcp(
+            who,
+            home.path(),
+            &SESSION_FLAGS,
+            json!([
+                {"tool": "start", "arguments": {"argv": touch, "profile": "none"}},
+                {"tool": "start", "arguments": {"argv": touch, "network": "host"}},
+                {"tool": "start", "arguments": {"argv": touch, "env": {"A": "b"}}},
+                {"tool": "start", "arguments": {"argv": touch, "cwd": "/"}},
+                {"tool": "start", "arguments": {"argv": touch, "command": "touch x"}},
+                {"tool": "start", "arguments": {}},
+                {"tool": "start", "arguments": {"command": format!("touch {m}\u{0}")}},
+                {"tool": "start", "arguments": {"argv": touch, "timeout_s": 0}},
+                {"tool": "start", "arguments": {"argv": touch, "wait_s": 31}},
+                {"tool": "list", "arguments": {}},
+                // Nothing ran: the session was not even started.
+                {"tool": "start", "arguments": {"argv": ["cat"]}},
+                {"tool": "read_output", "arguments": {"process_id": 99}},
+                {"tool": "read_output", "arguments": {"process_id": 0}},
+                {"tool": "read_output", "arguments": {"process_id": -1}},
+                {"tool": "read_output", "arguments": {"process_id": "1"}},
+                {"tool": "read_output", "arguments": {"process_id": 1.5}},
+                {"tool": "signal", "arguments": {"process_id": "$last", "signal": "FOO"}},
+                {"tool": "signal", "arguments": {"process_id": "$last", "signal": "9"}},
+                {"tool": "signal", "arguments": {"process_id": "$last", "signal": ""}},
+                {"tool": "signal", "arguments": {"process_id": "$last", "signal": "INT\u{0}"}},
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "data": big}},
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "data": 5}},
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "profile": "none"}},
+                // cat is still there and takes what is valid.
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "data": "ok\n", "eof": true, "wait_s": 5}},
+                {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
+                // The control: the same touch, valid, runs.
+                {"tool": "start", "arguments": {"argv": touch, "wait_s": 5}},
+            ]),
+        );
+        let c = out["calls"].as_array().unwrap();
+        let refusals = [
+            (0, "unknown argument `profile`: start takes argv, command, timeout_s, wait_s; the policy"),
+            (1, "unknown argument `network`"),
+            (2, "unknown argument `env`"),
+            (3, "unknown argument `cwd`"),
+            (4, "give argv or command, not both"),
+            (5, "argv or command: missing"),
+            (6, "command: must not contain NUL"),
+            (7, "timeout_s: must be between 1 and 86400 seconds"),
+            (8, "wait_s: must be a number of seconds from 0 to 30"),
+            (11, "process_id: no process 99"),
+            (12, "process_id: must be a positive integer"),
+            (13, "process_id: must be a positive integer"),
+            (14, "process_id: must be a positive integer"),
+            (15, "process_id: must be a positive integer"),
+            (16, "signal: `FOO` is not one of INT, TERM, KILL, HUP, QUIT"),
+            (17, "signal: `9` is not one of"),
+            (18, "signal: `` is not one of"),
+            (19, "signal: `INT\\x00` is not one of"),
+            (20, "data: 1048577 bytes; at most 1048576 in one call"),
+            (21, "data: must be a string"),
+            (22, "unknown argument `profile`: write_stdin takes"),
+        ];
+        for (i, want) in refusals {
+            assert!(is_error(&c[i]), "{who:?} {i}: {}", c[i]);
+            let t = text(&c[i]);
+            assert!(
+                t.starts_with("sandbox: refused: ") && t.contains(want),
+                "{who:?} {i}: {want}: {t}"
+            );
+            assert!(c[i].get("structuredContent").is_none(), "{i}: {}", c[i]);
+        }
+        assert_eq!(
+            c[9]["structuredContent"],
+            json!({"session": false, "processes": []}),
+            "{who:?}"
+        );
+        assert!(!is_error(&c[10]), "{who:?}: {}", c[10]);
+        assert_eq!(
+            c[23]["structuredContent"]["stdout"], "ok\n",
+            "{who:?}: {}",
+            c[23]
+        );
+        // It ends at end of file: reported by that write or by the read after it.
+        assert!(
+            [23, 24]
+                .iter()
+                .any(|&i| c[i]["structuredContent"]["exit_code"] == 0),
+            "{who:?}: {} {}",
+            c[23],
+            c[24]
+        );
+        assert!(!is_error(&c[25]), "{who:?}: {}", c[25]);
+        assert!(marker.exists(), "{who:?}: the valid touch did not run");
+    }
+}
+
+#[test]
+fn session_output_is_capped_dropping_the_oldest() {
+    // The cap is the policy's max_output_bytes (256 KiB) of unread text per stream.
+    let cap = 256 * 1024;
+    for who in BOTH {
+        let home = Home::new(who);
+        let out = mcp(
+            who,
+            home.path(),
+            &SESSION_FLAGS,
+            json!([
+                {"tool": "start", "arguments": {"command": "head -c 600000 /dev/zero | tr '\\0' a; printf END; head -c 1000 /dev/zero | tr '\\0' b >&2"}},
+                {"sleep": 2},
+                {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
+                // The control: output under the cap comes whole.
+                {"tool": "start", "arguments": {"command": "head -c 100000 /dev/zero | tr '\\0' a; printf END"}},
+                {"sleep": 2},
+                {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
+            ]),
+        );
+        let c = out["calls"].as_array().unwrap();
+        let big = &c[2]["structuredContent"];
+        let stdout = big["stdout"].as_str().unwrap();
+        assert_eq!(stdout.len(), cap, "{who:?}");
+        assert!(
+            stdout.ends_with("aaaEND"),
+            "{who:?}: the newest bytes are kept"
+        );
+        assert_eq!(
+            big["stdout_dropped"],
+            600_003 - cap as u64,
+            "{who:?}: {}",
+            big["stdout_dropped"]
+        );
+        assert_eq!(big["stderr"].as_str().unwrap().len(), 1000);
+        assert_eq!(big["stderr_dropped"], 0);
+        assert_eq!(big["exit_code"], 0);
+        assert!(text(&c[2]).contains(&format!("[{} bytes of stdout dropped", 600_003 - cap)));
+        let small = &c[5]["structuredContent"];
+        assert_eq!(small["stdout"].as_str().unwrap().len(), 100_003, "{who:?}");
+        assert_eq!(small["stdout_dropped"], 0);
+    }
+}
+
+#[test]
+fn nothing_outlives_the_client() {
+    for who in BOTH {
+        let home = Home::new(who);
+        let marker = format!("987.{}", who as u8 + 1);
+        let out = mcp(
+            who,
+            home.path(),
+            &SESSION_FLAGS,
+            json!([
+                {"tool": "start", "arguments": {"argv": ["sleep", marker]}},
+                {"tool": "start", "arguments": {"command": format!("sleep {marker}1 & sleep {marker}2")}},
+                // A write the process never reads: the call waits on a full pipe, and the
+                // client stops waiting for it.
+                {"tool": "start", "arguments": {"argv": ["sleep", format!("{marker}3")]}},
+                {"tool": "write_stdin", "arguments": {"process_id": "$last", "data": "x".repeat(1024 * 1024)}, "cancel_after": 1},
+                // The control: while the client is connected, they run (and are seen).
+                {"procs": marker},
+            ]),
+        );
+        let c = out["calls"].as_array().unwrap();
+        // The first `sleep`, the shell that waits for the second, its two sleeps, the third.
+        assert_eq!(c[4]["procs"], 5, "{who:?}: {out}");
+        assert_eq!(c[3]["cancelled"], true, "{who:?}: {out}");
+        // The server ended at once, the blocked write included (the SDK would terminate it
+        // after a grace period of its own).
+        assert!(
+            out["close_s"].as_f64().unwrap() < 1.5,
+            "{who:?}: {}",
+            out["close_s"]
+        );
+        // The client has gone (its stdin closed, the server ended): so have they.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let left = || {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+                .filter(|c| String::from_utf8_lossy(c).contains(&marker))
+                .count()
+        };
+        while left() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(left(), 0, "{who:?}: processes outlived the client");
+    }
+}
+
+#[test]
+fn calls_run_at_once_and_a_cancelled_call_is_killed() {
+    for who in BOTH {
+        let home = Home::new(who);
+        let marker = format!("876.{}", who as u8 + 1);
+        let out = mcp(
+            who,
+            home.path(),
+            &["--profile", "shell", "--timeout", "30"],
+            json!([
+                {"parallel": [
+                    {"tool": "shell", "arguments": {"command": "sleep 3; echo long"}},
+                    {"parallel": [{"sleep": 0.5}, {"tool": "run", "arguments": {"argv": ["echo", "short"]}}]},
+                ]},
+                {"parallel": [
+                    {"tool": "run", "arguments": {"argv": ["sleep", marker]}, "cancel_after": 2},
+                    {"procs": marker, "after": 1},
+                ]},
+                {"wait_gone": marker, "timeout": 5},
+                {"tool": "run", "arguments": {"argv": ["echo", "still here"]}},
+            ]),
+        );
+        let c = out["calls"].as_array().unwrap();
+        let p = &c[0];
+        // The short call, sent half a second after the long one, ended first.
+        assert_eq!(p["order"], json!([1, 0]), "{who:?}: {p}");
+        let short = &p["parallel"][1]["parallel"][1];
+        assert_eq!(
+            short["structuredContent"]["stdout"], "short\n",
+            "{who:?}: {p}"
+        );
+        assert!(short["elapsed_s"].as_f64().unwrap() < 2.0, "{who:?}: {p}");
+        assert_eq!(p["parallel"][0]["structuredContent"]["stdout"], "long\n");
+        let cancel = &c[1]["parallel"];
+        assert_eq!(cancel[0]["cancelled"], true, "{who:?}: {cancel}");
+        // The control: the sleep ran while the call was in progress.
+        assert_eq!(cancel[1]["procs"], 1, "{who:?}: {cancel}");
+        assert_eq!(
+            c[2]["gone"], true,
+            "{who:?}: the cancelled call's sleep goes on: {}",
+            c[2]
+        );
+        assert_eq!(
+            c[3]["structuredContent"]["stdout"], "still here\n",
+            "{who:?}"
+        );
     }
 }

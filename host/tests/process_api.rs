@@ -634,3 +634,48 @@ fn start_refuses_a_credential_read_and_names_it() {
         assert_eq!(named, 1, "{who:?}: one line names the refusal: {r}");
     }
 }
+
+#[test]
+fn start_lives_until_its_deadline_not_the_policy_timeout() {
+    for who in BOTH {
+        let policy = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(policy.path(), r#"{"timeout_s": 2}"#).unwrap();
+        std::fs::set_permissions(policy.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let file = policy.path().display().to_string();
+        let s = Server::start_with(who, &["--api-policy", &file, "--api-profile", "shell"]);
+        let marker = format!("654.{}", who as u8 + 1);
+        let r = s.client(
+            "lifetime",
+            json!({
+                "command": ["/bin/sh", "-c", "sleep 4; echo alive"],
+                "sleep": ["/bin/sleep", marker],
+                "deadline": 1.5,
+            }),
+        );
+        // The control: the policy's 2 s end an `Execute` of the same command.
+        let e = &r["execute"];
+        assert_ne!(e["exit_code"], 0, "{who:?}: {r}");
+        assert!(
+            !e["stdout"].as_str().unwrap().contains("alive"),
+            "{who:?}: {r}"
+        );
+        // `Start` without a deadline outlives them.
+        let events = r["start"]["events"].as_array().unwrap();
+        assert!(
+            events.iter().any(|e| e["data"] == "alive\n"),
+            "{who:?}: {r}"
+        );
+        assert_eq!(events.last().unwrap()["code"], 0, "{who:?}: {r}");
+        // With a deadline, the process (silent, so no failed send ends it) is ended by it.
+        assert_eq!(r["running"], 1, "{who:?}: {r}");
+        assert_eq!(
+            r["start_deadline"]["error"]["code"], "DEADLINE_EXCEEDED",
+            "{who:?}: {r}"
+        );
+        assert_eq!(
+            r["left"], 0,
+            "{who:?}: the sleep outlived its deadline: {r}"
+        );
+        assert!(r["gone_after_s"].as_f64().unwrap() < 3.0, "{who:?}: {r}");
+    }
+}

@@ -95,9 +95,7 @@ pub use tier::Tier;
 pub use contain::{limit_cgroups, Mechanism};
 #[doc(hidden)]
 pub use limits::Rlimits;
-#[cfg(feature = "process-api")]
-pub(crate) use outcome::name_refusals;
-pub(crate) use outcome::{scan_leaks, violation_entries, violation_entry};
+pub(crate) use outcome::{name_refusals, scan_leaks, violation_entries, violation_entry};
 #[doc(hidden)]
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]

@@ -430,7 +430,6 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
 /// Names the refusals a command's stderr reports in a result built outside this module (a
 /// session's command), as `run` names them for a one-shot request: `refusals`, and one
 /// `warnings` line each. Does nothing when the result has them already.
-#[cfg(feature = "process-api")]
 pub(crate) fn name_refusals(result: &mut ExecResult, v: &Validated, sandbox: &Sandbox) {
     if !result.refusals.is_empty() || !super::refusals::is_candidate(result.stderr.as_bytes()) {
         return;

@@ -510,7 +510,6 @@ impl<'a> Policy<'a> {
     }
 }
 
-#[cfg(feature = "process-api")]
 impl<'a> Policy<'a> {
     /// The policy of a command whose layers are known by what they reported (a session's
     /// command: the session holds no prepared Landlock layer): the deny list and the write

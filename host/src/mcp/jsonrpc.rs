@@ -3,7 +3,7 @@
 //! results and errors.
 //!
 //! Hand-written over serde_json rather than taken from a crate: the whole protocol surface
-//! used here is five methods on one blocking loop (docs/mcp.md, "Why no MCP crate").
+//! used here is five methods over one reader thread (docs/mcp.md, "Why no MCP crate").
 
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, Write};
@@ -37,6 +37,9 @@ pub enum Incoming {
     Notification {
         /// The method's name.
         method: String,
+        /// The parameters (`null` when absent; not checked: a notification is never
+        /// answered).
+        params: Value,
     },
     /// A response to a request of ours; the server sends none, so it is ignored.
     Response,
@@ -130,7 +133,7 @@ pub fn parse(line: &[u8]) -> Incoming {
     let params = obj.remove("params").unwrap_or(Value::Null);
     match id {
         // A notification is never answered, not even to say its params are wrong.
-        None => Incoming::Notification { method },
+        None => Incoming::Notification { method, params },
         Some(Value::String(_) | Value::Number(_)) if !params.is_object() && !params.is_null() => {
             Incoming::Invalid(
                 echo,
@@ -188,7 +191,8 @@ mod tests {
         assert_eq!(
             p(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Incoming::Notification {
-                method: "notifications/initialized".into()
+                method: "notifications/initialized".into(),
+                params: Value::Null
             }
         );
         assert_eq!(
@@ -198,7 +202,8 @@ mod tests {
         assert_eq!(
             p(r#"{"jsonrpc":"2.0","method":"notifications/x","params":[1]}"#),
             Incoming::Notification {
-                method: "notifications/x".into()
+                method: "notifications/x".into(),
+                params: json!([1])
             }
         );
         let code = |s: &str| match p(s) {

@@ -35,7 +35,7 @@ pub fn render(r: &ExecResult, timeout_s: f64) -> String {
 }
 
 /// The first line: how the program ended.
-fn status(r: &ExecResult, timeout_s: f64) -> String {
+pub(super) fn status(r: &ExecResult, timeout_s: f64) -> String {
     if r.timed_out {
         return format!(
             "timed out after {timeout_s} s: the program and every process it started were killed"
@@ -52,6 +52,9 @@ fn status(r: &ExecResult, timeout_s: f64) -> String {
 fn signal_name(s: i32) -> &'static str {
     match s {
         libc::SIGKILL => " (SIGKILL)",
+        libc::SIGINT => " (SIGINT)",
+        libc::SIGHUP => " (SIGHUP)",
+        libc::SIGQUIT => " (SIGQUIT)",
         libc::SIGSYS => " (SIGSYS)",
         libc::SIGTERM => " (SIGTERM)",
         libc::SIGSEGV => " (SIGSEGV)",
@@ -63,7 +66,7 @@ fn signal_name(s: i32) -> &'static str {
 }
 
 /// `--- name ---` and the text (with a final newline), when there is any.
-fn section(out: &mut String, name: &str, text: &str, truncated: bool) {
+pub(super) fn section(out: &mut String, name: &str, text: &str, truncated: bool) {
     if text.is_empty() && !truncated {
         return;
     }
@@ -80,7 +83,7 @@ fn section(out: &mut String, name: &str, text: &str, truncated: bool) {
 }
 
 /// The sandbox's lines, each with its `sandbox: ` prefix.
-fn sandbox_lines(r: &ExecResult, timeout_s: f64) -> Vec<String> {
+pub(super) fn sandbox_lines(r: &ExecResult, timeout_s: f64) -> Vec<String> {
     let program = std::path::Path::new(&r.program);
     let mut lines: Vec<String> = r
         .warnings

@@ -6,14 +6,31 @@
 //! for stdin and a shorter timeout, and every other key is refused by name. The policy's own
 //! fields are not arguments at all, so no value of a call reaches them.
 //!
-//! Sessions (a shell that keeps its state between calls) are to be offered here as more
-//! tools, once the engine has them: a name in [`list`], an arm in [`call`], each call still
-//! a copy of the server's [`Policy`] template.
+//! The session tools (`start`, `read_output`, `write_stdin`, `signal`, `list`,
+//! `session_end`: module `process_tools`) keep processes in the server's one session; while
+//! that session is live, `run` and `shell` run in it too, so that what they start can reach
+//! what the session's processes serve.
 
+use super::inflight::Call;
 use super::policy::Policy;
+use super::procs::{Namer, Procs};
 use super::schema;
-use crate::exec::{ExecError, ExecResult, RunOptions};
+use crate::exec::{ExecError, ExecResult, Request, RunOptions};
+use crate::session::{Command, Session};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a call runs with: the fixed policy, the session's processes, and its own entry among
+/// the calls in progress (for cancellation).
+pub struct Ctx<'a> {
+    /// The server's policy.
+    pub policy: &'a Policy,
+    /// The session and its processes.
+    pub procs: &'a Procs,
+    /// This call.
+    pub call: &'a Call,
+}
 
 /// Most arguments in `argv`.
 pub const MAX_ARGS: usize = 4096;
@@ -68,21 +85,30 @@ pub fn list(policy: &Policy, structured: bool) -> Value {
         }
         tool
     };
-    json!({ "tools": [
-        tool("run", "Run a program",
-             "Runs a program with its arguments, without a shell (no globbing, pipes or variables).",
-             "argv",
-             json!({"type": "array", "items": {"type": "string"}, "minItems": 1,
-                    "description": "The program (an absolute path or a name found in PATH) and its arguments."})),
-        tool("shell", "Run a shell command",
-             "Runs one command line with /bin/sh -c (pipes, redirections, && and globbing work).",
-             "command",
-             json!({"type": "string", "minLength": 1, "description": "The command line."})),
-    ]})
+    let mut tools = vec![
+        tool(
+            "run",
+            "Run a program",
+            "Runs a program with its arguments, without a shell (no globbing, pipes or variables).",
+            "argv",
+            json!({"type": "array", "items": {"type": "string"}, "minItems": 1,
+                    "description": "The program (an absolute path or a name found in PATH) and its arguments."}),
+        ),
+        tool(
+            "shell",
+            "Run a shell command",
+            "Runs one command line with /bin/sh -c (pipes, redirections, && and globbing work).",
+            "command",
+            json!({"type": "string", "minLength": 1, "description": "The command line."}),
+        ),
+    ];
+    tools.extend(super::process_tools::list(policy, structured));
+    json!({ "tools": tools })
 }
 
 /// Runs one `tools/call` (`params`: its `name` and `arguments`).
-pub fn call(policy: &Policy, params: &Map<String, Value>, structured: bool) -> Outcome {
+pub fn call(ctx: &Ctx<'_>, params: &Map<String, Value>, structured: bool) -> Outcome {
+    let policy = ctx.policy;
     let name = match params.get("name") {
         Some(Value::String(n)) => n.as_str(),
         _ => {
@@ -105,12 +131,16 @@ pub fn call(policy: &Policy, params: &Map<String, Value>, structured: bool) -> O
     let argv = match name {
         "run" => arguments(&args, "argv").and_then(|()| argv_of(args.get("argv"))),
         "shell" => arguments(&args, "command").and_then(|()| command_of(args.get("command"))),
+        other if super::process_tools::NAMES.contains(&other) => {
+            return Outcome::Result(super::process_tools::call(ctx, other, &args, structured))
+        }
         other => {
             return Outcome::Error(
                 super::jsonrpc::INVALID_PARAMS,
                 format!(
-                    "unknown tool `{}` (the tools are run and shell)",
-                    crate::escape::text(&other.chars().take(64).collect::<String>())
+                    "unknown tool `{}` (the tools are run, shell, {})",
+                    crate::escape::text(&other.chars().take(64).collect::<String>()),
+                    super::process_tools::NAMES.join(", ")
                 ),
             )
         }
@@ -129,11 +159,59 @@ pub fn call(policy: &Policy, params: &Map<String, Value>, structured: bool) -> O
     if let Err(why) = checked {
         return Outcome::Result(refused(&why, None));
     }
-    let res = crate::exec::exec_for(&req, &RunOptions::default(), crate::exec::Audience::Cli);
+    let res = match ctx.procs.live() {
+        Some(session) => in_session(&session, &req, ctx.call),
+        None => one_shot(&req, ctx.call),
+    };
+    ctx.call.done();
     Outcome::Result(match res {
         Ok(r) => ran(&r, req.timeout_s, structured),
         Err(e) => refused(&error_line(&e), e.exit_code()),
     })
+}
+
+/// Runs `req` as a job of its own, killed when the call is cancelled.
+fn one_shot(req: &Request, call: &Call) -> Result<ExecResult, ExecError> {
+    let cancel = crate::exec::Cancel::new().map_err(ExecError::Setup)?;
+    let stop = cancel.clone();
+    call.on_cancel(move || stop.cancel());
+    let opts = RunOptions {
+        cancel: Some(cancel),
+        ..RunOptions::default()
+    };
+    crate::exec::exec_for(req, &opts, crate::exec::Audience::Cli)
+}
+
+/// Runs `req`'s command in the live session (its timeout the call's), its stdin written by a
+/// thread of its own (a command that does not read it must not hold up its result), killed
+/// when the call is cancelled. Refusals in its stderr are named as a one-shot job's are.
+fn in_session(session: &Session, req: &Request, call: &Call) -> Result<ExecResult, ExecError> {
+    // The one-shot checks (argv, stdin's size) with their words.
+    let namer = Namer::new(req.validate()?);
+    let cmd = Command::new(req.argv.clone()).timeout(Duration::from_secs_f64(req.timeout_s));
+    let p = Arc::new(session.spawn(&cmd)?);
+    let killer = Arc::clone(&p);
+    call.on_cancel(move || {
+        let _ = killer.signal(libc::SIGKILL);
+    });
+    let writer = Arc::clone(&p);
+    let stdin = req.stdin.clone();
+    std::thread::Builder::new()
+        .name("sandbox-mcp-stdin".into())
+        .spawn(move || {
+            if let Some(data) = stdin {
+                let _ = writer.write_stdin(data.as_bytes());
+            }
+            writer.close_stdin();
+        })
+        .map_err(ExecError::Setup)?;
+    let mut r = p
+        .finish()
+        .ok_or_else(|| ExecError::Setup(std::io::Error::other("the command has no result")))?;
+    if let Some(n) = namer {
+        n.name(&mut r);
+    }
+    Ok(r)
 }
 
 /// Refuses every key but the tool's own: a policy field (`profile`, `workspace`...) given as
@@ -153,7 +231,7 @@ fn arguments(args: &Map<String, Value>, key: &str) -> Result<(), String> {
 }
 
 /// `argv`: a non-empty list of strings within the bounds (the engine checks each string).
-fn argv_of(v: Option<&Value>) -> Result<Vec<String>, String> {
+pub(super) fn argv_of(v: Option<&Value>) -> Result<Vec<String>, String> {
     let list = match v {
         None => {
             return Err("argv: missing (a list of strings: the program and its arguments)".into())
@@ -183,7 +261,7 @@ fn argv_of(v: Option<&Value>) -> Result<Vec<String>, String> {
 }
 
 /// `command`: one line for `/bin/sh -c`.
-fn command_of(v: Option<&Value>) -> Result<Vec<String>, String> {
+pub(super) fn command_of(v: Option<&Value>) -> Result<Vec<String>, String> {
     let line = match v {
         None => return Err("command: missing (a string: the command line)".into()),
         Some(Value::String(s)) if !s.is_empty() => s,
@@ -213,14 +291,14 @@ fn narrower_timeout(v: &Value, fixed: f64) -> Result<f64, String> {
 }
 
 /// An engine refusal as one line, in the words `exec --json` uses (`argv[0]: ...`).
-fn error_line(e: &ExecError) -> String {
+pub(super) fn error_line(e: &ExecError) -> String {
     format!("{}: {}", e.field(), e.reason())
 }
 
 /// The result of a call that did not run: `isError`, the reason (and the shell's status for
 /// a program that could not be started). No `structuredContent`: the output schema describes
 /// a run, and the SDKs check results against it.
-fn refused(why: &str, exit_code: Option<i32>) -> Value {
+pub(super) fn refused(why: &str, exit_code: Option<i32>) -> Value {
     let mut text = format!("sandbox: refused: {}", crate::escape::line(why));
     if let Some(code) = exit_code {
         text.push_str(&format!("\nexit status {code}"));

@@ -25,6 +25,8 @@ impl ProcessService for Service {
         &self,
         request: Request<pb::StartRequest>,
     ) -> Result<Response<Self::StartStream>, Status> {
+        // The call's deadline, when the client set one, is the process's wall-clock limit.
+        let timeout = super::start::deadline(request.metadata())?;
         let req = request.into_inner();
         let exec = execute::request(
             &self.shared.config.policy,
@@ -36,7 +38,7 @@ impl ProcessService for Service {
             .as_ref()
             .map(|c| c.env_vars.clone().into_iter().collect())
             .unwrap_or_default();
-        super::start::start(&self.shared, exec, env, req.pty)
+        super::start::start(&self.shared, exec, env, req.pty, timeout)
             .await
             .map(Response::new)
     }

@@ -10,6 +10,7 @@ use crate::exec::Request;
 use crate::session::{Command, Event, Process};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_stream::Stream;
 use tonic::Status;
 
@@ -62,18 +63,56 @@ impl Running for Started {
 /// client (the pipe then fills and the command blocks, as under a slow terminal).
 const EVENTS_BUFFERED: usize = 64;
 
+/// The call's gRPC deadline (`grpc-timeout`: up to 8 digits and a unit, `H`, `M`, `S`, `m`,
+/// `u` or `n`), as a duration; `None` when the client set none. A deadline past the engine's
+/// longest timeout (a day) is that.
+pub fn deadline(metadata: &tonic::metadata::MetadataMap) -> Result<Option<Duration>, Status> {
+    let Some(v) = metadata.get("grpc-timeout") else {
+        return Ok(None);
+    };
+    let bad = || {
+        Status::invalid_argument(
+            "grpc-timeout: not a gRPC timeout (1 to 8 digits and a unit: H, M, S, m, u, n)",
+        )
+    };
+    let v = v.to_str().map_err(|_| bad())?;
+    let (digits, unit) = v.split_at(v.len().saturating_sub(1));
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let t = match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return Err(bad()),
+    };
+    Ok(Some(
+        t.min(Duration::from_secs_f64(crate::exec::MAX_TIMEOUT_S)),
+    ))
+}
+
 /// Starts `request` for `Start` in the server's session: the stream carries `InitEvent`, the
 /// output as it comes, the sandbox's report (as `sandbox run` says it, on stderr) and
-/// `ExitEvent`. A client that goes away has its process killed.
+/// `ExitEvent`. A client that goes away has its process killed. `timeout`: the call's
+/// deadline; without one the process lives until it exits, is signalled or killed, or the
+/// session ends (at most a day, the engine's longest timeout).
 pub async fn start(
     shared: &Arc<Shared>,
     request: Request,
     env: Vec<(String, String)>,
     pty: Option<pb::Pty>,
+    timeout: Option<Duration>,
 ) -> Result<StartStream, Status> {
     let window = pty.map(|p| window(p.cols, p.rows)).transpose()?;
     let session = shared.session().await?;
     let mut command = Command::new(request.argv.clone()).stream(true);
+    if let Some(t) = timeout {
+        command = command.timeout(t);
+    }
     if let Some((cols, rows)) = window {
         command = command.pty(cols, rows);
     }
@@ -167,4 +206,30 @@ fn relay(
     let _ = tx.blocking_send(event(E::Exit(pb::ExitEvent {
         exit_code: super::execute::exit_code(&result),
     })));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::deadline;
+    use std::time::Duration;
+
+    #[test]
+    fn a_grpc_deadline_reads_as_gprc_says() {
+        let of = |v: &str| {
+            let mut m = tonic::metadata::MetadataMap::new();
+            m.insert("grpc-timeout", v.parse().unwrap());
+            deadline(&m)
+        };
+        assert_eq!(of("2S").unwrap(), Some(Duration::from_secs(2)));
+        assert_eq!(of("1999m").unwrap(), Some(Duration::from_millis(1999)));
+        assert_eq!(of("5M").unwrap(), Some(Duration::from_secs(300)));
+        assert_eq!(of("99999999H").unwrap(), Some(Duration::from_secs(86_400)));
+        for bad in ["", "S", "123456789S", "1x", "-1S", "1.5S", "S1"] {
+            assert!(of(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            deadline(&tonic::metadata::MetadataMap::new()).unwrap(),
+            None
+        );
+    }
 }

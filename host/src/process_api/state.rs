@@ -40,7 +40,10 @@ impl Shared {
         }
         let resident = std::env::current_exe()
             .map_err(|e| Status::internal(format!("cannot find the sandbox executable: {e}")))?;
-        let policy = self.config.policy.clone();
+        let mut policy = self.config.policy.clone();
+        // A command's default limit: `Start`'s processes live until ended (the call's own
+        // deadline, when it has one, is set per command), within the engine's longest.
+        policy.timeout_s = crate::exec::MAX_TIMEOUT_S;
         let options = crate::session::SessionOptions::new(resident);
         let session =
             tokio::task::spawn_blocking(move || crate::session::Session::start(&policy, &options))

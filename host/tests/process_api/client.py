@@ -43,12 +43,12 @@ def config(arg):
 class Started:
     """A Start stream read on a thread: events with their time since the call."""
 
-    def __init__(self, arg, pty=None):
+    def __init__(self, arg, pty=None, deadline=60):
         req = pb.StartRequest(config=config(arg))
         if pty:
             req.pty.cols, req.pty.rows = pty
         self.t0 = time.monotonic()
-        self.stream = STUB.Start(req, timeout=60)
+        self.stream = STUB.Start(req, timeout=deadline)
         self.events = queue.Queue()
         self.log = []
         self.error = None
@@ -181,6 +181,38 @@ def huge(arg):
     out["echoed"] = s.wait_for("still here")
     call(STUB.SendSignal, pb.SendSignalRequest(process_id=pid, signal=pb.SIGNAL_SIGKILL))
     out.update(s.finish())
+    return out
+
+
+def procs(argv):
+    """How many processes run exactly `argv`."""
+    import os
+
+    want = b"\0".join(a.encode() for a in argv) + b"\0"
+    n = 0
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                n += f.read() == want
+        except OSError:
+            pass
+    return n
+
+
+def lifetime(arg):
+    """Execute and a deadline-less Start of `arg["command"]`, then a Start of `arg["sleep"]`
+    with a deadline of `arg["deadline"]` seconds, watching its process in /proc."""
+    out = {"execute": execute(arg)}
+    out["start"] = Started(arg, deadline=None).finish(timeout=30)
+    s = Started({"command": arg["sleep"]}, deadline=arg["deadline"])
+    s.id()
+    out["running"] = procs(arg["sleep"])
+    t = time.monotonic()
+    out["start_deadline"] = s.finish(timeout=30)
+    while procs(arg["sleep"]) and time.monotonic() - t < 10:
+        time.sleep(0.05)
+    out["left"] = procs(arg["sleep"])
+    out["gone_after_s"] = time.monotonic() - t
     return out
 
 
