@@ -76,6 +76,12 @@ pub const SANDBOX_CALLS: &[&str] = &[
     "landlock_restrict_self",
 ];
 
+/// The calls `sandbox`'s supervisor makes in the contained tier to act for a job
+/// ([`for_container`] with `for_sandbox`): it takes the job's socket to connect it, and its
+/// new terminal's master to open the peer (docs/isolation.md). Without them it leaves both to
+/// the profile and says so.
+pub const SANDBOX_SUPERVISOR_CALLS: &[&str] = &["pidfd_open", "pidfd_getfd"];
+
 /// What `sandbox` in a container with the profile would be stopped by: `clone` with namespace
 /// flags falls to the built-in profiles' default action (kill), which would end `sandbox`
 /// itself; answered EPERM (as Docker's own profile does), the engine runs without namespaces
@@ -84,7 +90,7 @@ pub const SANDBOX_NAMESPACE_DENY: &str = "clone(a0 & CLONE_NEWALL != 0)=EPERM";
 
 /// `profile` made fit to start a container under Docker's defaults: [`RUNTIME_START_CALLS`]
 /// the profile refuses added to its allow list (unless it refuses `execve`, which no addition
-/// makes startable); with `for_sandbox`, also [`SANDBOX_CALLS`] and
+/// makes startable); with `for_sandbox`, also [`SANDBOX_CALLS`], [`SANDBOX_SUPERVISOR_CALLS`] and
 /// [`SANDBOX_NAMESPACE_DENY`], so that `sandbox` runs inside the container. Returns the profile
 /// and one note per change (said on stderr). A call the profile's own deny list names is left
 /// refused, and said: the deny list is the user's word.
@@ -144,6 +150,12 @@ pub fn for_container(
         allow.extend(add(
             SANDBOX_CALLS,
             "the calls of sandbox's Landlock layer",
+            &mut notes,
+        ));
+        allow.extend(add(
+            SANDBOX_SUPERVISOR_CALLS,
+            "the calls of sandbox's supervisor, which connects a job's unix sockets and opens \
+             its new terminals for it",
             &mut notes,
         ));
         deny.push(SANDBOX_NAMESPACE_DENY.to_string());

@@ -578,6 +578,35 @@ pub(crate) fn unshare_probe(flags: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// Whether this process may take a descriptor of another process (`pidfd_open`, then
+/// `pidfd_getfd`): forks, and the child takes one of its own through its own pidfd. In a
+/// child, because a filter around this process (a container's profile, a sandbox around this
+/// one) may answer either call by killing the caller.
+pub(crate) fn take_fd_probe() -> bool {
+    // SAFETY: the child only makes raw, async-signal-safe calls (getpid, pidfd_open,
+    // pidfd_getfd, _exit).
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return false;
+    }
+    if pid == 0 {
+        // SAFETY: in the child: raw calls and _exit only.
+        unsafe {
+            let me = libc::getpid();
+            let pidfd = libc::syscall(libc::SYS_pidfd_open, me, 0);
+            if pidfd < 0 {
+                libc::_exit(1);
+            }
+            let copy = libc::syscall(libc::SYS_pidfd_getfd, pidfd, pidfd, 0);
+            libc::_exit(if copy < 0 { 1 } else { 0 });
+        }
+    }
+    let mut status = 0;
+    // SAFETY: reaps the child we forked; status is a valid int.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
+}
+
 /// Where [`namespace_probe`] found the namespaces refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ProbeStage {

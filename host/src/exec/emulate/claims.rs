@@ -58,13 +58,7 @@ pub(crate) struct Claims {
 /// is unguarded ([`super::report::undelegable`]).
 pub(crate) fn can_take_descriptors() -> bool {
     static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *CAN.get_or_init(|| {
-        let Ok(pidfd) = crate::sys::pidfd_open(std::process::id() as i32, 0) else {
-            return false;
-        };
-        let own = std::os::fd::AsRawFd::as_raw_fd(&pidfd);
-        crate::sys::pidfd_getfd(own, own).is_ok()
-    })
+    *CAN.get_or_init(crate::sys::take_fd_probe)
 }
 
 impl Claims {
