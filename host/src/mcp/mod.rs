@@ -11,6 +11,7 @@
 //! `procs`). Nothing but protocol messages is written on stdout; nothing is written on stderr
 //! unless the server cannot start.
 
+mod call;
 mod inflight;
 mod jsonrpc;
 mod policy;
@@ -120,7 +121,7 @@ fn serve_lines<'scope, 'env: 'scope>(
                 };
                 let structured = structured(server.version.unwrap_or_default());
                 scope.spawn(move || {
-                    let ctx = tools::Ctx {
+                    let ctx = call::Ctx {
                         policy,
                         procs,
                         call: &call,

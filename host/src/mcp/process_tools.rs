@@ -6,8 +6,8 @@
 //! one session, built from the server's fixed policy; a call names a command, a process id,
 //! bytes for stdin or a signal, and every other key is refused by name.
 
+use super::call::{argv_of, command_of, error_line, refused, Ctx};
 use super::procs::Snapshot;
-use super::tools::{argv_of, command_of, error_line, refused, Ctx};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ const SIGNALS: [(&str, i32); 5] = [
 ];
 
 /// The tools' entries for `tools/list`.
-pub fn list(ctx_policy: &super::Policy, structured: bool) -> Vec<Value> {
+pub fn list(ctx_policy: &super::policy::Policy, structured: bool) -> Vec<Value> {
     let t = ctx_policy.template.timeout_s;
     let id = json!({"type": "integer", "minimum": 1, "description": "The id `start` returned."});
     let wait = |default: f64| {
