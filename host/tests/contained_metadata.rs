@@ -8,10 +8,11 @@
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 
 mod common;
 
+use common::contained::{owned_dir, run, text};
 use common::{command, As, BOTH, SANDBOX};
 
 /// Every metadata call by path and by a read-only descriptor; exits 0 when any of them
@@ -50,19 +51,6 @@ int main(int argc, char **argv) {
 
 const CALLS: usize = 11;
 
-/// A directory `who` owns, outside `/tmp`, removed on drop.
-fn owned_dir(who: As, prefix: &str) -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    if who == As::Nobody {
-        std::os::unix::fs::chown(d.path(), Some(65534), Some(65534)).unwrap();
-    }
-    fs::set_permissions(d.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    d
-}
-
 fn programs(dir: &Path) -> [PathBuf; 2] {
     let src = dir.join("meta.c");
     fs::write(&src, METADATA_C).unwrap();
@@ -76,27 +64,6 @@ fn programs(dir: &Path) -> [PathBuf; 2] {
         assert!(st.success(), "gcc");
         out
     })
-}
-
-/// `sandbox run --allow-root ARGS` as `who` in `cwd`, stdin /dev/null.
-fn run(who: As, cwd: &Path, args: &[&str]) -> Output {
-    command(who, SANDBOX)
-        .arg("run")
-        .arg("--allow-root")
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .output()
-        .expect("sandbox run")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// A file `who` owns, mode 0600, with an old mtime and no attributes.

@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{command, As, BOTH, SANDBOX};
+use common::contained::{owned_dir, text};
+use common::{command, As, BOTH};
 
 struct Killed(Child);
 impl Drop for Killed {
@@ -20,36 +21,6 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn owned_dir(who: As, prefix: &str) -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix(prefix)
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    if who == As::Nobody {
-        std::os::unix::fs::chown(d.path(), Some(65534), Some(65534)).unwrap();
-    }
-    d
-}
-
-fn run(who: As, cwd: &Path, args: &[&str]) -> Output {
-    command(who, SANDBOX)
-        .args(["run", "--allow-root", "--isolation", "off"])
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .output()
-        .expect("sandbox run")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn wait_for(p: &Path) {
@@ -297,4 +268,11 @@ fn hostile_connect_arguments_get_the_kernels_answers() {
             outs[1]
         );
     }
+}
+
+/// `sandbox run --allow-root --isolation off ARGS` (the contained tier) as `who` in `cwd`.
+fn run(who: As, cwd: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["--isolation", "off"];
+    all.extend_from_slice(args);
+    common::contained::run(who, cwd, &all)
 }

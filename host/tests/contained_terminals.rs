@@ -10,6 +10,7 @@ use std::process::{Child, Output, Stdio};
 
 mod common;
 
+use common::contained::{owned_dir, text};
 use common::{command, As, BOTH, SANDBOX};
 
 struct Killed(Child);
@@ -21,33 +22,7 @@ impl Drop for Killed {
 }
 
 fn workspace(who: As) -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix("contained-tty-ws")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    if who == As::Nobody {
-        std::os::unix::fs::chown(d.path(), Some(65534), Some(65534)).unwrap();
-    }
-    d
-}
-
-fn run(who: As, cwd: &Path, args: &[&str]) -> Output {
-    command(who, SANDBOX)
-        .args(["run", "--allow-root", "--isolation", "off"])
-        .args(args)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .output()
-        .expect("sandbox run")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout: {}\nstderr: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
+    owned_dir(who, "contained-tty-ws")
 }
 
 #[test]
@@ -172,4 +147,11 @@ fn terminals_the_job_creates_and_its_own_still_work() {
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains("own-ok"), "{who:?} own: {}", text(&o));
     }
+}
+
+/// `sandbox run --allow-root --isolation off ARGS` (the contained tier) as `who` in `cwd`.
+fn run(who: As, cwd: &Path, args: &[&str]) -> Output {
+    let mut all = vec!["--isolation", "off"];
+    all.extend_from_slice(args);
+    common::contained::run(who, cwd, &all)
 }

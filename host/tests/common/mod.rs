@@ -8,6 +8,7 @@
 use std::ffi::OsStr;
 use std::process::{Command, Stdio};
 
+pub mod contained;
 pub mod moby;
 
 /// The `sandbox` binary under test.
