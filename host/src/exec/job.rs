@@ -7,7 +7,9 @@
 use super::contain::{Group, Mechanism};
 use super::limits::MemoryBound;
 use super::notify::{MainProgram, Notifier, Registration, Response};
-use super::options::{RunOptions, StartFrom};
+use super::options::RunOptions;
+#[cfg(target_arch = "x86_64")]
+use super::options::StartFrom;
 use super::record::Recorder;
 use super::request::{OnViolation, Refusal, Streams, Validated};
 use super::result::ExecError;
@@ -16,7 +18,9 @@ use super::spawn::{self, Init, SpawnError, Spec};
 use super::spawner::Spawner;
 use crate::policy::Action;
 use crate::report::ReportPipe;
-use crate::sandbox::{Plan, Sandbox, Sandboxed};
+#[cfg(target_arch = "x86_64")]
+use crate::sandbox::Sandboxed;
+use crate::sandbox::{Plan, Sandbox};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
