@@ -586,52 +586,6 @@ fn a_sandbox_inside_a_sandbox_runs_in_the_tier_the_outer_allows() {
     }
 }
 
-/// A refusal the inner run names itself is said once, by it: the outer job's policy (no
-/// namespaces here, so it refuses the shared /tmp too) does not name it again.
-///
-/// Open (docs/isolation.md, "A sandbox inside a sandbox"): an inner run in the `contained`
-/// tier under an outer run in the `contained` tier cannot exec its program, as root (EACCES
-/// from `execve` once the inner Landlock layer is applied) and, since the outer tier's
-/// supervisor makes the job's metadata calls, as uid 65534 too (the inner `sandbox` makes
-/// itself non-dumpable, so its `fchmod` cannot be read and is refused).
-#[test]
-#[ignore = "open: a contained run inside a contained run cannot exec its program"]
-fn a_refusal_the_inner_run_names_is_not_named_again() {
-    let who = As::Nobody;
-    let ws = dir(who, "refusals-nested-once");
-    let w = ws.path().to_str().unwrap();
-    let zz = format!("/tmp/sandbox-refusals-nested-{}", std::process::id());
-    let inner_run = format!(
-        "{} run --allow-root --profile shell -- bash -c 'echo > {zz}'",
-        common::SANDBOX
-    );
-    let o = run(
-        who,
-        ws.path(),
-        &[
-            "--profile",
-            "shell",
-            "--isolation",
-            "off",
-            "--allow",
-            LANDLOCK_CALLS,
-            "--workspace",
-            w,
-            "--",
-            "bash",
-            "-c",
-            &inner_run,
-        ],
-    );
-    let err = stderr(&o);
-    let named = err
-        .lines()
-        .filter(|l| l.starts_with(&format!("sandbox: refused {zz}")))
-        .count();
-    assert_eq!(named, 1, "{who:?}: {err}");
-    assert!(!Path::new(&zz).exists());
-}
-
 /// EACCES on a file that exists, in the words bash prints for a refused exec and a refused
 /// redirection alike, is not named: the cause is unknown (here the file's own mode refuses
 /// the exec, which no writable place would change). Control: a file the same command creates
