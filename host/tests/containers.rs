@@ -27,8 +27,7 @@ mod common;
 use common::moby::docker_seccomp;
 use common::SANDBOX;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Command, Output};
 
 /// Docker's default capabilities (moby `oci/caps/defaults.go`), as the profile import knows
 /// them.
@@ -217,7 +216,6 @@ impl Bundle {
         stdin: Option<&[u8]>,
         env: &[&str],
     ) -> Output {
-        static N: AtomicUsize = AtomicUsize::new(0);
         let path = self.dir.path().join("config.json");
         // Each user has a home of its own (what root's runs leave there is root's).
         let home = if uid == 0 { "root-home" } else { "home" };
@@ -296,28 +294,7 @@ impl Bundle {
             c["linux"]["maskedPaths"] = serde_json::json!([]);
         }
         std::fs::write(&path, c.to_string()).unwrap();
-        let id = format!(
-            "sandbox-containers-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut cmd = Command::new("runc");
-        cmd.args(["run", "--bundle"])
-            .arg(self.dir.path())
-            .arg(&id)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let o = match stdin {
-            None => cmd.stdin(Stdio::null()).output().unwrap(),
-            Some(input) => {
-                use std::io::Write;
-                let mut child = cmd.stdin(Stdio::piped()).spawn().unwrap();
-                child.stdin.take().unwrap().write_all(input).unwrap();
-                child.wait_with_output().unwrap()
-            }
-        };
-        let _ = Command::new("runc").args(["delete", "-f", &id]).output();
-        o
+        common::runc::run(self.dir.path(), "sandbox-containers", stdin)
     }
 }
 
@@ -327,13 +304,7 @@ fn text(b: &[u8]) -> String {
 
 /// A bundle, or `None` (said on stderr) when runc is not installed.
 fn runnable() -> Option<Bundle> {
-    if Command::new("runc").arg("--version").output().is_err() {
-        eprintln!("skipped: runc is not installed (.ci/packages)");
-        return None;
-    }
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "runc needs root");
-    Some(Bundle::new())
+    common::runc::available().then(Bundle::new)
 }
 
 /// Everything the task asks of one container shape, as root and as uid 1000. `why` is what

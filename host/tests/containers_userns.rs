@@ -33,8 +33,7 @@ use common::SANDBOX;
 use sandbox_policy::oci::DOCKER_DEFAULT_CAPS as DOCKER_CAPS;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Command, Output};
 
 /// The host uid (and gid) of the container's root.
 const BASE: u32 = 200_000;
@@ -162,7 +161,6 @@ impl Bundle {
     /// other user with none), in the workspace `/ws`, HOME `/home/u`, stdin `stdin` or
     /// /dev/null.
     fn run(&self, setting: Setting, uid: u32, args: &[&str], stdin: Option<&[u8]>) -> Output {
-        static N: AtomicUsize = AtomicUsize::new(0);
         let default = self.dir.path().join("default.json");
         let mut c: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(default).unwrap()).unwrap();
@@ -253,28 +251,7 @@ impl Bundle {
             }
         }
         std::fs::write(self.dir.path().join("config.json"), c.to_string()).unwrap();
-        let id = format!(
-            "sandbox-userns-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut cmd = Command::new("runc");
-        cmd.args(["run", "--bundle"])
-            .arg(self.dir.path())
-            .arg(&id)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let o = match stdin {
-            None => cmd.stdin(Stdio::null()).output().unwrap(),
-            Some(input) => {
-                use std::io::Write;
-                let mut child = cmd.stdin(Stdio::piped()).spawn().unwrap();
-                child.stdin.take().unwrap().write_all(input).unwrap();
-                child.wait_with_output().unwrap()
-            }
-        };
-        let _ = Command::new("runc").args(["delete", "-f", &id]).output();
-        o
+        common::runc::run(self.dir.path(), "sandbox-userns", stdin)
     }
 }
 
@@ -284,13 +261,7 @@ fn text(b: &[u8]) -> String {
 
 /// A bundle, or `None` (said on stderr) when runc is not installed.
 fn runnable() -> Option<Bundle> {
-    if Command::new("runc").arg("--version").output().is_err() {
-        eprintln!("skipped: runc is not installed (.ci/packages)");
-        return None;
-    }
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(unsafe { libc::geteuid() }, 0, "runc needs root");
-    Some(Bundle::new())
+    common::runc::available().then(Bundle::new)
 }
 
 /// What the attack script printed and left behind for `uid`.

@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 
 pub mod contained;
 pub mod moby;
+pub mod runc;
 
 /// The `sandbox` binary under test.
 pub const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
