@@ -15,14 +15,7 @@ pub(crate) fn unguarded(
     let policy = sandbox.profile_policy()?;
     let metadata = !numbers(policy).is_empty();
     // Unix sockets are only at stake where the profile lets the job make them.
-    let sockets = crate::policy::NATIVE
-        .syscall_number("socket")
-        .is_some_and(|nr| {
-            policy.decide(
-                nr,
-                &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
-            ) == crate::policy::Action::Allow
-        });
+    let sockets = makes_unix_sockets(policy);
     let what = match (metadata, sockets) {
         (false, false) => return None,
         (true, false) => {
@@ -58,14 +51,7 @@ pub(crate) fn undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
         return None;
     }
     let policy = sandbox.profile_policy()?;
-    let sockets = crate::policy::NATIVE
-        .syscall_number("socket")
-        .is_some_and(|nr| {
-            policy.decide(
-                nr,
-                &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
-            ) == crate::policy::Action::Allow
-        });
+    let sockets = makes_unix_sockets(policy);
     let what = if sockets {
         "the user's other terminals (/dev/pts) and host unix sockets are unguarded in this run"
     } else {
@@ -202,4 +188,16 @@ pub(crate) fn names(tally: &Tally, path: &std::path::Path) -> bool {
         Why::Socket(p) | Why::Outside(Some(p)) => p == path,
         _ => false,
     })
+}
+
+/// Whether `policy` lets a job make unix sockets (the only way host sockets are at stake).
+fn makes_unix_sockets(policy: &crate::policy::Policy) -> bool {
+    crate::policy::NATIVE
+        .syscall_number("socket")
+        .is_some_and(|nr| {
+            policy.decide(
+                nr,
+                &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+            ) == crate::policy::Action::Allow
+        })
 }
