@@ -656,12 +656,24 @@ fn answer_emulated(
         super::emulate::peer(fd, c);
         return;
     }
-    let refused = match slot.places.get() {
+    // Each refusal is counted before its answer lets the job go on.
+    let mut record = |r: super::emulate::Refused| {
+        let program = known.program(c.pid as i32);
+        slot.emulated
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .record(r, program);
+    };
+    match slot.places.get() {
         Some(places) if kind == Some(super::emulate::Kind::Connect) => {
-            super::emulate::connect(fd, c, places)
+            super::emulate::connect(fd, c, places, &mut record)
         }
-        Some(places) => super::emulate::answer(fd, c, places),
+        Some(places) => super::emulate::answer(fd, c, places, &mut record),
         None => {
+            record(super::emulate::Refused {
+                nr: c.data.nr as u32,
+                why: super::emulate::Why::Outside(None),
+            });
             let resp = libc::seccomp_notif_resp {
                 id: c.id,
                 val: 0,
@@ -669,18 +681,7 @@ fn answer_emulated(
                 flags: 0,
             };
             let _ = crate::sys::notif_send(fd, &resp);
-            Some(super::emulate::Refused {
-                nr: c.data.nr as u32,
-                why: super::emulate::Why::Outside(None),
-            })
         }
-    };
-    if let Some(r) = refused {
-        let program = known.program(c.pid as i32);
-        slot.emulated
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .record(r, program);
     }
 }
 

@@ -160,12 +160,14 @@ fn decide(listener: BorrowedFd<'_>, n: &libc::seccomp_notif, places: &Places) ->
 
 /// Carries out one waiting `connect` of a job (module `socket`), and answers it; the connect
 /// itself runs on a thread of its own, so that a slow peer never holds up the supervisor.
-/// Returns the refusal when the call was refused.
+/// A refusal is given to `record` before the answer, so that it is counted before the job
+/// can go on (and end).
 pub(crate) fn connect(
     listener: BorrowedFd<'_>,
     n: &libc::seccomp_notif,
     places: &Places,
-) -> Option<Refused> {
+    record: &mut dyn FnMut(Refused),
+) {
     let send = |listener: BorrowedFd<'_>, error: i32| {
         let resp = libc::seccomp_notif_resp {
             id: n.id,
@@ -176,30 +178,31 @@ pub(crate) fn connect(
         let _ = crate::sys::notif_send(listener, &resp);
     };
     let Ok(thread) = Thread::open(n.pid) else {
-        send(listener, libc::EPERM);
-        return Some(Refused {
+        record(Refused {
             nr: n.data.nr as u32,
             why: Why::Unreadable,
         });
+        send(listener, libc::EPERM);
+        return;
     };
     let plan = socket::plan(&thread, n.pid, &n.data.args, places);
     if !crate::sys::notif_id_valid(listener, n.id) {
-        return None;
+        return;
     }
     match plan {
         socket::Plan::Fail(e) => send(listener, e),
         socket::Plan::Refused(e, why) => {
-            send(listener, e);
-            return Some(Refused {
+            record(Refused {
                 nr: n.data.nr as u32,
                 why,
             });
+            send(listener, e);
         }
         socket::Plan::Connect { sock, addr, object } => {
             let (id, own) = (n.id, listener.try_clone_to_owned());
             let Ok(own) = own else {
                 send(listener, libc::EAGAIN);
-                return None;
+                return;
             };
             let spawned = std::thread::Builder::new()
                 .name("sandbox-connect".into())
@@ -221,7 +224,6 @@ pub(crate) fn connect(
             }
         }
     }
-    None
 }
 
 /// Carries out one waiting metadata call of a job whose writable places are `places`, and
@@ -230,9 +232,10 @@ pub(crate) fn answer(
     listener: BorrowedFd<'_>,
     n: &libc::seccomp_notif,
     places: &Places,
-) -> Option<Refused> {
+    record: &mut dyn FnMut(Refused),
+) {
     let (error, refused) = match decide(listener, n, places) {
-        Answer::Gone => return None,
+        Answer::Gone => return,
         Answer::Result(Ok(())) => (0, None),
         Answer::Result(Err(e)) => (e.raw_os_error().unwrap_or(libc::EIO), None),
         Answer::Refused(e, why) => (
@@ -249,9 +252,12 @@ pub(crate) fn answer(
         error: -error,
         flags: 0,
     };
+    // Counted before the answer: once answered, the job may end and its result be made.
+    if let Some(r) = refused {
+        record(r);
+    }
     // A thread that is gone meanwhile gives ENOENT, which needs nothing more.
     let _ = crate::sys::notif_send(listener, &resp);
-    refused
 }
 
 #[cfg(test)]
