@@ -95,11 +95,11 @@ impl PathArgs {
 
     /// A refusal of the layer's fields, worded with the flag instead of the JSON field.
     pub fn flag_message(&self, r: &crate::exec::Refusal) -> String {
-        format!(
-            "{}: {}",
-            layer_flag(&r.field).unwrap_or("--landlock"),
-            r.reason
-        )
+        // Some reasons start with the field's own name (`workspace: ...`): the flag replaces
+        // it rather than preceding it.
+        let own = format!("{}: ", r.field);
+        let reason = r.reason.strip_prefix(&own).unwrap_or(&r.reason);
+        format!("{}: {reason}", layer_flag(&r.field).unwrap_or("--landlock"))
     }
 }
 

@@ -297,6 +297,8 @@ mod tests {
         for (f, want) in cases {
             let e = args(f).unwrap_err();
             assert!(e.starts_with(want), "{want}: {e}");
+            // The flag replaces the field's name, it does not precede it.
+            assert!(!e.contains("workspace: workspace"), "{e}");
         }
     }
 }
