@@ -654,6 +654,22 @@ fn unreachable_here(e: &io::Error) -> bool {
     )
 }
 
+/// Whether reading `path` is refused to this process although its mode allows it: a Landlock
+/// domain (or another security module) around this process refuses it, and every job this
+/// process starts inherits that refusal. Only `EACCES` on the open counts; any other failure
+/// leaves the path to the carve-out.
+fn refused_around(path: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    crate::sys::may_read(path)
+        && fs::OpenOptions::new()
+            .read(true)
+            // Credentials are files and directories; a FIFO or device planted there must not
+            // block the open or become a controlling terminal.
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))
+}
+
 /// The nearest existing directory above `path` (its parent, or further up).
 fn nearest_dir(path: &Path) -> Option<PathBuf> {
     path.ancestors()
@@ -788,6 +804,11 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
             Err(e) if unreachable_here(&e) => Err(e),
             // Covered: whether it exists is all the status needs; nothing is carved around it.
             Ok(_) if spec.covers_deny_paths() => continue,
+            // Refused already by a layer around this process (the Landlock domain of a
+            // sandbox this one runs in), which the job inherits and cannot leave: carving
+            // around it again would need listings that layer refuses (`/`, `$HOME`), and
+            // without them nothing at all would be granted.
+            Ok(_) if refused_around(p) => continue,
             _ => fs::canonicalize(p),
         };
         match resolved {
