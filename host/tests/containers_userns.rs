@@ -492,6 +492,48 @@ fn setting_holds(setting: Setting) {
             err.contains(&format!("/srv/x-{uid}")),
             "{who}: the write is named: {err}"
         );
+        // The chmod is named by the sandbox (the program's own `chmod: changing permissions`
+        // line is not the naming).
+        let victim = format!("/srv/f-{uid}");
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("sandbox: ") && l.contains(&victim)),
+            "{who}: the chmod is named: {err}"
+        );
+        // And in `exec --json`'s result: in the contained tier a violation naming the field
+        // that allows it (the supervisor's refusal); in the isolated tier a refusal (EROFS).
+        let req = serde_json::json!({
+            "argv": ["chmod", "666", victim],
+            "profile": "shell",
+            "allow_root": true,
+        });
+        let o = b.run(
+            setting,
+            uid,
+            &["/t/sandbox", "exec", "--json"],
+            Some(req.to_string().as_bytes()),
+        );
+        let r: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+        assert_ne!(r["exit_code"], 0, "{who}: {r}");
+        if tier == "contained" {
+            let entry = r["violations"]
+                .as_array()
+                .and_then(|a| a.iter().find(|e| e["syscall"] == "fchmodat"))
+                .unwrap_or_else(|| panic!("{who}: {r}"));
+            assert_eq!(
+                entry["change"],
+                format!("\"writable_paths\": [\"{victim}\"]"),
+                "{who}: {r}"
+            );
+        } else {
+            assert!(
+                r["refusals"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|e| e["path"] == victim.as_str())),
+                "{who}: {r}"
+            );
+        }
         // Under shell, the profile refuses the unix socket itself, in every tier.
         let shell = [
             "/t/sandbox",
