@@ -203,6 +203,21 @@ pub enum LandlockError {
         /// Why.
         source: io::Error,
     },
+    /// Reading around a deny path needs `/` listed (the carve-out), which a layer around this
+    /// process refuses: the Landlock domain of a sandbox this one runs in, which does not deny
+    /// the path itself. Without the listing nothing could be granted, so the run is refused
+    /// rather than started unable to exec anything.
+    #[error(
+        "{field}: reading around {path} cannot be granted here: / cannot be listed (a sandbox \
+         around this one refuses it, and does not deny {path} itself); leave the path out, or \
+         deny it in the sandbox around this one too"
+    )]
+    Unlistable {
+        /// The field the path came from.
+        field: Field,
+        /// A deny path that needs the carve-out.
+        path: PathBuf,
+    },
     /// [`MAX_ABI_VAR`] holds something that is not a number from 0 to 255.
     #[error("{MAX_ABI_VAR}={0:?} is not a Landlock ABI number (0-255)")]
     InvalidMaxAbi(String),
@@ -231,7 +246,8 @@ impl LandlockError {
             LandlockError::NotAbsolute { field, .. }
             | LandlockError::BadCharacter { field, .. }
             | LandlockError::Missing { field, .. }
-            | LandlockError::Open { field, .. } => Some(*field),
+            | LandlockError::Open { field, .. }
+            | LandlockError::Unlistable { field, .. } => Some(*field),
             _ => None,
         }
     }
@@ -867,6 +883,15 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
     for dir in &ancestors {
         // A directory that cannot be listed gets no grants: its entries stay unreadable.
         let Some(entries) = listings.list(dir) else {
+            // `/` refused by a layer around this process: nothing outside the writable places
+            // would be granted, not even the program's own file. Said instead.
+            if dir == Path::new("/") && refused_around(dir) {
+                let path = outer.iter().next().cloned().unwrap_or_default();
+                return Err(LandlockError::Unlistable {
+                    field: Field::DenyRead,
+                    path,
+                });
+            }
             continue;
         };
         for (name, kind) in entries {

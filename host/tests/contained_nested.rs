@@ -178,3 +178,43 @@ fn credentials_stay_unreadable_to_the_inner_program() {
         assert_eq!(String::from_utf8_lossy(&o.stdout), "SECRET\n", "{who:?}");
     }
 }
+
+/// A path the inner run denies and the outer does not needs the carve-out, which cannot list
+/// `/` under the outer run: the inner run is refused, naming the path (125), instead of
+/// starting a program that could exec nothing. Control: without the deny path the inner
+/// program reads the file (the outer allows it).
+#[test]
+fn a_deny_path_only_the_inner_run_has_is_refused_by_name() {
+    for who in BOTH {
+        let ws = owned_dir(who, "nested-deny-");
+        let secret = ws.path().join("secret");
+        std::fs::write(&secret, "INNER-ONLY\n").unwrap();
+        if who == As::Nobody {
+            std::os::unix::fs::chown(&secret, Some(65534), Some(65534)).unwrap();
+        }
+        let s = secret.to_str().unwrap();
+        let inner = |deny: bool| {
+            let mut v = vec![SANDBOX, "run", "--allow-root", "--isolation", "off"];
+            if deny {
+                v.extend(["--deny-read", s]);
+            }
+            v.extend(["--", "/bin/cat", s]);
+            outer(who, ws.path(), &v)
+        };
+        let o = inner(true);
+        assert_eq!(o.status.code(), Some(125), "{who:?}: {}", text(&o));
+        assert!(!String::from_utf8_lossy(&o.stdout).contains("INNER-ONLY"));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("reading around {s} cannot be granted here")),
+            "{who:?}: {err}"
+        );
+        let o = inner(false);
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "INNER-ONLY\n",
+            "{who:?}: control: {}",
+            text(&o)
+        );
+    }
+}
