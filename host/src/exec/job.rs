@@ -523,8 +523,6 @@ impl Job {
     }
 }
 
-/// How the supervisor answers the job's refused calls: kill, or the errno asked for, else the
-/// one the profile's default action names, else EPERM.
 /// Whether a contained run's supervisor could take the job's descriptors (for its connects and
 /// its new terminals' peers). Without a seccomp listener there is no supervisor: the probe is
 /// not made, since inside another sandbox its `pidfd_getfd` is a call the outer run's profile
@@ -533,6 +531,8 @@ fn delegable() -> bool {
     crate::platform::seccomp_listener().is_ok() && super::emulate::can_take_descriptors()
 }
 
+/// How the supervisor answers the job's refused calls: kill, or the errno asked for, else the
+/// one the profile's default action names, else EPERM.
 fn response_of(v: &Validated, sandbox: &Sandbox) -> Response {
     match v.on_violation {
         OnViolation::Kill => Response::Kill,
