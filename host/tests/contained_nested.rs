@@ -218,3 +218,76 @@ fn a_deny_path_only_the_inner_run_has_is_refused_by_name() {
         );
     }
 }
+
+/// The other two pairings run too, and a write outside every workspace is refused and named
+/// once: a contained inner run under an isolated outer (the Landlock calls allowed; the inner
+/// run names it), and a filtered inner run (Landlock refused by the outer profile) under a
+/// contained outer (the outer names it; the inner run says its Landlock layer is missing).
+/// Control: without either run the same command writes the file.
+#[test]
+fn an_isolated_outer_and_a_filtered_inner_pairing_run_and_name_the_refusal_once() {
+    for who in BOTH {
+        for (isolation, landlock) in [("preferred", true), ("off", false)] {
+            let ws = owned_dir(who, "nested-pair-");
+            let elsewhere = owned_dir(who, "nested-elsewhere-");
+            let inner_ws = ws.path().join("inner");
+            std::fs::create_dir(&inner_ws).unwrap();
+            if who == As::Nobody {
+                std::os::unix::fs::chown(&inner_ws, Some(65534), Some(65534)).unwrap();
+            }
+            let (w, iw) = (ws.path().to_str().unwrap(), inner_ws.to_str().unwrap());
+            let outside = elsewhere.path().join("outside");
+            let script = format!("echo ok; touch {}", outside.display());
+            let mut args = vec!["--isolation", isolation, "--profile", "shell"];
+            if landlock {
+                args.extend(["--allow", LANDLOCK_CALLS]);
+            }
+            args.extend([
+                "--workspace",
+                w,
+                "--",
+                SANDBOX,
+                "run",
+                "--allow-root",
+                "--isolation",
+                "off",
+                "--profile",
+                "shell",
+                "--workspace",
+                iw,
+                "--",
+                "/bin/sh",
+                "-c",
+                &script,
+            ]);
+            let what = format!("{who:?} outer {isolation}");
+            let o = run(who, ws.path(), &args);
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout),
+                "ok\n",
+                "{what}: {}",
+                text(&o)
+            );
+            assert!(!outside.exists(), "{what}");
+            let lines = refused_lines(&o);
+            assert_eq!(lines.len(), 1, "{what}: {}", text(&o));
+            assert!(
+                lines[0].contains(outside.to_str().unwrap()),
+                "{what}: {lines:?}"
+            );
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                err.contains("Landlock protections missing here"),
+                !landlock,
+                "{what}: {err}"
+            );
+            // Control: the same command alone.
+            let o = common::command(who, "/bin/sh")
+                .args(["-c", &script])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{what}: control: {}", text(&o));
+            assert!(outside.exists(), "{what}: control");
+        }
+    }
+}
