@@ -203,6 +203,21 @@ pub enum LandlockError {
         /// Why.
         source: io::Error,
     },
+    /// Reading around a deny path needs `/` listed (the carve-out), which a layer around this
+    /// process refuses: the Landlock domain of a sandbox this one runs in, which does not deny
+    /// the path itself. Without the listing nothing could be granted, so the run is refused
+    /// rather than started unable to exec anything.
+    #[error(
+        "{field}: reading around {path} cannot be granted here: / cannot be listed (a sandbox \
+         around this one refuses it, and does not deny {path} itself); leave the path out, or \
+         deny it in the sandbox around this one too"
+    )]
+    Unlistable {
+        /// The field the path came from.
+        field: Field,
+        /// A deny path that needs the carve-out.
+        path: PathBuf,
+    },
     /// [`MAX_ABI_VAR`] holds something that is not a number from 0 to 255.
     #[error("{MAX_ABI_VAR}={0:?} is not a Landlock ABI number (0-255)")]
     InvalidMaxAbi(String),
@@ -231,7 +246,8 @@ impl LandlockError {
             LandlockError::NotAbsolute { field, .. }
             | LandlockError::BadCharacter { field, .. }
             | LandlockError::Missing { field, .. }
-            | LandlockError::Open { field, .. } => Some(*field),
+            | LandlockError::Open { field, .. }
+            | LandlockError::Unlistable { field, .. } => Some(*field),
             _ => None,
         }
     }
@@ -654,6 +670,22 @@ fn unreachable_here(e: &io::Error) -> bool {
     )
 }
 
+/// Whether reading `path` is refused to this process although its mode allows it: a Landlock
+/// domain (or another security module) around this process refuses it, and every job this
+/// process starts inherits that refusal. Only `EACCES` on the open counts; any other failure
+/// leaves the path to the carve-out.
+fn refused_around(path: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    crate::sys::may_read(path)
+        && fs::OpenOptions::new()
+            .read(true)
+            // Credentials are files and directories; a FIFO or device planted there must not
+            // block the open or become a controlling terminal.
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .is_err_and(|e| e.raw_os_error() == Some(libc::EACCES))
+}
+
 /// The nearest existing directory above `path` (its parent, or further up).
 fn nearest_dir(path: &Path) -> Option<PathBuf> {
     path.ancestors()
@@ -788,6 +820,11 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
             Err(e) if unreachable_here(&e) => Err(e),
             // Covered: whether it exists is all the status needs; nothing is carved around it.
             Ok(_) if spec.covers_deny_paths() => continue,
+            // Refused already by a layer around this process (the Landlock domain of a
+            // sandbox this one runs in), which the job inherits and cannot leave: carving
+            // around it again would need listings that layer refuses (`/`, `$HOME`), and
+            // without them nothing at all would be granted.
+            Ok(_) if refused_around(p) => continue,
             _ => fs::canonicalize(p),
         };
         match resolved {
@@ -846,6 +883,15 @@ fn plan(spec: &Spec) -> Result<Plan, LandlockError> {
     for dir in &ancestors {
         // A directory that cannot be listed gets no grants: its entries stay unreadable.
         let Some(entries) = listings.list(dir) else {
+            // `/` refused by a layer around this process: nothing outside the writable places
+            // would be granted, not even the program's own file. Said instead.
+            if dir == Path::new("/") && refused_around(dir) {
+                let path = outer.iter().next().cloned().unwrap_or_default();
+                return Err(LandlockError::Unlistable {
+                    field: Field::DenyRead,
+                    path,
+                });
+            }
             continue;
         };
         for (name, kind) in entries {

@@ -203,14 +203,20 @@ fn private(dir: &Path) -> Result<(), Refused> {
             Some(libc::ENOTDIR) => refused("it is not a directory".into()),
             _ => refused(format!("cannot open it: {e}")),
         })?;
-    // The umask may have taken bits away: what this host made gets exactly 0700.
-    if created {
+    let inspect = |f: &std::fs::File| {
+        f.metadata()
+            .map_err(|e| refused(format!("cannot inspect it: {e}")))
+    };
+    let mut m = inspect(&f)?;
+    // The umask may have taken bits away: what this host made gets exactly 0700. Only then is
+    // the mode set: inside a contained sandbox the outer supervisor makes `fchmod` for the job,
+    // and it refuses a process that made itself non-dumpable (as this one does), so a call
+    // that changes nothing would make the run fail.
+    if created && m.mode() & 0o7777 != 0o700 {
         f.set_permissions(std::fs::Permissions::from_mode(0o700))
             .map_err(|e| refused(format!("cannot set its mode: {e}")))?;
+        m = inspect(&f)?;
     }
-    let m = f
-        .metadata()
-        .map_err(|e| refused(format!("cannot inspect it: {e}")))?;
     let uid = crate::sys::euid();
     if m.uid() != uid {
         return Err(refused(format!("it belongs to uid {}, not {uid}", m.uid())));

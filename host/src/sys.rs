@@ -50,6 +50,15 @@ pub(crate) fn may_write(path: &Path) -> bool {
     unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
 }
 
+/// Whether this process's credentials may read `path` (`faccessat(R_OK, AT_EACCESS)`): its
+/// permission bits (root passes). Security modules that decide at `open` (Landlock) are not
+/// asked: that difference is what `landlock::refused_around` looks for.
+pub(crate) fn may_read(path: &Path) -> bool {
+    let Some(c) = c_path(path) else { return false };
+    // SAFETY: `c` is a NUL-terminated path; faccessat only reads it.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::R_OK, libc::AT_EACCESS) == 0 }
+}
+
 /// Whether this process may execute `path` (`faccessat(X_OK, AT_EACCESS)`): root passes only
 /// when some execute bit is set, as `execve` requires.
 pub(crate) fn executable(path: &Path) -> bool {

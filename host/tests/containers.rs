@@ -484,6 +484,77 @@ fn contained_tier_holds(shape: Shape, why: &str) {
             home.join(format!("outside-{uid}")).exists(),
             "{who}: control"
         );
+
+        // A chmod outside the workspace is refused and named, on stderr and in `exec
+        // --json`'s result (the supervisor's violation, with the field that allows it).
+        let victim = format!("/srv/f-{uid}");
+        let o = b.run(
+            shape,
+            uid,
+            &[
+                "bash",
+                "-c",
+                &format!("echo keep > {victim}; chmod 600 {victim}"),
+            ],
+            None,
+        );
+        assert!(o.status.success(), "{who}: {o:?}");
+        let mode = || {
+            use std::os::unix::fs::PermissionsExt;
+            let p = b.dir.path().join(format!("srv/f-{uid}"));
+            std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+        };
+        let o = b.run(
+            shape,
+            uid,
+            &[
+                "/t/sandbox",
+                "run",
+                "--profile",
+                "shell",
+                "--",
+                "chmod",
+                "666",
+                &victim,
+            ],
+            None,
+        );
+        assert_ne!(o.status.code(), Some(0), "{who}: {o:?}");
+        assert_eq!(mode(), 0o600, "{who}: {o:?}");
+        let err = text(&o.stderr);
+        assert!(
+            err.lines().any(|l| l.starts_with("sandbox: ")
+                && l.contains("fchmodat")
+                && l.contains(&victim)),
+            "{who}: the chmod is named: {err}"
+        );
+        let req = serde_json::json!({
+            "argv": ["chmod", "666", victim],
+            "profile": "shell",
+            "allow_root": true,
+        });
+        let o = b.run(
+            shape,
+            uid,
+            &["/t/sandbox", "exec", "--json"],
+            Some(req.to_string().as_bytes()),
+        );
+        let r: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+        assert_eq!(mode(), 0o600, "{who}: {r}");
+        let entry = r["violations"]
+            .as_array()
+            .and_then(|a| a.iter().find(|e| e["syscall"] == "fchmodat"))
+            .unwrap_or_else(|| panic!("{who}: {r}"));
+        assert_eq!(
+            entry["change"],
+            format!("\"writable_paths\": [\"{victim}\"]"),
+            "{who}: {r}"
+        );
+        // Control: the same chmod without the sandbox changes the mode.
+        let o = b.run(shape, uid, &["chmod", "666", &victim], None);
+        assert!(o.status.success(), "{who}: control: {o:?}");
+        assert_eq!(mode(), 0o666, "{who}: control");
     }
 }
 

@@ -24,6 +24,10 @@
 //! contained tier's documented gaps (docs/security.md: metadata changes, pathname sockets under
 //! profiles that allow `AF_UNIX`) are asserted as gaps, so that the table stays true.
 //!
+//! Besides: a container with a cgroup namespace whose memory cgroup is delegated to its root
+//! gets each job a memory cgroup of its own with the request's limit, and `check` says where
+//! (and, where the cgroup may not be written, what bounds the job instead).
+//!
 //! Needs root and runc (.ci/packages); skipped, saying so, without runc.
 
 mod common;
@@ -161,6 +165,22 @@ impl Bundle {
     /// other user with none), in the workspace `/ws`, HOME `/home/u`, stdin `stdin` or
     /// /dev/null.
     fn run(&self, setting: Setting, uid: u32, args: &[&str], stdin: Option<&[u8]>) -> Output {
+        self.run_in(setting, uid, args, stdin, None)
+    }
+
+    /// As [`Bundle::run`]; with `cgroup` (a path in the v1 hierarchies), the container is
+    /// placed in that cgroup, in a cgroup namespace of its own, with the cgroup file systems
+    /// mounted writable at `/sys/fs/cgroup` (as Docker and containerd do with
+    /// `cgroupns=private`; whether the container's root may write its cgroup is the
+    /// directory's owner, set by the caller).
+    fn run_in(
+        &self,
+        setting: Setting,
+        uid: u32,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+        cgroup: Option<&str>,
+    ) -> Output {
         let default = self.dir.path().join("default.json");
         let mut c: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(default).unwrap()).unwrap();
@@ -217,12 +237,25 @@ impl Bundle {
             "destination": "/run", "type": "tmpfs", "source": "tmpfs",
             "options": ["nosuid", "nodev", "noexec", "mode=755"]
         }));
+        if cgroup.is_some() {
+            mounts.push(serde_json::json!({
+                "destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
+                "options": ["nosuid", "noexec", "nodev", "relatime", "rw"]
+            }));
+        }
         c["mounts"] = mounts.into();
         let linux = &mut c["linux"];
         linux["namespaces"]
             .as_array_mut()
             .unwrap()
             .push(serde_json::json!({"type": "user"}));
+        if let Some(path) = cgroup {
+            linux["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!({"type": "cgroup"}));
+            linux["cgroupsPath"] = path.into();
+        }
         let map = serde_json::json!([{"containerID": 0, "hostID": BASE, "size": SIZE}]);
         linux["uidMappings"] = map.clone();
         linux["gidMappings"] = map;
@@ -492,6 +525,48 @@ fn setting_holds(setting: Setting) {
             err.contains(&format!("/srv/x-{uid}")),
             "{who}: the write is named: {err}"
         );
+        // The chmod is named by the sandbox (the program's own `chmod: changing permissions`
+        // line is not the naming).
+        let victim = format!("/srv/f-{uid}");
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("sandbox: ") && l.contains(&victim)),
+            "{who}: the chmod is named: {err}"
+        );
+        // And in `exec --json`'s result: in the contained tier a violation naming the field
+        // that allows it (the supervisor's refusal); in the isolated tier a refusal (EROFS).
+        let req = serde_json::json!({
+            "argv": ["chmod", "666", victim],
+            "profile": "shell",
+            "allow_root": true,
+        });
+        let o = b.run(
+            setting,
+            uid,
+            &["/t/sandbox", "exec", "--json"],
+            Some(req.to_string().as_bytes()),
+        );
+        let r: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+        assert_ne!(r["exit_code"], 0, "{who}: {r}");
+        if tier == "contained" {
+            let entry = r["violations"]
+                .as_array()
+                .and_then(|a| a.iter().find(|e| e["syscall"] == "fchmodat"))
+                .unwrap_or_else(|| panic!("{who}: {r}"));
+            assert_eq!(
+                entry["change"],
+                format!("\"writable_paths\": [\"{victim}\"]"),
+                "{who}: {r}"
+            );
+        } else {
+            assert!(
+                r["refusals"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|e| e["path"] == victim.as_str())),
+                "{who}: {r}"
+            );
+        }
         // Under shell, the profile refuses the unix socket itself, in every tier.
         let shell = [
             "/t/sandbox",
@@ -506,6 +581,157 @@ fn setting_holds(setting: Setting) {
             !e.read && !e.wrote && !e.signalled && !e.connected,
             "{who}: {e:?}: {o:?}"
         );
+    }
+}
+
+/// The v1 memory hierarchy of this host (the test machine's controllers are all in v1
+/// hierarchies; its cgroup v2 has none).
+const MEMORY_V1: &str = "/sys/fs/cgroup/memory";
+
+/// A cgroup for one container in the v1 memory hierarchy, removed on drop (with what the
+/// sandbox left in it, which it removes itself at exit).
+struct Delegated {
+    rel: String,
+    owner: u32,
+}
+
+impl Delegated {
+    /// The cgroup `/<name>` in the memory hierarchy, to be owned by host uid `owner`.
+    fn new(name: &str, owner: u32) -> Delegated {
+        Delegated {
+            rel: format!("/{name}-{}", std::process::id()),
+            owner,
+        }
+    }
+
+    /// Creates the cgroup (`runc delete` removes it with each container) and gives its
+    /// directory to the owner: what its owner may then do is create cgroups in it, which is
+    /// what a delegation gives.
+    fn prepare(&self) {
+        let dir = Path::new(MEMORY_V1).join(&self.rel[1..]);
+        if let Err(e) = std::fs::create_dir(&dir) {
+            assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+        }
+        std::os::unix::fs::chown(&dir, Some(self.owner), Some(self.owner)).unwrap();
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        let dir = Path::new(MEMORY_V1).join(&self.rel[1..]);
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&dir);
+    }
+}
+
+/// A container with its own cgroup namespace whose memory cgroup its root owns (delegated, as
+/// runtimes do without systemd): a job gets a memory cgroup of its own there, with the
+/// request's limit, in both tiers, and `check` says where. Where the caller may not write the
+/// cgroup (uid 1000 in it; root of a container whose cgroup was not handed over: the control),
+/// `check` says there is no memory cgroup and what bounds the job instead.
+#[test]
+fn a_delegated_memory_cgroup_in_a_userns_container_holds_the_jobs_limit() {
+    let Some(b) = runnable() else { return };
+    if !Path::new(MEMORY_V1).join("memory.limit_in_bytes").exists() {
+        eprintln!("skipped: no cgroup v1 memory hierarchy at {MEMORY_V1}");
+        return;
+    }
+    let delegated = Delegated::new("sandbox-userns-delegated", BASE);
+    let kept = Delegated::new("sandbox-userns-kept", 0);
+    // The job reports its memory cgroup and that cgroup's limit.
+    let probe = "c=$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup); echo cgroup=$c; \
+                 echo limit=$(cat /sys/fs/cgroup/memory$c/memory.limit_in_bytes)";
+    let req = serde_json::json!({
+        "argv": ["/bin/sh", "-c", probe],
+        "profile": "shell",
+        "allow_root": true,
+        "limits": {"memory_bytes": 64 << 20},
+    });
+    for setting in [Setting::Pod, Setting::Unmasked] {
+        for (cg, uid, holds) in [
+            (&delegated, 0, true),
+            (&delegated, 1000, false),
+            (&kept, 0, false),
+        ] {
+            let who = format!("{setting:?} as uid {uid} in {}", cg.rel);
+            let run = |args: &[&str], stdin: Option<&[u8]>| {
+                cg.prepare();
+                b.run_in(setting, uid, args, stdin, Some(&cg.rel))
+            };
+            // The container is shaped as claimed: its cgroup is the root of its namespace.
+            let o = run(&["grep", ":memory:", "/proc/self/cgroup"], None);
+            assert_eq!(
+                text(&o.stdout).trim_end().rsplit(':').next(),
+                Some("/"),
+                "{who}: {o:?}"
+            );
+
+            let o = run(&["/t/sandbox", "check", "--json"], None);
+            let report: serde_json::Value =
+                serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+            let line = report["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["name"] == "memory limit")
+                .cloned()
+                .unwrap_or_else(|| panic!("{who}: {report}"));
+            let detail = line["detail"].as_str().unwrap_or_default();
+
+            let o = run(
+                &["/t/sandbox", "exec", "--json"],
+                Some(req.to_string().as_bytes()),
+            );
+            let r: serde_json::Value =
+                serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+            assert_eq!(r["exit_code"], 0, "{who}: {r}");
+            let out = r["stdout"].as_str().unwrap();
+            if holds {
+                assert_eq!(line["status"], "ok", "{who}: {line}");
+                assert!(
+                    detail.contains("memory.limit_in_bytes of a v1 memory cgroup per request under /sys/fs/cgroup/memory"),
+                    "{who}: {line}"
+                );
+                assert!(out.contains("cgroup=/sandbox-exec-"), "{who}: {r}");
+                assert!(out.contains(&format!("limit={}", 64 << 20)), "{who}: {r}");
+                // The kernel holds it: 128 MiB written ends the job, named; the control is
+                // the same job under the default limit (512 MiB).
+                let fill =
+                    serde_json::json!(["python3", "-c", "b = b'x' * (128 << 20); print('filled')"]);
+                let mut big = req.clone();
+                big["argv"] = fill.clone();
+                let o = run(
+                    &["/t/sandbox", "exec", "--json"],
+                    Some(big.to_string().as_bytes()),
+                );
+                let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+                    .unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+                assert_eq!(r["limits_hit"], serde_json::json!(["memory"]), "{who}: {r}");
+                assert_eq!(r["stdout"], "", "{who}: {r}");
+                let control =
+                    serde_json::json!({"argv": fill, "profile": "shell", "allow_root": true});
+                let o = run(
+                    &["/t/sandbox", "exec", "--json"],
+                    Some(control.to_string().as_bytes()),
+                );
+                let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+                    .unwrap_or_else(|e| panic!("{who}: {e}: {o:?}"));
+                assert_eq!(r["stdout"], "filled\n", "{who}: control: {r}");
+            } else {
+                assert_ne!(line["status"], "ok", "{who}: {line}");
+                assert!(
+                    detail.contains("no memory cgroup for this caller"),
+                    "{who}: {line}"
+                );
+                assert!(out.contains("cgroup=/\n"), "{who}: {r}");
+            }
+        }
     }
 }
 

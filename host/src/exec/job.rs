@@ -181,7 +181,7 @@ impl Job {
             sandbox,
             &here,
             !namespaced_tmp,
-            !namespaced && super::emulate::can_take_descriptors(),
+            !namespaced && delegable(),
             covered,
         )?;
         // What an earlier job left in the shared home to run in this one is removed first.
@@ -218,7 +218,7 @@ impl Job {
                     sandbox,
                     &here,
                     !namespaced_tmp,
-                    isolation.is_err() && super::emulate::can_take_descriptors(),
+                    isolation.is_err() && delegable(),
                     false,
                 )?
             }
@@ -247,7 +247,11 @@ impl Job {
         let spawner: Option<()> = None;
         let emulated = contained && spawner.is_some();
         if contained && !emulated {
-            root_warning.extend(super::emulate::unguarded(sandbox, v.audience));
+            root_warning.extend(super::emulate::unguarded(
+                sandbox,
+                v.audience,
+                crate::platform::seccomp_listener().is_ok(),
+            ));
         } else if emulated {
             root_warning.extend(super::emulate::undelegable(sandbox));
         }
@@ -517,6 +521,14 @@ impl Job {
             stderr: self.io.stderr.take(),
         })
     }
+}
+
+/// Whether a contained run's supervisor could take the job's descriptors (for its connects and
+/// its new terminals' peers). Without a seccomp listener there is no supervisor: the probe is
+/// not made, since inside another sandbox its `pidfd_getfd` is a call the outer run's profile
+/// refuses and names, for nothing the inner run could use.
+fn delegable() -> bool {
+    crate::platform::seccomp_listener().is_ok() && super::emulate::can_take_descriptors()
 }
 
 /// How the supervisor answers the job's refused calls: kill, or the errno asked for, else the

@@ -7,10 +7,13 @@ use super::places::{Refused, Why};
 /// The warning of a contained-tier run whose metadata calls and connects cannot reach the host (a request
 /// that changed its profile attaches its own filter, a session's commands install theirs, an
 /// architecture without spawner threads): the protection is missing, and the run says so.
-/// `None` when the profile allows none of the calls (nothing is missing).
+/// `None` when the profile allows none of the calls (nothing is missing). `listener` is false
+/// where seccomp filters can have no listener (inside another sandbox, whose supervisor holds
+/// it): the warning then says that instead.
 pub(crate) fn unguarded(
     sandbox: &crate::sandbox::Sandbox,
     audience: crate::exec::request::Audience,
+    listener: bool,
 ) -> Option<String> {
     let policy = sandbox.profile_policy()?;
     let metadata = !numbers(policy).is_empty();
@@ -36,6 +39,13 @@ pub(crate) fn unguarded(
         crate::exec::request::Audience::Json => "\"isolation\": \"required\"",
         crate::exec::request::Audience::Cli => "--isolation required",
     };
+    if !listener {
+        return Some(format!(
+            "sandbox: warning: {what} (no seccomp listener here, so no supervisor makes \
+             those calls; a contained or isolated sandbox around this one still keeps them to \
+             its own writable places); use {isolated} where namespaces are available"
+        ));
+    }
     Some(format!(
         "sandbox: warning: {what} (a profile changed by the request, or a session, has no \
          supervisor to make those calls); use a built-in profile as it is, or {isolated} \
