@@ -152,6 +152,8 @@ fn start(args: &[std::ffi::OsString]) -> Result<Arc<Daemon>, (i32, String)> {
     let exe = std::env::current_exe()
         .map_err(|e| refused(format!("the sandbox executable's path: {e}")))?;
     let mut options = SessionOptions::new(exe);
+    // The session's policy came from `session start`'s flags: hints name flags.
+    options.audience = crate::exec::Audience::Cli;
     options.idle_timeout = Some(idle);
     // The socket exists before the session's view is built, so that the view hides it like
     // every other host socket outside the workspace (made later, it would be visible inside).
