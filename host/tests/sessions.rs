@@ -874,3 +874,50 @@ fn serve_runs_sessions_over_json_lines() {
         assert_eq!(s.next("one-shot")["stdout"], "plain\n", "{who:?}");
     });
 }
+
+/// `start`'s `limits` object over `serve`: a command's own memory limit ends it and is named
+/// in its result while the session lives (control: the same allocation without the limit
+/// succeeds); hostile values are refused, each naming its field, and change nothing.
+#[test]
+fn serve_takes_a_commands_own_limits() {
+    as_both("serve_takes_a_commands_own_limits", |who| {
+        use serde_json::json;
+        let dir = project();
+        let ws = dir.path().to_str().unwrap();
+        let mut s = Served::start(who);
+        s.send(json!({"op": "session_start", "id": "s", "profile": "shell",
+                      "workspace": ws, "cwd": ws, "env": {"PATH": common::PATH}}));
+        let v = s.next("s");
+        let session = v["session"].as_str().unwrap_or_else(|| panic!("{v}")).to_string();
+        let alloc = ["/usr/bin/python3", "-c", "b = b'x' * (200 << 20); print('done')"];
+        s.send(json!({"op": "start", "id": "big", "session": session, "argv": alloc,
+                      "limits": {"memory_bytes": 96u64 << 20}}));
+        let v = s.next("big");
+        assert_eq!(v["limits_hit"], json!(["memory"]), "{who:?}: {v}");
+        assert_eq!(v["signal"], 9, "{who:?}: {v}");
+        s.send(json!({"op": "start", "id": "ok", "session": session, "argv": alloc}));
+        let v = s.next("ok");
+        assert_eq!(v["stdout"], "done\n", "{who:?}: {v}");
+        assert_eq!(v["limits_hit"], json!([]), "{who:?}: {v}");
+        for (limits, field) in [
+            (json!({"memory_bytes": "big"}), "limits.memory_bytes"),
+            (json!({"memory_bytes": -1}), "limits.memory_bytes"),
+            (json!({"memory_bytes": 1u64 << 40}), "limits.memory_bytes"),
+            (json!({"memory_bytes": 0}), "limits.memory_bytes"),
+            (json!({"processes": 1.5}), "limits.processes"),
+            (json!({"processes": 0}), "limits.processes"),
+            (json!({"cpu_seconds": 1}), "limits"),
+            (json!({"": 1}), "limits"),
+            (json!("512"), "limits"),
+            (json!(null), "limits"),
+        ] {
+            s.send(json!({"op": "start", "id": "bad", "session": session,
+                          "argv": ["/bin/true"], "limits": limits}));
+            assert_eq!(s.error("bad"), field, "{who:?}: {limits}");
+        }
+        s.send(json!({"op": "start", "id": "after", "session": session,
+                      "argv": ["/bin/echo", "after"]}));
+        assert_eq!(s.next("after")["stdout"], "after\n", "{who:?}");
+    });
+}
+
