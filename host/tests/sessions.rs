@@ -888,10 +888,19 @@ fn serve_takes_a_commands_own_limits() {
         s.send(json!({"op": "session_start", "id": "s", "profile": "shell",
                       "workspace": ws, "cwd": ws, "env": {"PATH": common::PATH}}));
         let v = s.next("s");
-        let session = v["session"].as_str().unwrap_or_else(|| panic!("{v}")).to_string();
-        let alloc = ["/usr/bin/python3", "-c", "b = b'x' * (200 << 20); print('done')"];
-        s.send(json!({"op": "start", "id": "big", "session": session, "argv": alloc,
-                      "limits": {"memory_bytes": 96u64 << 20}}));
+        let session = v["session"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{v}"))
+            .to_string();
+        let alloc = [
+            "/usr/bin/python3",
+            "-c",
+            "b = b'x' * (200 << 20); print('done')",
+        ];
+        s.send(
+            json!({"op": "start", "id": "big", "session": session, "argv": alloc,
+                      "limits": {"memory_bytes": 96u64 << 20}}),
+        );
         let v = s.next("big");
         assert_eq!(v["limits_hit"], json!(["memory"]), "{who:?}: {v}");
         assert_eq!(v["signal"], 9, "{who:?}: {v}");
@@ -920,4 +929,3 @@ fn serve_takes_a_commands_own_limits() {
         assert_eq!(s.next("after")["stdout"], "after\n", "{who:?}");
     });
 }
-

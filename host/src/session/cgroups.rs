@@ -139,24 +139,30 @@ impl Cgroups {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
             _ => {}
         }
-        let mut procs = fs::OpenOptions::new()
-            .write(true)
-            .open(leaf.join("cgroup.procs"))?;
         // The resident may start a command meanwhile (in the old cgroup until it has moved):
-        // read again until none is left.
+        // read again until none is left. One write per open: each moves one process.
         for _ in 0..64 {
             let left = read_pids(dir);
             if left.is_empty() {
                 break;
             }
             for pid in left {
+                let moved = fs::OpenOptions::new()
+                    .write(true)
+                    .open(leaf.join("cgroup.procs"))
+                    .and_then(|mut f| f.write_all(pid.to_string().as_bytes()));
                 // A process that ended meanwhile (ESRCH) is no longer there to move.
-                if let Err(e) = procs.write_all(pid.to_string().as_bytes()) {
+                if let Err(e) = moved {
                     if e.raw_os_error() != Some(libc::ESRCH) {
                         return Err(e);
                     }
                 }
             }
+        }
+        if !read_pids(dir).is_empty() {
+            return Err(std::io::Error::other(
+                "the session's processes could not all be moved to its leaf cgroup",
+            ));
         }
         let have = fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
         let enable: Vec<&str> = ["memory", "pids"]
