@@ -498,6 +498,20 @@ fn a_command_inherits_only_its_three_streams() {
             // 3 is the directory `ls` reads.
             assert_eq!(r.stdout, "0 1 2 3 ", "{who:?}: {r:?}");
         }
+        // Nor the `cgroup.procs` of a command's own cgroups, by which its first process joined
+        // them (as root here; uid 65534 has no cgroup and its memory limit is watched).
+        let r = s
+            .spawn(
+                &sh(list)
+                    .memory(128 << 20)
+                    .processes(64)
+                    .timeout(Duration::from_secs(30)),
+            )
+            .map(|p| p.wait());
+        match r {
+            Ok(r) => assert_eq!(r.stdout, "0 1 2 3 ", "{who:?}: {r:?}"),
+            Err(e) => assert!(who == As::Nobody && e.field() == "limits.processes", "{e}"),
+        }
         // Control: a descriptor the command does hold shows in the same listing.
         let r = s
             .spawn(&sh(&format!("exec 7</dev/null; {list}")))
