@@ -75,3 +75,37 @@ fn remove_below(dir: &Path) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A marked directory loses what was made below it (plain directories stand in for
+    /// cgroups: `rmdir` is what removes either); an unmarked one is left as it is, which is
+    /// also the control that the removal comes from the mark.
+    #[test]
+    fn only_a_marked_directory_is_emptied_of_its_nested_cgroups() {
+        let t = tempfile::tempdir().unwrap();
+        let session = t.path().join("sandbox-exec-1-0");
+        let other = t.path().join("sandbox-exec-1-1");
+        for d in [
+            session.join("resident"),
+            session.join("cmd-3"),
+            other.join("cmd-4"),
+        ] {
+            fs::create_dir_all(d).unwrap();
+        }
+        mark(&session);
+        assert!(is_marked(&session) && !is_marked(&other));
+        assert!(release(&session));
+        assert!(!release(&other));
+        assert!(!session.join("resident").exists() && !session.join("cmd-3").exists());
+        assert!(
+            session.exists(),
+            "the request's own cgroup is the engine's to remove"
+        );
+        assert!(other.join("cmd-4").exists());
+        // Released once: the mark is gone.
+        assert!(!is_marked(&session) && !release(&session));
+    }
+}
