@@ -581,3 +581,54 @@ fn a_refused_write_is_named_as_a_flag_on_its_own_commands_stderr() {
         assert_eq!(open, "", "{who:?}");
     }
 }
+
+/// `run --session --memory BYTES`: the command's own memory limit ends it (137, a `limit hit:
+/// memory` line naming `--memory`) and the session runs the next command; control: the same
+/// allocation under a larger limit of its own prints `done`. Values out of range are refused
+/// as 125 naming the flag, values that do not parse and either flag without `--session` are
+/// usage errors (2), and none of them starts anything.
+#[test]
+fn a_commands_own_memory_limit_from_a_shell() {
+    for who in BOTH {
+        let dir = scratch();
+        let script = r#"
+            id=$("$S" session start --profile shell --workspace "$DIR") || exit 90
+            alloc="b = b'x' * (200 << 20); print('done')"
+            "$S" run --session "$id" --memory 100663296 -- python3 -c "$alloc" 2>big.err; echo "big=$?"
+            "$S" run --session "$id" --memory 419430400 -- python3 -c "$alloc"; echo "ok=$?"
+            "$S" run --session "$id" --memory 1 -- true 2>small.err; echo "small=$?"
+            "$S" run --session "$id" --memory 99999999999999 -- true 2>huge.err; echo "huge=$?"
+            "$S" run --session "$id" --processes 0 -- true 2>zero.err; echo "zero=$?"
+            "$S" run --session "$id" --memory x -- true 2>/dev/null; echo "word=$?"
+            "$S" run --session "$id" --memory -1 -- true 2>/dev/null; echo "negative=$?"
+            "$S" run --memory 100663296 -- true 2>/dev/null; echo "alone=$?"
+            "$S" run --processes 8 -- true 2>/dev/null; echo "alone_p=$?"
+            "$S" run --session "$id" -- echo after; echo "after=$?"
+            "$S" session end "$id"
+        "#;
+        let o = bash(who, dir.path(), script);
+        let out = text(&o.stdout);
+        let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap_or_default();
+        let big = read("big.err");
+        assert!(out.contains("big=137\n"), "{who:?}: {out}\n{big}");
+        assert!(
+            big.contains("sandbox: limit hit: memory: ") && big.contains("--memory"),
+            "{who:?}: {big}"
+        );
+        assert!(out.contains("done\nok=0\n"), "{who:?}: {out}");
+        for (name, flag) in [
+            ("small", "--memory"),
+            ("huge", "--memory"),
+            ("zero", "--processes"),
+        ] {
+            assert!(out.contains(&format!("{name}=125\n")), "{who:?}: {out}");
+            let e = read(&format!("{name}.err"));
+            assert!(e.starts_with(&format!("sandbox: {flag}: ")), "{who:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{who:?}: {e}");
+        }
+        for name in ["word", "negative", "alone", "alone_p"] {
+            assert!(out.contains(&format!("{name}=2\n")), "{who:?}: {out}");
+        }
+        assert!(out.contains("after\nafter=0\n"), "{who:?}: {out}");
+    }
+}

@@ -469,7 +469,11 @@ fn result(
         warnings.push(crate::exec::hits::warning(
             crate::exec::hits::Hit::Memory,
             &m.detail(limit),
-            json.then_some("the command's limits.memory_bytes"),
+            Some(if json {
+                "the command's limits.memory_bytes"
+            } else {
+                "run --session's --memory"
+            }),
         ));
     }
     if let (n @ 1.., Some(limit)) = (own.hits.processes, own.processes) {
@@ -480,7 +484,11 @@ fn result(
                 "{n} fork{} refused at the command's process limit of {limit}",
                 if n == 1 { "" } else { "s" }
             ),
-            json.then_some("the command's limits.processes"),
+            Some(if json {
+                "the command's limits.processes"
+            } else {
+                "run --session's --processes"
+            }),
         ));
     }
     let profile = &inner.sandbox().options().profile;
