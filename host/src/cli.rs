@@ -55,6 +55,14 @@ pub struct RunArgs {
         conflicts_with_all = SESSION_CONFLICTS
     )]
     pub session: Option<String>,
+    /// With --session: the command's own memory in bytes (at least 32 MiB, at most the
+    /// session's), in a cgroup of its own below the session's.
+    #[arg(long, value_name = "BYTES", requires = "session")]
+    pub memory: Option<u64>,
+    /// With --session: the processes and threads the command may have at once (1 to the
+    /// session's), in a cgroup of its own below the session's.
+    #[arg(long, value_name = "N", requires = "session")]
+    pub processes: Option<u64>,
     /// The program and its arguments (after `--` when the program's name starts with `-`).
     // `trailing_var_arg` alone: everything from the program on is its own, but a flag-like
     // word before it is this command's, so a misspelt flag (`--profle`) is a usage error with
@@ -423,8 +431,9 @@ mod tests {
             .expect_err("a misspelt flag");
         assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument);
     }
-    /// `run --session` refuses every flag of `run` but `--timeout` (each command's own limit):
-    /// a command cannot widen, or change, the policy of its session.
+    /// `run --session` refuses every flag of `run` but `--timeout`, `--memory` and
+    /// `--processes` (each command's own limits, at most the session's): a command cannot
+    /// widen, or change, the policy of its session.
     #[test]
     fn session_refuses_every_policy_flag_of_run() {
         use clap::{CommandFactory, Parser};
@@ -432,7 +441,8 @@ mod tests {
         let run = cmd.find_subcommand("run").expect("run");
         for arg in run.get_arguments() {
             let id = arg.get_id().as_str();
-            let allowed = ["session", "timeout", "argv", "help"].contains(&id);
+            let allowed =
+                ["session", "timeout", "memory", "processes", "argv", "help"].contains(&id);
             assert_eq!(
                 super::SESSION_CONFLICTS.contains(&id),
                 !allowed,

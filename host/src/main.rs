@@ -194,10 +194,18 @@ fn main() {
             net,
             env,
             session,
+            memory,
+            processes,
             argv,
         }) => match session {
-            // clap refuses policy flags with --session (a command cannot widen its session).
-            Some(id) => sandbox_host::session::client::run(&id, &argv, timeout),
+            // clap refuses policy flags with --session (a command cannot widen its session),
+            // and --memory and --processes without it.
+            Some(id) => sandbox_host::session::client::run(
+                &id,
+                &argv,
+                timeout,
+                sandbox_host::session::client::Own { memory, processes },
+            ),
             None => cmd_run(&policy, &paths, &net, &env, timeout, verbose, &argv),
         },
         Cmd::Env {

@@ -525,3 +525,110 @@ fn a_caller_with_a_terminal_gets_one_with_its_size_and_keys() {
         assert!(out.contains("control=1"), "{who:?}: {out}\n{err}");
     }
 }
+
+/// A write outside the session's writable places is named on the stderr of the `run
+/// --session` that made it, worded as flags (the session's policy came from `session start`'s
+/// flags), and the next command's stderr is empty. Control: in a session started with
+/// `--allow-write` for that directory the same write happens, and nothing is named.
+#[test]
+fn a_refused_write_is_named_as_a_flag_on_its_own_commands_stderr() {
+    for who in BOTH {
+        let dir = scratch();
+        // Outside the session's private /tmp, so that the write is refused, not missing.
+        let outside = tempfile::tempdir_in("/var/tmp").unwrap();
+        std::fs::set_permissions(
+            outside.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o777),
+        )
+        .unwrap();
+        let target = outside.path().join("written");
+        let script = r#"
+            id=$("$S" session start --profile shell --workspace "$DIR") || exit 90
+            "$S" run --session "$id" -- touch "$TARGET" 2>first.err; echo "first=$?"
+            "$S" run --session "$id" -- touch inside 2>next.err; echo "next=$?"
+            "$S" session end "$id"
+            id=$("$S" session start --profile shell --workspace "$DIR" --allow-write "$OUTSIDE") || exit 91
+            "$S" run --session "$id" -- touch "$TARGET" 2>open.err; echo "open=$?"
+            "$S" session end "$id"
+        "#;
+        let o = command(who, "bash")
+            .arg("-c")
+            .arg(script)
+            .env("S", SANDBOX)
+            .env("DIR", dir.path())
+            .env("OUTSIDE", outside.path())
+            .env("TARGET", &target)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let out = text(&o.stdout);
+        let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap_or_default();
+        let (first, next, open) = (read("first.err"), read("next.err"), read("open.err"));
+        assert!(out.contains("first=1\n"), "{who:?}: {o:?}\n{first}");
+        let t = target.to_str().unwrap();
+        assert!(
+            first.lines().any(|l| l.starts_with("sandbox: ")
+                && l.contains(t)
+                && l.contains(&format!("--allow-write {}", outside.path().display()))),
+            "{who:?}: {first}"
+        );
+        assert!(!first.contains("writable_paths"), "{who:?}: {first}");
+        assert!(out.contains("next=0\n"), "{who:?}: {o:?}");
+        assert_eq!(next, "", "{who:?}");
+        // Control: allowed, the write happens and nothing is named.
+        assert!(out.contains("open=0\n"), "{who:?}: {o:?}\n{open}");
+        assert!(target.exists(), "{who:?}");
+        assert_eq!(open, "", "{who:?}");
+    }
+}
+
+/// `run --session --memory BYTES`: the command's own memory limit ends it (137, a `limit hit:
+/// memory` line naming `--memory`) and the session runs the next command; control: the same
+/// allocation under a larger limit of its own prints `done`. Values out of range are refused
+/// as 125 naming the flag, values that do not parse and either flag without `--session` are
+/// usage errors (2), and none of them starts anything.
+#[test]
+fn a_commands_own_memory_limit_from_a_shell() {
+    for who in BOTH {
+        let dir = scratch();
+        let script = r#"
+            id=$("$S" session start --profile shell --workspace "$DIR") || exit 90
+            alloc="b = b'x' * (200 << 20); print('done')"
+            "$S" run --session "$id" --memory 100663296 -- python3 -c "$alloc" 2>big.err; echo "big=$?"
+            "$S" run --session "$id" --memory 419430400 -- python3 -c "$alloc"; echo "ok=$?"
+            "$S" run --session "$id" --memory 1 -- true 2>small.err; echo "small=$?"
+            "$S" run --session "$id" --memory 99999999999999 -- true 2>huge.err; echo "huge=$?"
+            "$S" run --session "$id" --processes 0 -- true 2>zero.err; echo "zero=$?"
+            "$S" run --session "$id" --memory x -- true 2>/dev/null; echo "word=$?"
+            "$S" run --session "$id" --memory -1 -- true 2>/dev/null; echo "negative=$?"
+            "$S" run --memory 100663296 -- true 2>/dev/null; echo "alone=$?"
+            "$S" run --processes 8 -- true 2>/dev/null; echo "alone_p=$?"
+            "$S" run --session "$id" -- echo after; echo "after=$?"
+            "$S" session end "$id"
+        "#;
+        let o = bash(who, dir.path(), script);
+        let out = text(&o.stdout);
+        let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap_or_default();
+        let big = read("big.err");
+        assert!(out.contains("big=137\n"), "{who:?}: {out}\n{big}");
+        assert!(
+            big.contains("sandbox: limit hit: memory: ") && big.contains("--memory"),
+            "{who:?}: {big}"
+        );
+        assert!(out.contains("done\nok=0\n"), "{who:?}: {out}");
+        for (name, flag) in [
+            ("small", "--memory"),
+            ("huge", "--memory"),
+            ("zero", "--processes"),
+        ] {
+            assert!(out.contains(&format!("{name}=125\n")), "{who:?}: {out}");
+            let e = read(&format!("{name}.err"));
+            assert!(e.starts_with(&format!("sandbox: {flag}: ")), "{who:?}: {e}");
+            assert_eq!(e.lines().count(), 1, "{who:?}: {e}");
+        }
+        for name in ["word", "negative", "alone", "alone_p"] {
+            assert!(out.contains(&format!("{name}=2\n")), "{who:?}: {out}");
+        }
+        assert!(out.contains("after\nafter=0\n"), "{who:?}: {out}");
+    }
+}

@@ -498,6 +498,20 @@ fn a_command_inherits_only_its_three_streams() {
             // 3 is the directory `ls` reads.
             assert_eq!(r.stdout, "0 1 2 3 ", "{who:?}: {r:?}");
         }
+        // Nor the `cgroup.procs` of a command's own cgroups, by which its first process joined
+        // them (as root here; uid 65534 has no cgroup and its memory limit is watched).
+        let r = s
+            .spawn(
+                &sh(list)
+                    .memory(128 << 20)
+                    .processes(64)
+                    .timeout(Duration::from_secs(30)),
+            )
+            .map(|p| p.wait());
+        match r {
+            Ok(r) => assert_eq!(r.stdout, "0 1 2 3 ", "{who:?}: {r:?}"),
+            Err(e) => assert!(who == As::Nobody && e.field() == "limits.processes", "{e}"),
+        }
         // Control: a descriptor the command does hold shows in the same listing.
         let r = s
             .spawn(&sh(&format!("exec 7</dev/null; {list}")))
@@ -872,5 +886,60 @@ fn serve_runs_sessions_over_json_lines() {
         // Exec requests still work on the same stream.
         s.send(json!({"id": "one-shot", "argv": ["/bin/echo", "plain"]}));
         assert_eq!(s.next("one-shot")["stdout"], "plain\n", "{who:?}");
+    });
+}
+
+/// `start`'s `limits` object over `serve`: a command's own memory limit ends it and is named
+/// in its result while the session lives (control: the same allocation without the limit
+/// succeeds); hostile values are refused, each naming its field, and change nothing.
+#[test]
+fn serve_takes_a_commands_own_limits() {
+    as_both("serve_takes_a_commands_own_limits", |who| {
+        use serde_json::json;
+        let dir = project();
+        let ws = dir.path().to_str().unwrap();
+        let mut s = Served::start(who);
+        s.send(json!({"op": "session_start", "id": "s", "profile": "shell",
+                      "workspace": ws, "cwd": ws, "env": {"PATH": common::PATH}}));
+        let v = s.next("s");
+        let session = v["session"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{v}"))
+            .to_string();
+        let alloc = [
+            "/usr/bin/python3",
+            "-c",
+            "b = b'x' * (200 << 20); print('done')",
+        ];
+        s.send(
+            json!({"op": "start", "id": "big", "session": session, "argv": alloc,
+                      "limits": {"memory_bytes": 96u64 << 20}}),
+        );
+        let v = s.next("big");
+        assert_eq!(v["limits_hit"], json!(["memory"]), "{who:?}: {v}");
+        assert_eq!(v["signal"], 9, "{who:?}: {v}");
+        s.send(json!({"op": "start", "id": "ok", "session": session, "argv": alloc}));
+        let v = s.next("ok");
+        assert_eq!(v["stdout"], "done\n", "{who:?}: {v}");
+        assert_eq!(v["limits_hit"], json!([]), "{who:?}: {v}");
+        for (limits, field) in [
+            (json!({"memory_bytes": "big"}), "limits.memory_bytes"),
+            (json!({"memory_bytes": -1}), "limits.memory_bytes"),
+            (json!({"memory_bytes": 1u64 << 40}), "limits.memory_bytes"),
+            (json!({"memory_bytes": 0}), "limits.memory_bytes"),
+            (json!({"processes": 1.5}), "limits.processes"),
+            (json!({"processes": 0}), "limits.processes"),
+            (json!({"cpu_seconds": 1}), "limits"),
+            (json!({"": 1}), "limits"),
+            (json!("512"), "limits"),
+            (json!(null), "limits"),
+        ] {
+            s.send(json!({"op": "start", "id": "bad", "session": session,
+                          "argv": ["/bin/true"], "limits": limits}));
+            assert_eq!(s.error("bad"), field, "{who:?}: {limits}");
+        }
+        s.send(json!({"op": "start", "id": "after", "session": session,
+                      "argv": ["/bin/echo", "after"]}));
+        assert_eq!(s.next("after")["stdout"], "after\n", "{who:?}");
     });
 }

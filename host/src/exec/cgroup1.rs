@@ -290,6 +290,11 @@ impl Dir {
         self.fd.as_raw_fd()
     }
 
+    /// The directory in the hierarchy.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The controller.
     pub(crate) fn controller(&self) -> Controller {
         self.controller
@@ -310,8 +315,9 @@ impl Dir {
 
     /// After every process of the request is gone: keeps the directory for the next request
     /// when it is empty (`known_empty`: the caller saw every process of the request gone,
-    /// else `cgroup.procs` is read), else removes it.
-    pub(crate) fn finish(self, known_empty: bool) {
+    /// else `cgroup.procs` is read), else removes it. `reusable` false: removed whatever it
+    /// holds (it had cgroups made below it, module `cgroup_nest`).
+    pub(crate) fn finish(self, known_empty: bool, reusable: bool) {
         let counter = self.last.get().unwrap_or_else(|| self.read_counter());
         let Dir {
             controller,
@@ -320,8 +326,10 @@ impl Dir {
             limit,
             ..
         } = self;
-        let empty = known_empty
-            || fs::read_to_string(path.join("cgroup.procs")).is_ok_and(|t| t.trim().is_empty());
+        let empty = reusable
+            && (known_empty
+                || fs::read_to_string(path.join("cgroup.procs"))
+                    .is_ok_and(|t| t.trim().is_empty()));
         let small = controller != Controller::Memory
             || small_file_in(&fd, c"memory.usage_in_bytes")
                 .and_then(|t| t.trim().parse::<u64>().ok())

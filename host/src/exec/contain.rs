@@ -508,6 +508,34 @@ impl Group {
         self.cg.as_ref().map(|c| c.name.as_str())
     }
 
+    /// Where the request's memory and process limits are held (module `cgroup_nest`): its
+    /// cgroup v2 for each controller that hierarchy gives it, else its v1 directories.
+    pub(crate) fn limit_dirs(&self) -> Vec<super::cgroup_nest::LimitDir> {
+        use super::cgroup_nest::LimitDir;
+        let mut dirs = Vec::new();
+        if let (Some(cg), Some(b)) = (&self.cg, base()) {
+            for (c, has) in [(Controller::Memory, b.memory), (Controller::Pids, b.pids)] {
+                if has {
+                    dirs.push(LimitDir {
+                        controller: c,
+                        dir: cg.dir.clone(),
+                        v2: true,
+                    });
+                }
+            }
+        }
+        for d in &self.v1 {
+            if !dirs.iter().any(|l| l.controller == d.controller()) {
+                dirs.push(LimitDir {
+                    controller: d.controller(),
+                    dir: d.path().to_path_buf(),
+                    v2: false,
+                });
+            }
+        }
+        dirs
+    }
+
     /// The request cgroup's directory, which the child is started in.
     pub(crate) fn dir_fd(&self) -> Option<RawFd> {
         self.cg.as_ref().map(|c| c.fd.as_raw_fd())
@@ -681,7 +709,12 @@ impl Group {
                 while frozen && !events(&cg.dir, "frozen") && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_micros(200));
                 }
-                for pid in read_procs(&cg.dir) {
+                let members = if super::cgroup_nest::is_marked(&cg.dir) {
+                    read_procs_below(&cg.dir)
+                } else {
+                    read_procs(&cg.dir)
+                };
+                for pid in members {
                     if pid != self.child {
                         if let Some(st) = stat(pid) {
                             self.recorded.push((pid, st.start));
@@ -778,7 +811,8 @@ impl Group {
         self.stop_watchdog();
         let Some(cg) = self.cg.take() else {
             for d in self.v1.drain(..) {
-                d.finish(self.emptied);
+                let nested = super::cgroup_nest::release(d.path());
+                d.finish(self.emptied, !nested);
             }
             return;
         };
@@ -804,12 +838,14 @@ impl Group {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&cg.name);
         sweep(&cg.rel);
+        let nested = super::cgroup_nest::release(&cg.dir);
         // Every process of the request was in the v2 cgroup too: emptied, so are these.
         for d in self.v1.drain(..) {
-            d.finish(self.emptied);
+            let nested = super::cgroup_nest::release(d.path());
+            d.finish(self.emptied, !nested);
         }
         let thawed = !self.froze || write_file(&cg.dir.join("cgroup.freeze"), b"0").is_ok();
-        if self.emptied && thawed && !self.killed {
+        if self.emptied && thawed && !self.killed && !nested {
             let mut idle = pool().lock().unwrap_or_else(|e| e.into_inner());
             if idle.len() < POOL_MAX {
                 idle.push(cg.place);
@@ -893,7 +929,10 @@ fn sweep(rel: &str) {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .contains(name);
-        if path == rel || stale {
+        let below = path
+            .strip_prefix(rel)
+            .is_some_and(|rest| rest.starts_with('/'));
+        if path == rel || below || stale {
             reap(pid);
         }
     }
@@ -928,6 +967,20 @@ fn read_procs(dir: &Path) -> Vec<i32> {
     fs::read_to_string(dir.join("cgroup.procs"))
         .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
         .unwrap_or_default()
+}
+
+/// The processes of the cgroup at `dir` and of the cgroups made below it (a session's
+/// commands' and its resident's, module `cgroup_nest`).
+fn read_procs_below(dir: &Path) -> Vec<i32> {
+    let mut pids = read_procs(dir);
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                pids.extend(read_procs_below(&e.path()));
+            }
+        }
+    }
+    pids
 }
 
 /// The processes of the request led by `child` (fallback mode): its session and process

@@ -470,6 +470,7 @@ impl Job {
                 landlock: self.layer.as_ref().map(|l| l.prepared.status().clone()),
                 isolation: isolated.map(|l| l.status.clone()),
                 network: self.net.mode,
+                cgroups: self.group.limit_dirs(),
                 namespaces_unavailable: self
                     .isolation
                     .as_ref()

@@ -61,12 +61,28 @@ impl Roster {
     /// The pids of the job's processes now.
     fn pids(&mut self) -> Vec<i32> {
         match self {
-            Roster::Cgroup(dir) => std::fs::read_to_string(dir.join("cgroup.procs"))
-                .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
-                .unwrap_or_default(),
+            Roster::Cgroup(dir) => cgroup_pids(dir),
             Roster::Tree(t) => t.pids(),
         }
     }
+}
+
+/// The processes of the cgroup `dir`, and of the cgroups made below it when there are any
+/// (a session's resident and commands, module `cgroup_nest`).
+fn cgroup_pids(dir: &std::path::Path) -> Vec<i32> {
+    let mut pids: Vec<i32> = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    if super::cgroup_nest::is_marked(dir) {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    pids.extend(cgroup_pids(&e.path()));
+                }
+            }
+        }
+    }
+    pids
 }
 
 /// The job's processes as `contain`'s process-tree walk tells them (the child, its session

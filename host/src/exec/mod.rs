@@ -19,8 +19,9 @@
 
 pub(crate) mod advice;
 mod builder;
-mod cgroup1;
+pub(crate) mod cgroup1;
 mod cgroup_names;
+pub(crate) mod cgroup_nest;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod clone;
 mod conceal;
@@ -33,7 +34,7 @@ mod git_config;
 mod git_controls;
 mod git_guard;
 mod git_index;
-mod hits;
+pub(crate) mod hits;
 #[doc(hidden)]
 pub mod home;
 #[doc(hidden)]
@@ -46,7 +47,7 @@ mod landlock_cover;
 pub mod leaks;
 #[doc(hidden)]
 pub mod limits;
-mod memwatch;
+pub(crate) mod memwatch;
 mod namespaces;
 mod net;
 mod no_listener;

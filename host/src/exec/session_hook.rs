@@ -17,6 +17,9 @@ pub(crate) struct Started {
     pub namespaces_unavailable: Option<String>,
     /// The network mode carried out.
     pub network: crate::network::Mode,
+    /// Where the session's memory and process limits are held (its cgroups), for the
+    /// commands' own cgroups below them (module `session::cgroups`).
+    pub cgroups: Vec<super::cgroup_nest::LimitDir>,
     /// The plan's warnings (broad workspace, root below the isolated tier, ...).
     pub warnings: Vec<String>,
 }

@@ -183,7 +183,10 @@ impl Procs {
             Some(s) => s,
             None => {
                 let exe = std::env::current_exe().map_err(ExecError::Setup)?;
-                let s = Arc::new(Session::start(&self.policy, &SessionOptions::new(exe))?);
+                let mut options = SessionOptions::new(exe);
+                // The policy came from `sandbox mcp`'s flags, as its one-shot runs' did.
+                options.audience = crate::exec::Audience::Cli;
+                let s = Arc::new(Session::start(&self.policy, &options)?);
                 st.session = Some(Arc::clone(&s));
                 s
             }

@@ -211,12 +211,21 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// The signals `run --session` forwards to its command.
 const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
+/// A command's own limits (`run --session --memory BYTES --processes N`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Own {
+    /// Memory of the command's processes, bytes.
+    pub memory: Option<u64>,
+    /// Processes and threads of the command at once.
+    pub processes: Option<u64>,
+}
+
 /// `sandbox run --session ID [--timeout S] -- argv...`: runs `argv` in the session with this
 /// process's stdin, stdout and stderr (the daemon relays them; a terminal of the caller's
 /// size when stdin and stdout are one, resized on SIGWINCH), forwards SIGINT, SIGTERM, SIGHUP
 /// and SIGQUIT to the command's process group, prints `run`'s lines and returns `run`'s exit
 /// status.
-pub fn run(id: &str, argv: &[String], timeout: Option<u64>) -> i32 {
+pub fn run(id: &str, argv: &[String], timeout: Option<u64>, own: Own) -> i32 {
     let sock = match connect(id) {
         Ok(s) => s,
         Err(e) => return fail(e),
@@ -232,7 +241,7 @@ pub fn run(id: &str, argv: &[String], timeout: Option<u64>) -> i32 {
         }
     }
     let terminal = Terminal::take();
-    let (status, lines) = relay(&sock, &wake, argv, timeout, terminal.as_ref());
+    let (status, lines) = relay(&sock, &wake, argv, timeout, own, terminal.as_ref());
     // The terminal's mode is put back before anything is printed on it.
     drop(terminal);
     let mut err = std::io::stderr().lock();
@@ -286,12 +295,15 @@ fn relay(
     wake: &OwnedFd,
     argv: &[String],
     timeout: Option<u64>,
+    own: Own,
     terminal: Option<&Terminal>,
 ) -> (i32, Vec<String>) {
     let said = |msg: std::fmt::Arguments<'_>| (EXIT_SANDBOX, vec![format!("sandbox: {msg}")]);
     let req = Request::Run {
         argv: argv.to_vec(),
         timeout_s: timeout,
+        memory: own.memory,
+        processes: own.processes,
         tty: terminal.map(|t| t.size),
     };
     if let Err(e) = wire::send(sock.as_fd(), &req, &[0, 1, 2]) {

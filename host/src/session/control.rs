@@ -59,6 +59,12 @@ pub(crate) enum Request {
         argv: Vec<String>,
         /// The command's own timeout in seconds (`run --session --timeout`).
         timeout_s: Option<u64>,
+        /// The command's own memory limit in bytes (`run --session --memory`).
+        #[serde(default)]
+        memory: Option<u64>,
+        /// The command's own process limit (`run --session --processes`).
+        #[serde(default)]
+        processes: Option<u64>,
         /// A terminal of (columns, rows) for the command, when the caller has one: the
         /// descriptors are then the caller's terminal, and only stdin and stdout are used.
         #[serde(default)]

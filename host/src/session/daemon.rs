@@ -152,6 +152,8 @@ fn start(args: &[std::ffi::OsString]) -> Result<Arc<Daemon>, (i32, String)> {
     let exe = std::env::current_exe()
         .map_err(|e| refused(format!("the sandbox executable's path: {e}")))?;
     let mut options = SessionOptions::new(exe);
+    // The session's policy came from `session start`'s flags: hints name flags.
+    options.audience = crate::exec::Audience::Cli;
     options.idle_timeout = Some(idle);
     // The socket exists before the session's view is built, so that the view hides it like
     // every other host socket outside the workspace (made later, it would be visible inside).
@@ -296,8 +298,10 @@ impl Daemon {
             Request::Run {
                 argv,
                 timeout_s,
+                memory,
+                processes,
                 tty,
-            } => return self.run(&conn, argv, timeout_s, tty, fds),
+            } => return self.run(&conn, argv, timeout_s, (memory, processes), tty, fds),
             Request::Signal { .. } | Request::Resize { .. } => Reply::Refused {
                 reason: "a signal or a size goes to a running command: send `run` first".into(),
             },
@@ -325,6 +329,7 @@ impl Daemon {
         conn: &OwnedFd,
         argv: Vec<String>,
         timeout_s: Option<u64>,
+        (memory, processes): (Option<u64>, Option<u64>),
         tty: Option<(u16, u16)>,
         fds: Vec<OwnedFd>,
     ) {
@@ -354,6 +359,12 @@ impl Daemon {
             }
         };
         let mut cmd = Command::new(argv.clone()).stream(true).timeout(timeout);
+        if let Some(m) = memory {
+            cmd = cmd.memory(m);
+        }
+        if let Some(n) = processes {
+            cmd = cmd.processes(n);
+        }
         if let Some((cols, rows)) = tty {
             // Sizes a terminal cannot have are refused, as `serve`'s `resize` refuses them.
             if !(1..=1000).contains(&cols) || !(1..=1000).contains(&rows) {
@@ -371,7 +382,17 @@ impl Daemon {
             // 127 for a program not found, 126 for one that cannot be executed, as `run`.
             Err(e) => {
                 let status = e.exit_code().unwrap_or(crate::run::EXIT_SANDBOX);
-                return done(say(e.to_string()), status);
+                // A command's own limit refused is named by the flag that asked for it.
+                let flag = match e.field() {
+                    "limits.memory_bytes" => Some("--memory"),
+                    "limits.processes" => Some("--processes"),
+                    _ => None,
+                };
+                let msg = match flag {
+                    Some(f) => format!("{f}: {}", e.reason()),
+                    None => e.to_string(),
+                };
+                return done(say(msg), status);
             }
         };
         self.running.fetch_add(1, Ordering::SeqCst);

@@ -14,6 +14,7 @@
 //! the namespaces' init dies with the thread that holds the session, and the init's end kills
 //! every process of the PID namespace). See `docs/sessions.md`.
 
+mod cgroups;
 #[doc(hidden)]
 pub mod client;
 mod control;
@@ -49,6 +50,10 @@ pub struct SessionOptions {
     /// End the session after this long without a running command or a new one (`None`:
     /// only when ended or dropped).
     pub idle_timeout: Option<Duration>,
+    /// Whom hints and refusals are worded for: request fields for JSON clients (`serve`, the
+    /// library), flags where the session's policy came from a command line (`sandbox run
+    /// --session`, `sandbox mcp`).
+    pub audience: crate::exec::Audience,
 }
 
 impl SessionOptions {
@@ -57,6 +62,7 @@ impl SessionOptions {
         SessionOptions {
             resident: resident.into(),
             idle_timeout: None,
+            audience: crate::exec::Audience::Json,
         }
     }
 }
@@ -70,6 +76,7 @@ pub struct Command {
     timeout: Option<Duration>,
     stream: bool,
     pty: Option<(u16, u16)>,
+    own: cgroups::Own,
 }
 
 impl Command {
@@ -111,6 +118,23 @@ impl Command {
         self
     }
 
+    /// The memory of the command's processes, in bytes (a request's `limits.memory_bytes`: at
+    /// least 32 MiB, at most the session's): a cgroup of its own below the session's holds it,
+    /// so that the out-of-memory killer ends this command's processes, not the session's
+    /// others (the host's watchdog where the session has no memory cgroup).
+    pub fn memory(mut self, bytes: u64) -> Command {
+        self.own.memory = Some(bytes);
+        self
+    }
+
+    /// The processes and threads the command may have at once, descendants included (a
+    /// request's `limits.processes`: 1 to the session's), in a cgroup of its own below the
+    /// session's; refused where the session has no pids cgroup.
+    pub fn processes(mut self, n: u64) -> Command {
+        self.own.processes = Some(n);
+        self
+    }
+
     /// Give the command a terminal of `cols` x `rows` as its stdin, stdout and stderr (and
     /// controlling terminal) instead of pipes: its output is all stdout, and
     /// [`Process::resize`] sets the size.
@@ -144,6 +168,10 @@ pub(crate) struct Inner {
     /// The session's filter notifies a listener: a filtered command without one is stopped.
     notify: bool,
     policy: Request,
+    /// The session's own limits (a command's are at or below them).
+    limits: crate::exec::Rlimits,
+    /// The session's cgroups, where commands with limits of their own get theirs.
+    cgroups: cgroups::Cgroups,
     sandbox: Arc<Sandbox>,
     layers: Layers,
     cancel: Cancel,
@@ -153,6 +181,7 @@ pub(crate) struct Inner {
     running: AtomicUsize,
     last_active: Mutex<Instant>,
     idle: Option<Duration>,
+    audience: crate::exec::Audience,
 }
 
 fn refused(field: &str, reason: impl Into<String>) -> ExecError {
@@ -179,6 +208,7 @@ impl Session {
         let mut req = policy.clone();
         req.argv = vec![resident, resident::ARG.to_string()];
         let mut v = req.validate()?;
+        let limits = v.rlimits;
         let (host, child) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
         v.streams = crate::exec::Streams::Session(child.as_raw_fd());
         v.timeout = None;
@@ -251,6 +281,7 @@ impl Session {
             };
             wire::send(host.as_fd(), &msg, &[]).map_err(fail)?;
         }
+        let session_cgroups = cgroups::Cgroups::new(started.cgroups);
         let layers = Layers {
             namespaces: started.isolation.is_some(),
             network: started.network,
@@ -265,6 +296,8 @@ impl Session {
             addr,
             notify,
             policy: policy.clone(),
+            limits,
+            cgroups: session_cgroups,
             sandbox,
             layers,
             cancel,
@@ -273,6 +306,7 @@ impl Session {
             running: AtomicUsize::new(0),
             last_active: Mutex::new(Instant::now()),
             idle: options.idle_timeout,
+            audience: options.audience,
         });
         let reader_inner = Arc::clone(&inner);
         let reader = std::thread::Builder::new()
@@ -399,7 +433,8 @@ impl Inner {
         if let Some(t) = cmd.timeout {
             req.timeout_s = t.as_secs_f64();
         }
-        let v = req.validate()?;
+        let mut v = req.validate()?;
+        v.audience = self.audience;
         // The filter was compiled and sent at the start; per command only the program's
         // admission is decided. A profile whose outer filter is not exact plans in full (its
         // preload variables are refused below).
@@ -438,6 +473,8 @@ impl Inner {
             }
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut own = self.own_limits(id, cmd.own)?;
+        let procs = own.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
         let start = ToResident::Start {
             id,
             path: v.program.to_string_lossy().into_owned(),
@@ -449,6 +486,7 @@ impl Inner {
                 .collect(),
             cwd: v.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
             filtered,
+            cgroups: procs.len(),
         };
         // The command's own reply socket: the resident answers the start and, later, the
         // command's exit on it, read directly by this thread and then the command's.
@@ -458,16 +496,14 @@ impl Inner {
         let unroute = || {
             self.running.fetch_sub(1, Ordering::AcqRel);
         };
-        let sent = wire::send(
-            self.sock.as_fd(),
-            &start,
-            &[
-                stdin_r.as_raw_fd(),
-                stdout_w.as_raw_fd(),
-                stderr_w.as_raw_fd(),
-                reply_resident.as_raw_fd(),
-            ],
-        );
+        let mut fds = vec![
+            stdin_r.as_raw_fd(),
+            stdout_w.as_raw_fd(),
+            stderr_w.as_raw_fd(),
+            reply_resident.as_raw_fd(),
+        ];
+        fds.extend(&procs);
+        let sent = wire::send(self.sock.as_fd(), &start, &fds);
         drop((stdin_r, stdout_w, stderr_w, reply_resident));
         if let Err(e) = sent {
             unroute();
@@ -518,6 +554,17 @@ impl Inner {
                 "the command's seccomp listener was not handed over",
             )));
         }
+        if let Some(c) = own.as_mut() {
+            let pid = process::pid_of(&pidfd);
+            if let Err(e) = c.started(pid, &pidfd) {
+                // Fail closed: a memory limit that cannot be watched does not let it run.
+                let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
+                unroute();
+                return Err(ExecError::Setup(std::io::Error::other(format!(
+                    "the command's memory watchdog could not be started: {e}"
+                ))));
+            }
+        }
         Ok(process::start(process::Start {
             inner: Arc::clone(self) as Arc<dyn process::Host>,
             id,
@@ -532,7 +579,75 @@ impl Inner {
             reply,
             stream: cmd.stream,
             tty,
+            own,
         }))
+    }
+
+    /// Checks a command's own limits against the session's and makes what holds them: a
+    /// cgroup below the session's (a memory limit without a memory cgroup is watched by the
+    /// host instead); `None` when the command asked for none. A limit that cannot be held
+    /// refuses the command.
+    fn own_limits(
+        &self,
+        id: u64,
+        own: cgroups::Own,
+    ) -> Result<Option<cgroups::CommandCgroup>, ExecError> {
+        use crate::exec::cgroup1::Controller;
+        use crate::exec::limits::MIN_MEMORY_BYTES;
+        if !own.any() {
+            return Ok(None);
+        }
+        if let Some(m) = own.memory {
+            let most = self.limits.memory_bytes;
+            if m < MIN_MEMORY_BYTES || m > most {
+                return Err(refused(
+                    "limits.memory_bytes",
+                    format!(
+                        "{m} is not between {MIN_MEMORY_BYTES} (32 MiB) and the session's \
+                         {most}: a command's memory is at most its session's"
+                    ),
+                ));
+            }
+        }
+        if let Some(n) = own.processes {
+            let most = self.limits.processes;
+            if n == 0 || n > most {
+                return Err(refused(
+                    "limits.processes",
+                    format!(
+                        "{n} is not between 1 and the session's {most}: a command's processes \
+                         are at most its session's"
+                    ),
+                ));
+            }
+            if !self.cgroups.holds(Controller::Pids) {
+                return Err(refused(
+                    "limits.processes",
+                    "this session has no pids cgroup (cgroup v2 with the pids controller \
+                     delegated, or a writable v1 pids hierarchy), so a command's own process \
+                     limit cannot be enforced; omit it (the session's limit holds the command)",
+                ));
+            }
+        }
+        // Without a memory cgroup the host's watchdog holds the command's memory (as a
+        // one-shot's), where it can read /proc.
+        if own.memory.is_some()
+            && !self.cgroups.holds(Controller::Memory)
+            && !crate::exec::memwatch::available()
+        {
+            return Err(refused(
+                "limits.memory_bytes",
+                "this session has no memory cgroup and /proc cannot be read to watch the \
+                 command, so its own memory limit cannot be enforced; omit it (the session's \
+                 limit holds the command)",
+            ));
+        }
+        self.cgroups.make(id, own).map(Some).map_err(|e| {
+            ExecError::Setup(std::io::Error::new(
+                e.kind(),
+                format!("cannot make the command's own cgroup: {e}"),
+            ))
+        })
     }
 
     /// Sends `sig` to command `id`'s process group.

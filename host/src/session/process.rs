@@ -181,10 +181,12 @@ pub(crate) struct Start {
     pub reply: OwnedFd,
     pub stream: bool,
     pub tty: Option<OwnedFd>,
+    /// The command's own limits (module `cgroups`), when it asked for any.
+    pub own: Option<super::cgroups::CommandCgroup>,
 }
 
 /// The process's pid in the host's PID namespace, from its pidfd.
-fn pid_of(pidfd: &OwnedFd) -> i32 {
+pub(crate) fn pid_of(pidfd: &OwnedFd) -> i32 {
     std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))
         .ok()
         .and_then(|s| {
@@ -384,6 +386,10 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
         }
     }
     drop(tx);
+    // Every process of the command is counted once it has ended; its cgroups go (or wait for
+    // the background processes it left) when `own` is dropped, after this.
+    let mut own = s.own;
+    let hits = own.as_mut().map(|c| c.hits()).unwrap_or_default();
     s.inner.command_ended();
     let tally = tally.or(notifier.map(|n| n.tally)).unwrap_or_default();
     let status = status.unwrap_or(libc::SIGKILL);
@@ -398,7 +404,19 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
         err,
         started,
         timed_out,
+        Own {
+            memory: own.as_ref().and_then(|c| c.memory()),
+            processes: own.as_ref().and_then(|c| c.processes()),
+            hits,
+        },
     )
+}
+
+/// A command's own limits and what they stopped.
+struct Own {
+    memory: Option<u64>,
+    processes: Option<u64>,
+    hits: super::cgroups::Hits,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -413,6 +431,7 @@ fn result(
     err: Output,
     started: Instant,
     timed_out: bool,
+    own: Own,
 ) -> ExecResult {
     let cancelled = inner.ended()
         && libc::WIFSIGNALED(status)
@@ -444,6 +463,34 @@ fn result(
             v.max_output_bytes
         ));
     }
+    let json = v.audience == crate::exec::Audience::Json;
+    if let (Some(m), Some(limit)) = (&own.hits.memory, own.memory) {
+        limits_hit.push("memory".to_string());
+        warnings.push(crate::exec::hits::warning(
+            crate::exec::hits::Hit::Memory,
+            &m.detail(limit),
+            Some(if json {
+                "the command's limits.memory_bytes"
+            } else {
+                "run --session's --memory"
+            }),
+        ));
+    }
+    if let (n @ 1.., Some(limit)) = (own.hits.processes, own.processes) {
+        limits_hit.push("processes".to_string());
+        warnings.push(crate::exec::hits::warning(
+            crate::exec::hits::Hit::Processes,
+            &format!(
+                "{n} fork{} refused at the command's process limit of {limit}",
+                if n == 1 { "" } else { "s" }
+            ),
+            Some(if json {
+                "the command's limits.processes"
+            } else {
+                "run --session's --processes"
+            }),
+        ));
+    }
     let profile = &inner.sandbox().options().profile;
     // A command cannot change its session's policy: a hint names the change to the session's
     // own request (a per-request allow list works there only as the one-shot rules say).
@@ -468,7 +515,7 @@ fn result(
         .landlock
         .as_ref()
         .is_some_and(|l| !l.enforced.is_empty());
-    ExecResult {
+    let mut result = ExecResult {
         home: v.home.as_ref().map(|h| h.path.display().to_string()),
         program: v.program.to_string_lossy().into_owned(),
         exit_code,
@@ -496,5 +543,9 @@ fn result(
         network: crate::exec::NetworkReport::of_mode(inner.layers().network),
         refusals: Vec::new(),
         refusals_omitted: 0,
-    }
+    };
+    // Refusals of the view, Landlock and the network mode, named from this command's own
+    // stderr as a one-shot's are, in the words of the session's front end.
+    crate::exec::name_refusals(&mut result, v, inner.sandbox());
+    result
 }

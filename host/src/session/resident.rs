@@ -126,16 +126,20 @@ fn serve() -> std::io::Result<()> {
                 env: extra,
                 cwd,
                 filtered,
+                cgroups,
             } => {
                 // Without its reply socket a start has no one to answer: it is dropped, and the
                 // host, whose end then reads end of file, reports it.
                 let mut passed = passed;
-                if passed.len() != 4 {
+                if passed.len() != 4 + cgroups || cgroups > 2 {
                     continue;
                 }
+                let procs = passed.split_off(4);
                 let reply = passed.pop().expect("four descriptors");
                 let cmd = Prepared::new(&path, &argv, &me.env, &extra, cwd.as_deref());
-                match cmd.and_then(|c| start(reply.as_fd(), id, c, &passed, filtered, &mut me)) {
+                let c = cmd
+                    .and_then(|c| start(reply.as_fd(), id, c, &passed, &procs, filtered, &mut me));
+                match c {
                     Ok(Some(pid)) => {
                         running.insert(pid, (id, reply));
                     }
@@ -258,7 +262,9 @@ impl Prepared {
 }
 
 /// Stages a child reports in its [`Report`].
-const STAGES: [&str; 6] = ["signals", "streams", "cwd", "filter", "handover", "exec"];
+const STAGES: [&str; 7] = [
+    "signals", "streams", "cwd", "filter", "handover", "exec", "cgroup",
+];
 
 /// What the child writes in the memory it shares with the resident, read once the resident
 /// resumes (the child has exec'd or exited).
@@ -278,6 +284,7 @@ fn start(
     id: u64,
     cmd: Prepared,
     stdio: &[OwnedFd],
+    procs: &[OwnedFd],
     filtered: bool,
     me: &mut Resident,
 ) -> std::io::Result<Option<i32>> {
@@ -320,7 +327,12 @@ fn start(
         errno: AtomicI32::new(0),
         listener: AtomicI32::new(-1),
     };
+    let mut cgroups = [-1; 2];
+    for (slot, fd) in cgroups.iter_mut().zip(procs) {
+        *slot = fd.as_raw_fd();
+    }
     let child = Child {
+        cgroups,
         stdio: [
             stdio[0].as_raw_fd(),
             stdio[1].as_raw_fd(),
@@ -411,6 +423,8 @@ fn start(
 
 /// What the cloned child needs, all prepared before the clone.
 struct Child {
+    /// `cgroup.procs` of the command's own cgroups (-1: none), joined first.
+    cgroups: [RawFd; 2],
     stdio: [RawFd; 3],
     cwd: *const libc::c_char,
     fprog: *const libc::sock_fprog,
@@ -452,6 +466,13 @@ unsafe fn child_main(c: &Child) -> ! {
             || libc::signal(libc::SIGPIPE, libc::SIG_DFL) == libc::SIG_ERR
         {
             fail(0);
+        }
+        // The command's own cgroups (its limits), before it can start anything: `0` moves
+        // the writer. The host opened the files; the kernel checks the opener's rights.
+        for &fd in &c.cgroups {
+            if fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                fail(6);
+            }
         }
         if libc::setsid() < 0 {
             fail(0);

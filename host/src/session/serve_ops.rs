@@ -265,6 +265,16 @@ impl Ops {
                 _ => return Err(("timeout_s", "must be a positive number".into())),
             },
         }
+        match obj.remove("limits") {
+            None => {}
+            Some(Value::Object(l)) => cmd = own_limits(cmd, l)?,
+            Some(_) => {
+                return Err((
+                    "limits",
+                    "must be an object {\"memory_bytes\": N, \"processes\": N}".into(),
+                ))
+            }
+        }
         if let Some(k) = obj.keys().next() {
             return Err(("start", format!("unknown field `{}`", k.escape_debug())));
         }
@@ -457,6 +467,8 @@ fn field_static(f: &str) -> &'static str {
         "profile",
         "session",
         "workspace",
+        "limits.memory_bytes",
+        "limits.processes",
         "limits",
         "network",
         "stdin",
@@ -527,4 +539,36 @@ fn utf8_chunk(carry: &mut Vec<u8>, bytes: Vec<u8>) -> String {
     let text = String::from_utf8_lossy(carry).into_owned();
     *carry = rest;
     text
+}
+
+/// A command's own `limits` (`memory_bytes`, `processes`: the request's fields of those names,
+/// each at most the session's, checked by the session); the other limits are the session's.
+fn own_limits(mut cmd: Command, l: Map<String, Value>) -> Result<Command, (&'static str, String)> {
+    for (k, v) in l {
+        let n = v.as_u64();
+        match (k.as_str(), n) {
+            ("memory_bytes", Some(n)) => cmd = cmd.memory(n),
+            ("processes", Some(n)) => cmd = cmd.processes(n),
+            ("memory_bytes", None) => {
+                return Err((
+                    "limits.memory_bytes",
+                    "must be a whole number of bytes".into(),
+                ))
+            }
+            ("processes", None) => {
+                return Err(("limits.processes", "must be a whole number".into()))
+            }
+            _ => {
+                return Err((
+                    "limits",
+                    format!(
+                        "`{}` is not a command's own: a command may set memory_bytes and \
+                         processes; the other limits are the session's",
+                        k.escape_debug()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(cmd)
 }

@@ -10,7 +10,7 @@ use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 /// The largest message either side sends or accepts.
 pub(crate) const MAX_MESSAGE: usize = 1 << 20;
 /// At most this many descriptors ride with one message.
-const MAX_FDS: usize = 4;
+const MAX_FDS: usize = 6;
 
 /// From the host to the resident process.
 #[derive(Debug, Serialize, Deserialize)]
@@ -38,6 +38,10 @@ pub(crate) enum ToResident {
         cwd: Option<String>,
         /// Install the session's filter (refused when none was sent).
         filtered: bool,
+        /// How many `cgroup.procs` descriptors of the command's own cgroups follow the reply
+        /// socket (module `cgroups`): its first process joins each before exec.
+        #[serde(default)]
+        cgroups: usize,
     },
     /// Send `sig` to command `id`'s process group.
     Signal { id: u64, sig: i32 },

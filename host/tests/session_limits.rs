@@ -1,0 +1,332 @@
+//! A session command's own limits and refusals (`Command::memory`, `Command::processes`, the
+//! `refusals` of its result), with real programs, as root and, re-executing this test binary
+//! under `setpriv`, as uid 65534.
+
+mod common;
+
+use common::{As, BOTH, NOBODY, SANDBOX};
+use sandbox_host::exec::{ExecResult, Request};
+use sandbox_host::session::{Command, Session, SessionOptions};
+
+/// Set in the re-executed test binary that runs one test as uid 65534.
+const INNER: &str = "SESSION_LIMITS_TEST_AS_NOBODY";
+
+const MIB: u64 = 1024 * 1024;
+
+/// Runs `body` as root here, then this very test as uid 65534 in a bare environment.
+fn as_both(name: &str, body: impl Fn(As)) {
+    if std::env::var_os(INNER).is_some() {
+        body(As::Nobody);
+        return;
+    }
+    for who in BOTH {
+        match who {
+            As::Root => body(As::Root),
+            As::Nobody => {
+                let exe = std::env::current_exe().expect("the test binary");
+                let out = common::command(As::Nobody, exe)
+                    .args(["--exact", name, "--nocapture", "--test-threads=1"])
+                    .env(INNER, "1")
+                    .current_dir("/")
+                    .output()
+                    .expect("run the test as uid 65534");
+                let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                    + &String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success() && text.contains("1 passed"),
+                    "as uid {NOBODY}: {text}"
+                );
+            }
+        }
+    }
+}
+
+/// A directory of the test's user in /var/tmp (uid 65534 owns its own).
+fn tempdir(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+/// A `shell` session of the bare environment agents pass, on `dir`; `edit` changes its policy.
+fn session(dir: &std::path::Path, edit: impl Fn(Request) -> Request) -> Session {
+    let mut r = Request::builder(["/bin/true"])
+        .profile("shell")
+        .workspace(dir.to_str().unwrap())
+        .cwd(dir.to_str().unwrap())
+        .build();
+    r.env.insert("PATH".into(), common::PATH.into());
+    r.env.insert("LANG".into(), "C.UTF-8".into());
+    Session::start(&edit(r), &SessionOptions::new(SANDBOX)).expect("start a session")
+}
+
+/// Python touching `mib` MiB of fresh memory, then saying `done`.
+fn allocate(mib: u64) -> Command {
+    Command::new([
+        "/usr/bin/python3",
+        "-c",
+        &format!("b = b'x' * ({mib} << 20); print('done')"),
+    ])
+}
+
+fn has_cgroups(who: As) -> bool {
+    // This machine's memory and pids hierarchies (v1 or v2) are root's: uid 65534 has none,
+    // and its sessions hold a command's memory by the host's watchdog.
+    who == As::Root
+}
+
+/// The memory cgroups of commands (`cmd-N`) below this host's request cgroups (the other tests
+/// of this binary, which may run meanwhile, make none).
+fn own_cgroups() -> Vec<String> {
+    let prefix = format!("sandbox-exec-{}-", std::process::id());
+    let mut found = Vec::new();
+    let mut dirs: Vec<std::path::PathBuf> = vec!["/sys/fs/cgroup".into()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            let p = e.path();
+            let memory = p.join("memory.max").exists() || p.join("memory.limit_in_bytes").exists();
+            if name.starts_with("cmd-") && memory && p.to_string_lossy().contains(&prefix) {
+                found.push(p.display().to_string());
+            }
+            if p.components().count() < 9 {
+                dirs.push(p);
+            }
+        }
+    }
+    found
+}
+
+fn show(r: &ExecResult) -> String {
+    format!(
+        "exit {:?} signal {:?} limits {:?}\nstdout {}\nstderr {}\nwarnings {:#?}",
+        r.exit_code, r.signal, r.limits_hit, r.stdout, r.stderr, r.warnings
+    )
+}
+
+#[test]
+fn a_command_past_its_own_memory_is_killed_while_the_session_and_its_others_live() {
+    as_both(
+        "a_command_past_its_own_memory_is_killed_while_the_session_and_its_others_live",
+        |who| {
+            let dir = tempdir("session-limits");
+            let s = session(dir.path(), |r| r);
+            // Another command running through the kill.
+            let other = s
+                .spawn(&Command::new([
+                    "/bin/bash",
+                    "-c",
+                    "sleep 2; echo still here",
+                ]))
+                .unwrap();
+            let big = s.spawn(&allocate(200).memory(96 * MIB)).unwrap();
+            if has_cgroups(who) {
+                // Its own cgroup exists while it runs, below the session's.
+                let dirs = own_cgroups();
+                assert!(!dirs.is_empty(), "{who:?}: no command cgroup");
+            }
+            let big = big.wait();
+            assert_eq!(big.signal, Some(libc::SIGKILL), "{who:?}: {}", show(&big));
+            assert_eq!(big.limits_hit, ["memory"], "{who:?}: {}", show(&big));
+            assert!(
+                big.warnings
+                    .iter()
+                    .any(|w| w.starts_with("sandbox: limit hit: memory: ")
+                        && w.contains("the command's limits.memory_bytes")),
+                "{who:?}: {}",
+                show(&big)
+            );
+            assert!(!big.stdout.contains("done"), "{who:?}: {}", show(&big));
+            // By the out-of-memory killer of the command's own cgroup, or, without one, by
+            // the host's watchdog.
+            let by = if has_cgroups(who) {
+                "the out-of-memory killer ended"
+            } else {
+                "past the limit of 100663296 bytes"
+            };
+            assert!(
+                big.warnings.iter().any(|w| w.contains(by)),
+                "{who:?}: {}",
+                show(&big)
+            );
+            let other = other.wait();
+            assert_eq!(other.exit_code, Some(0), "{who:?}: {}", show(&other));
+            assert_eq!(other.stdout, "still here\n");
+            assert!(other.limits_hit.is_empty(), "{who:?}: {}", show(&other));
+            assert!(!s.is_ended(), "{who:?}");
+            // Control: the same allocation under a larger limit of its own succeeds.
+            let ok = s.spawn(&allocate(200).memory(400 * MIB)).unwrap().wait();
+            assert_eq!(ok.exit_code, Some(0), "{who:?}: {}", show(&ok));
+            assert_eq!(ok.stdout, "done\n");
+            assert!(ok.limits_hit.is_empty(), "{who:?}: {}", show(&ok));
+            assert!(ok.warnings.is_empty(), "{who:?}: {}", show(&ok));
+            // And without one: the session's limit holds it, and it fits.
+            let plain = s.spawn(&allocate(200)).unwrap().wait();
+            assert_eq!(plain.exit_code, Some(0), "{who:?}: {}", show(&plain));
+            // Each command's cgroup went with it.
+            assert_eq!(own_cgroups(), Vec::<String>::new(), "{who:?}");
+            s.end();
+        },
+    );
+}
+
+/// Python forking `want` children that sleep, then printing how many forks succeeded.
+fn forks(want: u32) -> Command {
+    Command::new([
+        "/usr/bin/python3",
+        "-c",
+        &format!(
+            "import os, time\n\
+             n = 0\n\
+             for i in range({want}):\n\
+             \x20   try:\n\
+             \x20       pid = os.fork()\n\
+             \x20   except OSError:\n\
+             \x20       break\n\
+             \x20   if pid == 0:\n\
+             \x20       time.sleep(1)\n\
+             \x20       os._exit(0)\n\
+             \x20   n += 1\n\
+             print(n)\n"
+        ),
+    ])
+}
+
+#[test]
+fn a_commands_process_limit_refuses_its_forks() {
+    as_both("a_commands_process_limit_refuses_its_forks", |who| {
+        let dir = tempdir("session-limits");
+        let s = session(dir.path(), |r| r);
+        let limited = s.spawn(&forks(20).processes(8));
+        if !has_cgroups(who) {
+            // No pids cgroup: the limit cannot be held, so the command does not run.
+            let e = limited.expect_err("a process limit without a pids cgroup");
+            assert_eq!(e.field(), "limits.processes", "{who:?}: {e}");
+            assert!(e.reason().contains("no pids cgroup"), "{who:?}: {e}");
+        } else {
+            let r = limited.unwrap().wait();
+            let n: u32 = r.stdout.trim().parse().unwrap_or(99);
+            assert!(n < 8, "{who:?}: {}", show(&r));
+            assert_eq!(r.limits_hit, ["processes"], "{who:?}: {}", show(&r));
+            assert!(
+                r.warnings.iter().any(|w| w.contains(
+                    "refused at the command's process limit of 8; raise the command's \
+                     limits.processes"
+                )),
+                "{who:?}: {}",
+                show(&r)
+            );
+        }
+        // Control: the same forks under a larger limit (or none) all succeed.
+        let cmd = if has_cgroups(who) {
+            forks(20).processes(64)
+        } else {
+            forks(20)
+        };
+        let r = s.spawn(&cmd).unwrap().wait();
+        assert_eq!(r.stdout, "20\n", "{who:?}: {}", show(&r));
+        assert!(r.limits_hit.is_empty(), "{who:?}: {}", show(&r));
+        s.end();
+    });
+}
+
+#[test]
+fn hostile_command_limits_are_refused_and_change_nothing() {
+    as_both(
+        "hostile_command_limits_are_refused_and_change_nothing",
+        |who| {
+            let dir = tempdir("session-limits");
+            let s = session(dir.path(), |r| {
+                let mut r = r;
+                r.limits.memory_bytes = Some(256 * MIB);
+                r.limits.processes = Some(100);
+                r
+            });
+            let refused = |c: Command, field: &str| {
+                let e = s.spawn(&c).expect_err("refused");
+                assert_eq!(e.field(), field, "{who:?}: {e}");
+            };
+            let t = || Command::new(["/bin/true"]);
+            refused(t().memory(0), "limits.memory_bytes");
+            refused(t().memory(MIB), "limits.memory_bytes");
+            refused(t().memory(257 * MIB), "limits.memory_bytes");
+            refused(t().memory(u64::MAX), "limits.memory_bytes");
+            refused(t().processes(0), "limits.processes");
+            refused(t().processes(101), "limits.processes");
+            refused(t().processes(u64::MAX), "limits.processes");
+            // Nothing was made: the session runs on, and the largest allowed values are taken.
+            let r = s
+                .spawn(&Command::new(["/bin/echo", "ok"]).memory(256 * MIB))
+                .unwrap()
+                .wait();
+            assert_eq!(r.stdout, "ok\n", "{who:?}: {}", show(&r));
+            assert!(r.warnings.is_empty(), "{who:?}: {}", show(&r));
+            s.end();
+        },
+    );
+}
+
+#[test]
+fn a_refused_write_is_named_in_its_own_commands_result_only() {
+    as_both(
+        "a_refused_write_is_named_in_its_own_commands_result_only",
+        |who| {
+            let dir = tempdir("session-limits");
+            let outside = tempdir("session-outside");
+            let target = outside.path().join("written");
+            let t = target.to_str().unwrap();
+            let s = session(dir.path(), |r| r);
+            let first = s
+                .spawn(&Command::new(["/usr/bin/touch", t]))
+                .unwrap()
+                .wait();
+            assert_ne!(first.exit_code, Some(0), "{who:?}: {}", show(&first));
+            assert!(!target.exists(), "{who:?}");
+            assert_eq!(first.refusals.len(), 1, "{who:?}: {:#?}", first.refusals);
+            let entry = &first.refusals[0];
+            assert_eq!(entry.path.as_deref(), Some(t), "{who:?}: {entry:?}");
+            // Worded for a library (JSON) caller: a request field, not a flag.
+            let allow = entry.allow.as_deref().unwrap_or("");
+            assert!(allow.contains("\"writable_paths\""), "{who:?}: {allow}");
+            assert!(
+                first
+                    .warnings
+                    .iter()
+                    .any(|w| w.contains(t) && w.contains("\"writable_paths\"")),
+                "{who:?}: {}",
+                show(&first)
+            );
+            // The next command, quiet and allowed, has no refusal of the first's.
+            let next = s
+                .spawn(&Command::new(["/usr/bin/touch", "in-workspace"]))
+                .unwrap()
+                .wait();
+            assert_eq!(next.exit_code, Some(0), "{who:?}: {}", show(&next));
+            assert!(next.refusals.is_empty(), "{who:?}: {:?}", next.refusals);
+            assert!(next.warnings.is_empty(), "{who:?}: {}", show(&next));
+            s.end();
+            // Control: in a session where that directory is writable the write happens.
+            let open = session(dir.path(), |r| {
+                let mut r = r;
+                r.writable_paths
+                    .push(outside.path().to_str().unwrap().into());
+                r
+            });
+            let r = open
+                .spawn(&Command::new(["/usr/bin/touch", t]))
+                .unwrap()
+                .wait();
+            assert_eq!(r.exit_code, Some(0), "{who:?}: {}", show(&r));
+            assert!(target.exists(), "{who:?}");
+            assert!(r.refusals.is_empty(), "{who:?}: {:?}", r.refusals);
+            open.end();
+        },
+    );
+}
