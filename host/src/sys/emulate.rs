@@ -218,3 +218,12 @@ pub(crate) fn connect(fd: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
     };
     done(rc.into())
 }
+
+/// `ioctl(fd, cmd, arg)` for a command that reads its argument from `arg` and writes nothing
+/// back (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`): `arg` is the job's argument, copied.
+pub(crate) fn ioctl_in(fd: BorrowedFd<'_>, cmd: u32, arg: &[u8]) -> io::Result<()> {
+    // SAFETY: the command only reads its argument (at most `arg.len()` bytes, which the
+    // caller sized for it), and the buffer outlives the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, arg.as_ptr()) };
+    done(rc.into())
+}

@@ -41,15 +41,25 @@ pub(crate) fn numbers(policy: &Policy) -> Vec<u32> {
 }
 
 /// What the contained tier's filter sends to the supervisor: the metadata calls and `connect`
-/// where the profile allows them outright, and `ioctl(TIOCGPTPEER)` where the profile allows it (the terminal a job
-/// creates through `/dev/ptmx`: Landlock no longer grants the host's `/dev/pts`, where the
-/// user's other terminals are, so the supervisor opens the peer for it).
+/// where the profile allows them outright, `ioctl(TIOCGPTPEER)` where the profile allows it
+/// (the terminal a job creates through `/dev/ptmx`: Landlock no longer grants the host's
+/// `/dev/pts`, where the user's other terminals are, so the supervisor opens the peer for
+/// it), and the `ioctl`s that set a file's flags where the profile allows them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Claims {
     metadata: Vec<u32>,
     peer: Option<u32>,
     connect: Option<u32>,
+    /// `ioctl`'s number and the file-flag commands ([`FLAG_COMMANDS`]) the profile allows.
+    flags: Option<(u32, Vec<u32>)>,
 }
+
+/// The `ioctl` commands that change a file's flags (`chattr`: append-only, immutable, ...):
+/// `FS_IOC_SETFLAGS` and `FS_IOC_FSSETXATTR`, as 32-bit commands (the kernel reads an
+/// `unsigned int`). Landlock's `IOCTL_DEV` right covers devices only, so the supervisor makes
+/// them within the writable places (module `flags`). The 32-bit variant `FS_IOC32_SETFLAGS`
+/// answers ENOTTY to a native caller and needs nothing.
+pub(crate) const FLAG_COMMANDS: [u32; 2] = [0x4008_6602, 0x401c_5820];
 
 /// Whether this host may take another process's descriptors (`pidfd_getfd`), which making a
 /// job's `connect` and opening its new terminal's peer need. Docker's default seccomp profile
@@ -71,10 +81,20 @@ impl Claims {
         let connect = NATIVE
             .syscall_number("connect")
             .filter(|nr| take && policy.constant_decision(*nr) == Some(Action::Allow));
+        let flags = NATIVE.syscall_number("ioctl").and_then(|nr| {
+            let allowed: Vec<u32> = FLAG_COMMANDS
+                .into_iter()
+                .filter(|cmd| {
+                    take && policy.decide(nr, &[0, u64::from(*cmd), 0, 0, 0, 0]) == Action::Allow
+                })
+                .collect();
+            (!allowed.is_empty()).then_some((nr, allowed))
+        });
         Claims {
             metadata: numbers(policy),
             peer,
             connect,
+            flags,
         }
     }
 
@@ -85,18 +105,15 @@ impl Claims {
             policy.add_rule(*nr, Action::Trap, &[])?;
         }
         if let Some(nr) = self.peer {
-            // The command as the kernel reads it: its low 32 bits.
-            let cond = crate::policy::Cond {
-                arg: 1,
-                width: crate::policy::Width::W32,
-                mask: u64::MAX,
-                op: crate::policy::CmpOp::Eq,
-                value: u64::from(TIOCGPTPEER),
-            };
-            policy.add_rule(nr, Action::Trap, &[&[cond]])?;
+            policy.add_rule(nr, Action::Trap, &[&[command(TIOCGPTPEER)]])?;
         }
         if let Some(nr) = self.connect {
             policy.add_rule(nr, Action::Trap, &[])?;
+        }
+        if let Some((nr, cmds)) = &self.flags {
+            let conds: Vec<[crate::policy::Cond; 1]> = cmds.iter().map(|c| [command(*c)]).collect();
+            let alts: Vec<&[crate::policy::Cond]> = conds.iter().map(|c| &c[..]).collect();
+            policy.add_rule(*nr, Action::Trap, &alts)?;
         }
         Ok(())
     }
@@ -109,6 +126,12 @@ impl Claims {
             Some(Kind::Peer)
         } else if self.connect == Some(nr) {
             Some(Kind::Connect)
+        } else if self
+            .flags
+            .as_ref()
+            .is_some_and(|(n, cmds)| *n == nr && cmds.contains(&(args[1] as u32)))
+        {
+            Some(Kind::Flags)
         } else {
             None
         }
@@ -124,6 +147,20 @@ pub(crate) enum Kind {
     Peer,
     /// `connect` ([`super::connect`]).
     Connect,
+    /// `ioctl` setting a file's flags ([`super::flags`]).
+    Flags,
+}
+
+/// The rule's condition that `ioctl`'s command is `cmd`, as the kernel reads it: its low 32
+/// bits.
+fn command(cmd: u32) -> crate::policy::Cond {
+    crate::policy::Cond {
+        arg: 1,
+        width: crate::policy::Width::W32,
+        mask: u64::MAX,
+        op: crate::policy::CmpOp::Eq,
+        value: u64::from(cmd),
+    }
 }
 
 /// `TIOCGPTPEER` as a 32-bit command.

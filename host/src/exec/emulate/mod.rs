@@ -24,13 +24,15 @@
 //! Landlock's refusals do, and is named ([`Refused`]; module `report`).
 //!
 //! The same filter sends `connect`, made by the host after the same check (module `socket`),
-//! and `ioctl(TIOCGPTPEER)`, so that a job can create terminals while the
+//! the `ioctl`s that set a file's flags, made on the job's own open file after the same check
+//! (module `flags`), and `ioctl(TIOCGPTPEER)`, so that a job can create terminals while the
 //! user's others stay out of its Landlock domain (module `peer`). Which calls are sent:
 //! module `claims`; their arguments: module `decode`; the thread seen from the host: module
 //! `target`; the raw calls: module `sys`.
 
 mod claims;
 mod decode;
+mod flags;
 mod peer;
 mod places;
 mod report;
@@ -39,6 +41,7 @@ mod target;
 
 pub(crate) use claims::can_take_descriptors;
 pub(crate) use claims::{Claims, Kind};
+pub(crate) use flags::flags;
 pub(crate) use peer::peer;
 pub(crate) use places::{Places, Refused, Why};
 pub(crate) use report::{advice, names, undelegable, unguarded, Tally};

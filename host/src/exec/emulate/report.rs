@@ -45,17 +45,24 @@ pub(crate) fn unguarded(
 
 /// The warning of a contained run on a host that may not take a job's descriptors
 /// ([`super::claims::can_take_descriptors`]): the user's other terminals and, where the
-/// profile lets the job make unix sockets, host unix sockets are unguarded; `None` otherwise.
+/// profile allows them, file flags and host unix sockets are unguarded; `None` otherwise.
 pub(crate) fn undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
     if super::claims::can_take_descriptors() {
         return None;
     }
     let policy = sandbox.profile_policy()?;
-    let sockets = makes_unix_sockets(policy);
-    let what = if sockets {
-        "the user's other terminals (/dev/pts) and host unix sockets are unguarded in this run"
+    let mut parts = vec!["the user's other terminals (/dev/pts)"];
+    if sets_file_flags(policy) {
+        parts.push("file flags outside the writable places (chattr)");
+    }
+    if makes_unix_sockets(policy) {
+        parts.push("host unix sockets");
+    }
+    let last = parts.pop().unwrap_or_default();
+    let what = if parts.is_empty() {
+        format!("{last} are unguarded in this run")
     } else {
-        "the user's other terminals (/dev/pts) are unguarded in this run"
+        format!("{} and {last} are unguarded in this run", parts.join(", "))
     };
     Some(format!(
         "sandbox: warning: {what}: the supervisor may not take the job's descriptors here \
@@ -80,15 +87,15 @@ pub(crate) fn advice(
             };
             (
                 format!(
-                    "{shown} lies outside the writable places, where mode, owner, times and \
-                     extended attributes cannot change; to allow: {change}"
+                    "{shown} lies outside the writable places, where mode, owner, times, \
+                     extended attributes and flags cannot change; to allow: {change}"
                 ),
                 Some(change),
             )
         }
         Why::Outside(None) => (
-            "the object lies outside the writable places, where mode, owner, times and \
-             extended attributes cannot change"
+            "the object lies outside the writable places, where mode, owner, times, \
+             extended attributes and flags cannot change"
                 .to_string(),
             None,
         ),
@@ -188,6 +195,17 @@ pub(crate) fn names(tally: &Tally, path: &std::path::Path) -> bool {
         Why::Socket(p) | Why::Outside(Some(p)) => p == path,
         _ => false,
     })
+}
+
+/// Whether `policy` lets a job set a file's flags (`ioctl(FS_IOC_SETFLAGS)`).
+fn sets_file_flags(policy: &crate::policy::Policy) -> bool {
+    crate::policy::NATIVE
+        .syscall_number("ioctl")
+        .is_some_and(|nr| {
+            super::claims::FLAG_COMMANDS.iter().any(|cmd| {
+                policy.decide(nr, &[0, u64::from(*cmd), 0, 0, 0, 0]) == crate::policy::Action::Allow
+            })
+        })
 }
 
 /// Whether `policy` lets a job make unix sockets (the only way host sockets are at stake).
