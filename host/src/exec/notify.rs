@@ -668,6 +668,9 @@ fn answer_emulated(
         Some(places) if kind == Some(super::emulate::Kind::Connect) => {
             super::emulate::connect(fd, c, places, &mut record)
         }
+        Some(places) if kind == Some(super::emulate::Kind::Send) => {
+            super::emulate::send(fd, c, places, &mut record)
+        }
         Some(places) if kind == Some(super::emulate::Kind::Flags) => {
             super::emulate::flags(fd, c, places, &mut record)
         }

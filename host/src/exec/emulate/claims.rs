@@ -50,6 +50,9 @@ pub(crate) struct Claims {
     metadata: Vec<u32>,
     peer: Option<u32>,
     connect: Option<u32>,
+    /// `sendto` (with an address), `sendmsg` and `sendmmsg`, where the profile allows them and
+    /// lets the job make unix sockets.
+    send: Vec<u32>,
     /// `ioctl`'s number and the file-flag commands ([`FLAG_COMMANDS`]) the profile allows.
     flags: Option<(u32, Vec<u32>)>,
 }
@@ -90,10 +93,27 @@ impl Claims {
                 .collect();
             (!allowed.is_empty()).then_some((nr, allowed))
         });
+        let send = if take && makes_unix_sockets(policy) {
+            SEND_CALLS
+                .iter()
+                .filter_map(|name| NATIVE.syscall_number(name))
+                // `sendto` with an address (the profiles allow it without one by a rule of
+                // their own, so it has no constant decision); the others whatever their
+                // arguments.
+                .filter(|nr| {
+                    policy.constant_decision(*nr) == Some(Action::Allow)
+                        || (Some(*nr) == NATIVE.syscall_number("sendto")
+                            && policy.decide(*nr, &[0, 0, 0, 0, 1, 16]) == Action::Allow)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Claims {
             metadata: numbers(policy),
             peer,
             connect,
+            send,
             flags,
         }
     }
@@ -109,6 +129,22 @@ impl Claims {
         }
         if let Some(nr) = self.connect {
             policy.add_rule(nr, Action::Trap, &[])?;
+        }
+        let sendto = NATIVE.syscall_number("sendto");
+        for nr in &self.send {
+            if Some(*nr) == sendto {
+                // A NULL address (a register) is no address: `send` is `sendto` without one.
+                let addressed = crate::policy::Cond {
+                    arg: 4,
+                    width: crate::policy::Width::W64,
+                    mask: u64::MAX,
+                    op: crate::policy::CmpOp::Ne,
+                    value: 0,
+                };
+                policy.add_rule(*nr, Action::Trap, &[&[addressed]])?;
+            } else {
+                policy.add_rule(*nr, Action::Trap, &[])?;
+            }
         }
         if let Some((nr, cmds)) = &self.flags {
             let conds: Vec<[crate::policy::Cond; 1]> = cmds.iter().map(|c| [command(*c)]).collect();
@@ -126,6 +162,8 @@ impl Claims {
             Some(Kind::Peer)
         } else if self.connect == Some(nr) {
             Some(Kind::Connect)
+        } else if self.send.contains(&nr) {
+            Some(Kind::Send)
         } else if self
             .flags
             .as_ref()
@@ -149,6 +187,22 @@ pub(crate) enum Kind {
     Connect,
     /// `ioctl` setting a file's flags ([`super::flags`]).
     Flags,
+    /// `sendto` with an address, `sendmsg`, `sendmmsg` ([`super::send`]).
+    Send,
+}
+
+/// The calls that may carry a destination address, claimed where the job can make unix
+/// sockets (module `send`).
+const SEND_CALLS: &[&str] = &["sendto", "sendmsg", "sendmmsg"];
+
+/// Whether `policy` lets a job make unix sockets (the only way host sockets are at stake).
+pub(super) fn makes_unix_sockets(policy: &Policy) -> bool {
+    NATIVE.syscall_number("socket").is_some_and(|nr| {
+        policy.decide(
+            nr,
+            &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+        ) == Action::Allow
+    })
 }
 
 /// The rule's condition that `ioctl`'s command is `cmd`, as the kernel reads it: its low 32

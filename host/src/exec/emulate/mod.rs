@@ -36,6 +36,7 @@ mod flags;
 mod peer;
 mod places;
 mod report;
+mod send;
 mod socket;
 mod target;
 
@@ -45,6 +46,7 @@ pub(crate) use flags::flags;
 pub(crate) use peer::peer;
 pub(crate) use places::{Places, Refused, Why};
 pub(crate) use report::{advice, names, undelegable, unguarded, Tally};
+pub(crate) use send::send;
 
 use crate::policy::NATIVE;
 use decode::{decode, errno, Op, Target};

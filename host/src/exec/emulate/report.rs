@@ -1,7 +1,7 @@
 //! How the emulation's refusals reach the request: counted per (call, reason, program), and
 //! worded with the change that allows them.
 
-use super::claims::numbers;
+use super::claims::{makes_unix_sockets, numbers};
 use super::places::{Refused, Why};
 
 /// The warning of a contained-tier run whose metadata calls and connects cannot reach the host (a request
@@ -205,17 +205,5 @@ fn sets_file_flags(policy: &crate::policy::Policy) -> bool {
             super::claims::FLAG_COMMANDS.iter().any(|cmd| {
                 policy.decide(nr, &[0, u64::from(*cmd), 0, 0, 0, 0]) == crate::policy::Action::Allow
             })
-        })
-}
-
-/// Whether `policy` lets a job make unix sockets (the only way host sockets are at stake).
-fn makes_unix_sockets(policy: &crate::policy::Policy) -> bool {
-    crate::policy::NATIVE
-        .syscall_number("socket")
-        .is_some_and(|nr| {
-            policy.decide(
-                nr,
-                &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
-            ) == crate::policy::Action::Allow
         })
 }
