@@ -385,3 +385,58 @@ fn hostile_send_arguments_get_the_kernels_answers() {
         );
     }
 }
+
+#[test]
+fn a_profile_file_gets_the_same_supervision() {
+    // A profile file refusing a loader call: the child attaches the outer filter (carrying the
+    // claims) and the preload stacks the exact one. Root only: uid 65534 cannot take a
+    // listener from a child without namespaces (such a request is refused, named).
+    let bin = owned_dir(As::Root, "contained-dgram-custom-bin");
+    let prog = programs(bin.path())[0].display().to_string();
+    let out = owned_dir(As::Root, "contained-dgram-custom-out");
+    let ws = owned_dir(As::Root, "contained-dgram-custom-ws");
+    let profile = bin.path().join("custom.toml");
+    fs::write(
+        &profile,
+        "description = \"shell-network without statfs\"\n\
+         allow = [\"@base\", \"@fd-io\", \"@fs-read\", \"@fs-write\", \"@threads\", \
+         \"@process\", \"@exec\", \"@network\"]\n\
+         deny = [\"@hardening\", \"statfs\"]\n",
+    )
+    .unwrap();
+    let profile_s = profile.display().to_string();
+    let (_listener, sock, log) = listener(As::Root, out.path());
+    let sock_s = sock.display().to_string();
+    for (n, landlock) in [(1, "off"), (2, "preferred")] {
+        let marker = format!("custom-{landlock}");
+        let o = common::contained::run(
+            As::Root,
+            ws.path(),
+            &[
+                "--isolation",
+                "off",
+                "--landlock",
+                landlock,
+                "--profile",
+                &profile_s,
+                "--",
+                "bash",
+                "-c",
+                &format!("{prog} {sock_s} {marker}"),
+            ],
+        );
+        let got = received(&sock, &log, n);
+        let arrived = got.contains(&format!("{marker}-sendto\n"));
+        // Control: the filtered tier delivers; the contained tier refuses and names it.
+        assert_eq!(arrived, landlock == "off", "{marker}: {}\n{got}", text(&o));
+        if landlock == "preferred" {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains(&format!("to allow: --allow-unix-socket {sock_s}"))
+                    && !err.contains("unguarded"),
+                "{}",
+                text(&o)
+            );
+        }
+    }
+}

@@ -154,6 +154,32 @@ impl Claims {
         Ok(())
     }
 
+    /// Whether any call is claimed.
+    pub(crate) fn any(&self) -> bool {
+        self != &Claims::default()
+    }
+
+    /// The filter a job attaches itself (a request that changed its profile, a profile whose
+    /// exact filter the preload stacks: no spawner thread holds one for it) with these claims:
+    /// the outer `policy` with its `execve` exemption for the path string at `path_addr`, the
+    /// claims, and every `trap` a user notification. `None` when the policy cannot carry the
+    /// claims (its rule tables are full).
+    pub(crate) fn attached_program(
+        &self,
+        policy: &Policy,
+        path_addr: u64,
+    ) -> Option<Vec<crate::policy::Insn>> {
+        let mut claimed = policy.clone();
+        self.add_to(&mut claimed).ok()?;
+        let mut prog = crate::outer::program(&claimed, path_addr).ok()?;
+        crate::policy::bpf::retarget(
+            &mut prog,
+            crate::policy::action::RET_TRAP,
+            crate::policy::action::RET_USER_NOTIF,
+        );
+        Some(prog)
+    }
+
     /// Whether a waiting call is one of the claimed ones, and which kind.
     pub(crate) fn kind(&self, nr: u32, args: &[u64; 6]) -> Option<Kind> {
         if self.metadata.contains(&nr) {

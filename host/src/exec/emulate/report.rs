@@ -4,9 +4,10 @@
 use super::claims::{makes_unix_sockets, numbers};
 use super::places::{Refused, Why};
 
-/// The warning of a contained-tier run whose metadata calls and connects cannot reach the host (a request
-/// that changed its profile attaches its own filter, a session's commands install theirs, an
-/// architecture without spawner threads): the protection is missing, and the run says so.
+/// The warning of a contained-tier run whose metadata calls and connects cannot reach the host
+/// (a session's commands install their own filter; a filter attached in the child that cannot
+/// hand its listener to the host, or cannot carry the claims): the protection is missing, and
+/// the run says so.
 /// `None` when the profile allows none of the calls (nothing is missing).
 pub(crate) fn unguarded(
     sandbox: &crate::sandbox::Sandbox,
@@ -23,13 +24,13 @@ pub(crate) fn unguarded(
                           chmod, chown, utimensat and setxattr reach every file the user owns"
         }
         (false, true) => {
-            "host unix sockets are unguarded in this run: connect reaches every \
-                          socket the user may write (an agent, tmux, Docker)"
+            "host unix sockets are unguarded in this run: connect and sendto reach \
+                          every socket the user may write (an agent, tmux, Docker, /dev/log)"
         }
         (true, true) => {
             "metadata outside the writable places is unguarded in this run, and \
                          so are host unix sockets: chmod, chown, utimensat and setxattr reach \
-                         every file the user owns, connect every socket the user may write"
+                         every file the user owns, connect and sendto every socket the user may write"
         }
     };
     let isolated = match audience {
@@ -37,9 +38,9 @@ pub(crate) fn unguarded(
         crate::exec::request::Audience::Cli => "--isolation required",
     };
     Some(format!(
-        "sandbox: warning: {what} (a profile changed by the request, or a session, has no \
-         supervisor to make those calls); use a built-in profile as it is, or {isolated} \
-         where namespaces are available"
+        "sandbox: warning: {what} (a session's commands, or a filter that cannot hand its \
+         listener to the host, have no supervisor to make those calls); {isolated} where \
+         namespaces are available keeps them"
     ))
 }
 
