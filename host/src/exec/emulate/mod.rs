@@ -297,6 +297,37 @@ mod tests {
     }
 
     #[test]
+    fn addressed_sends_and_flag_ioctls_are_claimed_and_nothing_else() {
+        if !can_take_descriptors() {
+            return;
+        }
+        let nr = |n| NATIVE.syscall_number(n).unwrap();
+        let (sendto, sendmsg, ioctl) = (nr("sendto"), nr("sendmsg"), nr("ioctl"));
+        let setflags = [3, 0xffff_ffff_4008_6602, 0, 0, 0, 0];
+        for name in ["shell-network", "network"] {
+            let mut p = outer(name);
+            // Control: without the claims the calls are allowed.
+            assert_eq!(p.decide(sendto, &[3, 0, 1, 0, 0x1000, 16]), Action::Allow);
+            Claims::of(&p).add_to(&mut p).unwrap();
+            assert_eq!(p.decide(sendto, &[3, 0, 1, 0, 0x1000, 16]), Action::Trap);
+            // `send` is `sendto` without an address: left to the kernel.
+            assert_eq!(p.decide(sendto, &[3, 0, 1, 0, 0, 0]), Action::Allow);
+            assert_eq!(p.decide(sendmsg, &[3, 0x1000, 0, 0, 0, 0]), Action::Trap);
+        }
+        // `shell` makes no unix sockets: its sends are not claimed; its flag ioctls are (the
+        // kernel reads the command's low 32 bits), other ioctls not.
+        let mut p = outer("shell");
+        assert_eq!(p.decide(ioctl, &setflags), Action::Allow);
+        let claims = Claims::of(&p);
+        claims.add_to(&mut p).unwrap();
+        assert_eq!(claims.kind(sendmsg, &[3, 0x1000, 0, 0, 0, 0]), None);
+        assert_eq!(claims.kind(ioctl, &setflags), Some(Kind::Flags));
+        assert_eq!(p.decide(ioctl, &setflags), Action::Trap);
+        let getflags = [3, 0x8008_6601, 0, 0, 0, 0];
+        assert_eq!(p.decide(ioctl, &getflags), Action::Allow);
+    }
+
+    #[test]
     fn an_object_is_placed_by_its_name_and_inode() {
         let ws = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();

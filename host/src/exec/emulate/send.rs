@@ -48,6 +48,10 @@ const MSGHDR: usize = 56;
 const MMSGHDR: u64 = 64;
 /// `sizeof(struct cmsghdr)` on the 64-bit architectures.
 const CMSGHDR: usize = 16;
+// The layouts read from the job's memory are this architecture's.
+const _: () = assert!(std::mem::size_of::<libc::msghdr>() == MSGHDR);
+const _: () = assert!(std::mem::size_of::<libc::mmsghdr>() as u64 == MMSGHDR);
+const _: () = assert!(std::mem::size_of::<libc::cmsghdr>() == CMSGHDR);
 
 /// One message read from the thread and checked, ready to send.
 struct Message {
