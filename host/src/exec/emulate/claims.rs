@@ -41,7 +41,8 @@ pub(crate) fn numbers(policy: &Policy) -> Vec<u32> {
 }
 
 /// What the contained tier's filter sends to the supervisor: the metadata calls and `connect`
-/// where the profile allows them outright, `ioctl(TIOCGPTPEER)` where the profile allows it
+/// where the profile allows them outright, `sendto` with an address, `sendmsg` and `sendmmsg`
+/// where it also lets the job make unix sockets, `ioctl(TIOCGPTPEER)` where the profile allows it
 /// (the terminal a job creates through `/dev/ptmx`: Landlock no longer grants the host's
 /// `/dev/pts`, where the user's other terminals are, so the supervisor opens the peer for
 /// it), and the `ioctl`s that set a file's flags where the profile allows them.
@@ -65,7 +66,8 @@ pub(crate) struct Claims {
 pub(crate) const FLAG_COMMANDS: [u32; 2] = [0x4008_6602, 0x401c_5820];
 
 /// Whether this host may take another process's descriptors (`pidfd_getfd`), which making a
-/// job's `connect` and opening its new terminal's peer need. Docker's default seccomp profile
+/// job's `connect` and sends, setting its files' flags and opening its new terminal's peer
+/// need. Docker's default seccomp profile
 /// refuses the call without `CAP_SYS_PTRACE`: there neither is claimed (each would be
 /// refused wherever it pointed), the host's `/dev/pts` stays granted, and the run says what
 /// is unguarded ([`super::report::undelegable`]).

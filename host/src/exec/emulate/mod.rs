@@ -24,6 +24,8 @@
 //! Landlock's refusals do, and is named ([`Refused`]; module `report`).
 //!
 //! The same filter sends `connect`, made by the host after the same check (module `socket`),
+//! `sendto` with an address, `sendmsg` and `sendmmsg`, whose destinations are checked the same
+//! way and which the host sends itself (module `send`),
 //! the `ioctl`s that set a file's flags, made on the job's own open file after the same check
 //! (module `flags`), and `ioctl(TIOCGPTPEER)`, so that a job can create terminals while the
 //! user's others stay out of its Landlock domain (module `peer`). Which calls are sent:
