@@ -223,3 +223,78 @@ fn root_cannot_make_a_file_outside_immutable() {
         clear(&f);
     }
 }
+
+/// Hostile `ioctl` arguments on the job's own file, each call's errno printed.
+const HOSTILE_C: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
+#define TRY(name, call) { int rc = (call); printf(name " %d\n", rc < 0 ? errno : 0); }
+int main(void) {
+    int f = 0, fd = open("own", O_RDONLY), p = open("own", O_PATH), pipes[2];
+    pipe(pipes);
+    struct fsxattr x = {0};
+    TRY("bad-fd", ioctl(9999, FS_IOC_SETFLAGS, &f));
+    TRY("negative-fd", ioctl(-1, FS_IOC_SETFLAGS, &f));
+    TRY("null-arg", ioctl(fd, FS_IOC_SETFLAGS, NULL));
+    TRY("bad-arg", ioctl(fd, FS_IOC_FSSETXATTR, (void *)8));
+    TRY("o-path", ioctl(p, FS_IOC_SETFLAGS, &f));
+    TRY("pipe", ioctl(pipes[0], FS_IOC_SETFLAGS, &f));
+    f = 0x7fffffff;
+    TRY("every-flag", ioctl(fd, FS_IOC_SETFLAGS, &f));
+    x.fsx_xflags = 0xffffffff;
+    TRY("every-xflag", ioctl(fd, FS_IOC_FSSETXATTR, &x));
+    f = 0;
+    TRY("none", ioctl(fd, FS_IOC_SETFLAGS, &f));
+    return 0;
+}
+"#;
+
+#[test]
+fn hostile_ioctl_arguments_get_the_kernels_answers() {
+    let bin = owned_dir(As::Root, "contained-flags-hostile");
+    let src = bin.path().join("hostile.c");
+    fs::write(&src, HOSTILE_C).unwrap();
+    let prog = bin.path().join("hostile");
+    let st = Command::new("gcc")
+        .arg("-o")
+        .arg(&prog)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc");
+    let prog_s = prog.display().to_string();
+    for who in BOTH {
+        let ws = owned_dir(who, "contained-flags-hostile-ws");
+        let own = victim(who, ws.path(), "own");
+        // Control: the kernel's answers (filtered tier); then the host's.
+        let outs: Vec<String> = ["off", "preferred"]
+            .iter()
+            .map(|landlock| {
+                let o = run(
+                    who,
+                    ws.path(),
+                    &[
+                        "--isolation",
+                        "off",
+                        "--landlock",
+                        landlock,
+                        "--profile",
+                        "shell",
+                        "--",
+                        &prog_s,
+                    ],
+                );
+                assert!(o.status.success(), "{who:?} {landlock}: {}", text(&o));
+                clear(&own);
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            })
+            .collect();
+        assert_eq!(outs[0], outs[1], "{who:?}: kernel, then the host");
+        assert!(outs[1].contains("none 0"), "{}", outs[1]);
+    }
+}
