@@ -227,8 +227,8 @@ fn a_datagram_socket_outside_is_out_of_reach_unless_named() {
 }
 
 /// The job's own datagram socket in the workspace (relative and absolute names, a descriptor
-/// passed with `SCM_RIGHTS` and read back), `sendmmsg` to it, a socket pair, UDP to a listener
-/// on 127.0.0.1: all as before, with nothing on stderr.
+/// passed with `SCM_RIGHTS` and read back, its own credentials with `SCM_CREDENTIALS`), a
+/// socket pair, UDP to a listener on 127.0.0.1: all as before, with nothing on stderr.
 const OWN_PY: &str = r#"
 import array, os, socket, sys
 r = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); r.bind('own.sock')
@@ -240,6 +240,12 @@ s.sendmsg([b'fd'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [f.f
 msg, anc, _, _ = r.recvmsg(10, socket.CMSG_SPACE(4))
 fds = array.array('i'); fds.frombytes(anc[0][2])
 print('passed', msg, os.read(fds[0], 7))
+import struct
+r.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+creds = struct.pack('iII', os.getpid(), os.getuid(), os.getgid())
+s.sendmsg([b'cred'], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)], 0, 'own.sock')
+msg, anc, _, _ = r.recvmsg(10, 64)
+print('creds', msg, struct.unpack('iII', anc[0][2])[1] == os.getuid())
 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
 a.sendmsg([b'pa', b'ir']); print('pair', b.recv(10))
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -265,6 +271,7 @@ fn own_sockets_passed_descriptors_pairs_and_udp_work() {
                 "own b'rel'",
                 "own b'abs'",
                 "passed b'fd' b'payload'",
+                "creds b'cred' True",
                 "pair b'pair'",
                 "udp sent",
             ] {
