@@ -278,28 +278,31 @@ fn exec_json_names_the_refusal_with_the_field_that_allows_it() {
 }
 
 #[test]
-fn a_contained_run_without_the_supervisor_says_metadata_is_unguarded() {
-    // A request that changes its profile attaches its own filter in the child, without the
-    // supervisor's claims: the change lands, and the run says so. Root only: uid 65534 cannot
-    // take a listener from a child without namespaces (the request is refused instead).
-    let home = owned_dir(As::Root, "contained-warn-home");
-    let ws = owned_dir(As::Root, "contained-warn-ws");
-    let exec = |allow: Option<&str>, target: &Path| {
+fn a_request_that_changed_its_profile_is_supervised_too() {
+    // A request that changes its profile attaches its own filter in the child; it carries the
+    // claims, and its listener's supervisor makes them. Root only: uid 65534 cannot take a
+    // listener from a child without namespaces (such a request is refused, named).
+    let home = owned_dir(As::Root, "contained-custom-home");
+    let ws = owned_dir(As::Root, "contained-custom-ws");
+    let exec = |landlock: &str, extra: serde_json::Value, target: &Path| {
         let mut req = serde_json::json!({
             "argv": ["chmod", "4777", target],
             "profile": "shell",
             "isolation": "off",
+            "landlock": landlock,
             "allow_root": true,
             "cwd": ws.path(),
         });
-        if let Some(a) = allow {
-            req["allow"] = serde_json::json!([a]);
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        if extra.get("profile_file").is_some() {
+            req.as_object_mut().unwrap().remove("profile");
         }
         let mut c = command(As::Root, SANDBOX);
         c.args(["exec", "--json"]);
         let o = common::output_with_input(&mut c, req.to_string().as_bytes());
         let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(r["tier"], "contained", "{r}");
         r
     };
     let unguarded = |r: &serde_json::Value| {
@@ -309,15 +312,38 @@ fn a_contained_run_without_the_supervisor_says_metadata_is_unguarded() {
                 .contains("metadata outside the writable places is unguarded")
         })
     };
-    let v = victim(As::Root, home.path(), "rc");
-    let r = exec(Some("ptrace"), &v);
-    assert!(unguarded(&r), "{r}");
-    assert!(!unchanged(&v), "the gap the warning names: {r}");
-    // Control: the built-in profile as it is has the supervisor, says nothing, and refuses.
-    let v = victim(As::Root, home.path(), "rc");
-    let r = exec(None, &v);
-    assert!(!unguarded(&r), "{r}");
-    assert!(unchanged(&v), "{r}");
+    // A profile file that refuses a loader call (the preload stacks its exact filter on the
+    // outer one), and the built-in profile with an extra call allowed.
+    let custom = home.path().join("custom.toml");
+    fs::write(
+        &custom,
+        "description = \"shell without statfs\"\n\
+         allow = [\"@base\", \"@fd-io\", \"@fs-read\", \"@fs-write\", \"@threads\", \
+         \"@process\", \"@exec\"]\n\
+         deny = [\"@hardening\", \"statfs\"]\n",
+    )
+    .unwrap();
+    let changed = [
+        serde_json::json!({"allow": ["ptrace"]}),
+        serde_json::json!({"profile_file": custom}),
+    ];
+    for extra in changed {
+        // Control: the filtered tier lets the change land.
+        let v = victim(As::Root, home.path(), "rc");
+        let r = exec("off", extra.clone(), &v);
+        assert!(!unchanged(&v), "control {extra}: {r}");
+        let v = victim(As::Root, home.path(), "rc");
+        let r = exec("preferred", extra.clone(), &v);
+        assert_eq!(r["tier"], "contained", "{r}");
+        assert!(unchanged(&v), "{extra}: {r}");
+        assert!(!unguarded(&r), "{extra}: {r}");
+        let v_s = v.display().to_string();
+        assert_eq!(
+            r["violations"][0]["change"],
+            format!("\"writable_paths\": [{v_s:?}]"),
+            "{extra}: {r}"
+        );
+    }
 }
 
 /// Hostile arguments: each call's errno printed; the emulation must answer as the kernel does.

@@ -74,6 +74,9 @@ pub(super) struct Job {
     pub(super) memory: MemoryBound,
     /// The request's registration with the spawner's shared listener, kept until the end.
     pub(super) registration: Registration,
+    /// The contained tier's claims when the job's own filter carries them (its listener's
+    /// supervisor makes them; module `emulate`).
+    attached_claims: Option<super::emulate::Claims>,
     join_v1: Vec<RawFd>,
 }
 
@@ -245,7 +248,31 @@ impl Job {
         };
         #[cfg(not(target_arch = "x86_64"))]
         let spawner: Option<()> = None;
-        let emulated = contained && spawner.is_some();
+        // A filter attached in the child (a request that changed its profile, a profile whose
+        // exact filter the preload stacks) carries the claims itself where it notifies the
+        // host: its listener's supervisor makes them as the spawner's does. The preload's
+        // stacked filter cannot undo that: of two filters the kernel takes the stricter
+        // answer, and a user notification is stricter than allowing.
+        let attached_claims = match (sandbox.profile_policy(), &plan.filter) {
+            (Some(policy), Some(_))
+                if contained
+                    && spawner.is_none()
+                    && plan.notify
+                    && recorder.is_none()
+                    && !matches!(v.streams, Streams::Session(_)) =>
+            {
+                let claims = super::emulate::Claims::of(policy);
+                match claims.attached_program(policy, path.as_ptr() as u64) {
+                    Some(prog) if claims.any() => {
+                        plan.filter = Some(prog);
+                        Some(claims)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let emulated = contained && (spawner.is_some() || attached_claims.is_some());
         if contained && !emulated {
             root_warning.extend(super::emulate::unguarded(
                 sandbox,
@@ -400,6 +427,7 @@ impl Job {
             group,
             memory,
             registration,
+            attached_claims,
             join_v1,
         })
     }
@@ -505,9 +533,13 @@ impl Job {
                 }
                 None
             }
-            None => spawned
-                .listener
-                .map(|l| Notifier::new(l, self.response, main)),
+            None => spawned.listener.map(|l| {
+                let n = Notifier::new(l, self.response, main);
+                match self.attached_claims.take() {
+                    Some(c) => n.emulate(c, self.registration.shared_slot()),
+                    None => n,
+                }
+            }),
         };
         Ok(Live {
             pid,

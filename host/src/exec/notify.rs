@@ -206,6 +206,9 @@ pub(crate) struct Notifier {
     /// Processes already sent SIGSYS; a second refused call from one of them means the
     /// signal did not end it, so it gets SIGKILL.
     signalled: Vec<i32>,
+    /// The contained tier's claims, when the job's own filter carries them, and the request's
+    /// slot (its places, where refusals are counted).
+    emulation: Option<(super::emulate::Claims, Arc<Slot>)>,
 }
 
 impl Notifier {
@@ -218,7 +221,16 @@ impl Notifier {
             main,
             tally: Tally::default(),
             signalled: Vec::new(),
+            emulation: None,
         }
+    }
+
+    /// Has this listener's claimed calls made by the host (module `emulate`) within the
+    /// places of `slot`: the job's own filter carries `claims` (a request whose filter is
+    /// attached in the child, which no spawner thread holds).
+    pub(crate) fn emulate(mut self, claims: super::emulate::Claims, slot: Arc<Slot>) -> Notifier {
+        self.emulation = Some((claims, slot));
+        self
     }
 
     /// The descriptor to poll (readable when a call waits).
@@ -234,6 +246,14 @@ impl Notifier {
             Received::Gone => return true,
             Received::Closed => return false,
         };
+        if let Some((claims, slot)) = &self.emulation {
+            if claims.kind(n.data.nr as u32, &n.data.args).is_some() {
+                answer_emulated(self.fd.as_fd(), &n, claims, slot, &mut |pid| {
+                    program_of(pid as u32)
+                });
+                return true;
+            }
+        }
         respond(
             self.fd.as_fd(),
             &n,
@@ -387,6 +407,11 @@ impl Registration {
     /// What the listener reported for this request.
     pub(crate) fn slot(&self) -> &Slot {
         &self.slot
+    }
+
+    /// The request's slot, shared: for a listener of its own that makes its claimed calls.
+    pub(crate) fn shared_slot(&self) -> Arc<Slot> {
+        Arc::clone(&self.slot)
     }
 }
 
@@ -599,7 +624,7 @@ pub(crate) fn supervise(
                         // A metadata call of the contained tier: made here, never refused by
                         // the profile (module `emulate`).
                         Some(slot) if claims.kind(c.data.nr as u32, &c.data.args).is_some() => {
-                            answer_emulated(fd, c, &claims, &slot, &mut known);
+                            answer_emulated(fd, c, &claims, &slot, &mut |pid| known.program(pid));
                             false
                         }
                         // A kill claimed through the cgroup before the request has named its
@@ -649,7 +674,7 @@ fn answer_emulated(
     c: &libc::seccomp_notif,
     claims: &super::emulate::Claims,
     slot: &Slot,
-    known: &mut Known,
+    program: &mut dyn FnMut(i32) -> Option<String>,
 ) {
     let kind = claims.kind(c.data.nr as u32, &c.data.args);
     if kind == Some(super::emulate::Kind::Peer) {
@@ -658,7 +683,7 @@ fn answer_emulated(
     }
     // Each refusal is counted before its answer lets the job go on.
     let mut record = |r: super::emulate::Refused| {
-        let program = known.program(c.pid as i32);
+        let program = program(c.pid as i32);
         slot.emulated
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -667,6 +692,12 @@ fn answer_emulated(
     match slot.places.get() {
         Some(places) if kind == Some(super::emulate::Kind::Connect) => {
             super::emulate::connect(fd, c, places, &mut record)
+        }
+        Some(places) if kind == Some(super::emulate::Kind::Send) => {
+            super::emulate::send(fd, c, places, &mut record)
+        }
+        Some(places) if kind == Some(super::emulate::Kind::Flags) => {
+            super::emulate::flags(fd, c, places, &mut record)
         }
         Some(places) => super::emulate::answer(fd, c, places, &mut record),
         None => {

@@ -218,3 +218,80 @@ pub(crate) fn connect(fd: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
     };
     done(rc.into())
 }
+
+/// `ioctl(fd, cmd, arg)` for a command that reads its argument from `arg` and writes nothing
+/// back (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`): `arg` is the job's argument, copied.
+pub(crate) fn ioctl_in(fd: BorrowedFd<'_>, cmd: u32, arg: &[u8]) -> io::Result<()> {
+    // SAFETY: the command only reads its argument (at most `arg.len()` bytes, which the
+    // caller sized for it), and the buffer outlives the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, arg.as_ptr()) };
+    done(rc.into())
+}
+
+/// An `int` socket option at `SOL_SOCKET` (`SO_TYPE`, ...).
+pub(crate) fn socket_option(fd: BorrowedFd<'_>, name: libc::c_int) -> io::Result<libc::c_int> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: an int-sized buffer and its length, both live for the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            name,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    done(rc.into())?;
+    Ok(value)
+}
+
+/// The open file's status flags (`F_GETFL`).
+pub(crate) fn status_flags(fd: BorrowedFd<'_>) -> io::Result<libc::c_int> {
+    // SAFETY: F_GETFL takes no argument and returns the flags or -1.
+    let rc = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(rc)
+}
+
+/// `sendmsg(fd, {name, [data], control}, flags)`: the bytes sent. `name` and `control` are
+/// given to the kernel as they are (it checks them); an empty one is none.
+pub(crate) fn sendmsg(
+    fd: BorrowedFd<'_>,
+    name: &[u8],
+    data: &[u8],
+    control: &[u8],
+    flags: libc::c_int,
+) -> io::Result<usize> {
+    let mut iov = libc::iovec {
+        iov_base: data.as_ptr() as *mut libc::c_void,
+        iov_len: data.len(),
+    };
+    // SAFETY: an all-zero msghdr is valid (no name, no vector, no control); set below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    if !name.is_empty() {
+        msg.msg_name = name.as_ptr() as *mut libc::c_void;
+        msg.msg_namelen = name.len() as libc::socklen_t;
+    }
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if !control.is_empty() {
+        msg.msg_control = control.as_ptr() as *mut libc::c_void;
+        msg.msg_controllen = control.len() as _;
+    }
+    // SAFETY: every pointer in `msg` is to a live buffer of the length given, which the kernel
+    // only reads; none outlives the call.
+    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, flags) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// `tgkill(tgid, tid, sig)`: a signal for one thread.
+pub(crate) fn tgkill(tgid: i32, tid: i32, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: tgkill takes three integers.
+    done(unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) })
+}

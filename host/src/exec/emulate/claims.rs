@@ -41,18 +41,33 @@ pub(crate) fn numbers(policy: &Policy) -> Vec<u32> {
 }
 
 /// What the contained tier's filter sends to the supervisor: the metadata calls and `connect`
-/// where the profile allows them outright, and `ioctl(TIOCGPTPEER)` where the profile allows it (the terminal a job
-/// creates through `/dev/ptmx`: Landlock no longer grants the host's `/dev/pts`, where the
-/// user's other terminals are, so the supervisor opens the peer for it).
+/// where the profile allows them outright, `sendto` with an address, `sendmsg` and `sendmmsg`
+/// where it also lets the job make unix sockets, `ioctl(TIOCGPTPEER)` where the profile allows it
+/// (the terminal a job creates through `/dev/ptmx`: Landlock no longer grants the host's
+/// `/dev/pts`, where the user's other terminals are, so the supervisor opens the peer for
+/// it), and the `ioctl`s that set a file's flags where the profile allows them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Claims {
     metadata: Vec<u32>,
     peer: Option<u32>,
     connect: Option<u32>,
+    /// `sendto` (with an address), `sendmsg` and `sendmmsg`, where the profile allows them and
+    /// lets the job make unix sockets.
+    send: Vec<u32>,
+    /// `ioctl`'s number and the file-flag commands ([`FLAG_COMMANDS`]) the profile allows.
+    flags: Option<(u32, Vec<u32>)>,
 }
 
+/// The `ioctl` commands that change a file's flags (`chattr`: append-only, immutable, ...):
+/// `FS_IOC_SETFLAGS` and `FS_IOC_FSSETXATTR`, as 32-bit commands (the kernel reads an
+/// `unsigned int`). Landlock's `IOCTL_DEV` right covers devices only, so the supervisor makes
+/// them within the writable places (module `flags`). The 32-bit variant `FS_IOC32_SETFLAGS`
+/// answers ENOTTY to a native caller and needs nothing.
+pub(crate) const FLAG_COMMANDS: [u32; 2] = [0x4008_6602, 0x401c_5820];
+
 /// Whether this host may take another process's descriptors (`pidfd_getfd`), which making a
-/// job's `connect` and opening its new terminal's peer need. Docker's default seccomp profile
+/// job's `connect` and sends, setting its files' flags and opening its new terminal's peer
+/// need. Docker's default seccomp profile
 /// refuses the call without `CAP_SYS_PTRACE`: there neither is claimed (each would be
 /// refused wherever it pointed), the host's `/dev/pts` stays granted, and the run says what
 /// is unguarded ([`super::report::undelegable`]).
@@ -71,10 +86,37 @@ impl Claims {
         let connect = NATIVE
             .syscall_number("connect")
             .filter(|nr| take && policy.constant_decision(*nr) == Some(Action::Allow));
+        let flags = NATIVE.syscall_number("ioctl").and_then(|nr| {
+            let allowed: Vec<u32> = FLAG_COMMANDS
+                .into_iter()
+                .filter(|cmd| {
+                    take && policy.decide(nr, &[0, u64::from(*cmd), 0, 0, 0, 0]) == Action::Allow
+                })
+                .collect();
+            (!allowed.is_empty()).then_some((nr, allowed))
+        });
+        let send = if take && makes_unix_sockets(policy) {
+            SEND_CALLS
+                .iter()
+                .filter_map(|name| NATIVE.syscall_number(name))
+                // `sendto` with an address (the profiles allow it without one by a rule of
+                // their own, so it has no constant decision); the others whatever their
+                // arguments.
+                .filter(|nr| {
+                    policy.constant_decision(*nr) == Some(Action::Allow)
+                        || (Some(*nr) == NATIVE.syscall_number("sendto")
+                            && policy.decide(*nr, &[0, 0, 0, 0, 1, 16]) == Action::Allow)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Claims {
             metadata: numbers(policy),
             peer,
             connect,
+            send,
+            flags,
         }
     }
 
@@ -85,20 +127,59 @@ impl Claims {
             policy.add_rule(*nr, Action::Trap, &[])?;
         }
         if let Some(nr) = self.peer {
-            // The command as the kernel reads it: its low 32 bits.
-            let cond = crate::policy::Cond {
-                arg: 1,
-                width: crate::policy::Width::W32,
-                mask: u64::MAX,
-                op: crate::policy::CmpOp::Eq,
-                value: u64::from(TIOCGPTPEER),
-            };
-            policy.add_rule(nr, Action::Trap, &[&[cond]])?;
+            policy.add_rule(nr, Action::Trap, &[&[command(TIOCGPTPEER)]])?;
         }
         if let Some(nr) = self.connect {
             policy.add_rule(nr, Action::Trap, &[])?;
         }
+        let sendto = NATIVE.syscall_number("sendto");
+        for nr in &self.send {
+            if Some(*nr) == sendto {
+                // A NULL address (a register) is no address: `send` is `sendto` without one.
+                let addressed = crate::policy::Cond {
+                    arg: 4,
+                    width: crate::policy::Width::W64,
+                    mask: u64::MAX,
+                    op: crate::policy::CmpOp::Ne,
+                    value: 0,
+                };
+                policy.add_rule(*nr, Action::Trap, &[&[addressed]])?;
+            } else {
+                policy.add_rule(*nr, Action::Trap, &[])?;
+            }
+        }
+        if let Some((nr, cmds)) = &self.flags {
+            let conds: Vec<[crate::policy::Cond; 1]> = cmds.iter().map(|c| [command(*c)]).collect();
+            let alts: Vec<&[crate::policy::Cond]> = conds.iter().map(|c| &c[..]).collect();
+            policy.add_rule(*nr, Action::Trap, &alts)?;
+        }
         Ok(())
+    }
+
+    /// Whether any call is claimed.
+    pub(crate) fn any(&self) -> bool {
+        self != &Claims::default()
+    }
+
+    /// The filter a job attaches itself (a request that changed its profile, a profile whose
+    /// exact filter the preload stacks: no spawner thread holds one for it) with these claims:
+    /// the outer `policy` with its `execve` exemption for the path string at `path_addr`, the
+    /// claims, and every `trap` a user notification. `None` when the policy cannot carry the
+    /// claims (its rule tables are full).
+    pub(crate) fn attached_program(
+        &self,
+        policy: &Policy,
+        path_addr: u64,
+    ) -> Option<Vec<crate::policy::Insn>> {
+        let mut claimed = policy.clone();
+        self.add_to(&mut claimed).ok()?;
+        let mut prog = crate::outer::program(&claimed, path_addr).ok()?;
+        crate::policy::bpf::retarget(
+            &mut prog,
+            crate::policy::action::RET_TRAP,
+            crate::policy::action::RET_USER_NOTIF,
+        );
+        Some(prog)
     }
 
     /// Whether a waiting call is one of the claimed ones, and which kind.
@@ -109,6 +190,14 @@ impl Claims {
             Some(Kind::Peer)
         } else if self.connect == Some(nr) {
             Some(Kind::Connect)
+        } else if self.send.contains(&nr) {
+            Some(Kind::Send)
+        } else if self
+            .flags
+            .as_ref()
+            .is_some_and(|(n, cmds)| *n == nr && cmds.contains(&(args[1] as u32)))
+        {
+            Some(Kind::Flags)
         } else {
             None
         }
@@ -124,6 +213,36 @@ pub(crate) enum Kind {
     Peer,
     /// `connect` ([`super::connect`]).
     Connect,
+    /// `ioctl` setting a file's flags ([`super::flags`]).
+    Flags,
+    /// `sendto` with an address, `sendmsg`, `sendmmsg` ([`super::send`]).
+    Send,
+}
+
+/// The calls that may carry a destination address, claimed where the job can make unix
+/// sockets (module `send`).
+const SEND_CALLS: &[&str] = &["sendto", "sendmsg", "sendmmsg"];
+
+/// Whether `policy` lets a job make unix sockets (the only way host sockets are at stake).
+pub(super) fn makes_unix_sockets(policy: &Policy) -> bool {
+    NATIVE.syscall_number("socket").is_some_and(|nr| {
+        policy.decide(
+            nr,
+            &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+        ) == Action::Allow
+    })
+}
+
+/// The rule's condition that `ioctl`'s command is `cmd`, as the kernel reads it: its low 32
+/// bits.
+fn command(cmd: u32) -> crate::policy::Cond {
+    crate::policy::Cond {
+        arg: 1,
+        width: crate::policy::Width::W32,
+        mask: u64::MAX,
+        op: crate::policy::CmpOp::Eq,
+        value: u64::from(cmd),
+    }
 }
 
 /// `TIOCGPTPEER` as a 32-bit command.

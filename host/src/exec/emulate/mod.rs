@@ -24,24 +24,31 @@
 //! Landlock's refusals do, and is named ([`Refused`]; module `report`).
 //!
 //! The same filter sends `connect`, made by the host after the same check (module `socket`),
-//! and `ioctl(TIOCGPTPEER)`, so that a job can create terminals while the
+//! `sendto` with an address, `sendmsg` and `sendmmsg`, whose destinations are checked the same
+//! way and which the host sends itself (module `send`),
+//! the `ioctl`s that set a file's flags, made on the job's own open file after the same check
+//! (module `flags`), and `ioctl(TIOCGPTPEER)`, so that a job can create terminals while the
 //! user's others stay out of its Landlock domain (module `peer`). Which calls are sent:
 //! module `claims`; their arguments: module `decode`; the thread seen from the host: module
 //! `target`; the raw calls: module `sys`.
 
 mod claims;
 mod decode;
+mod flags;
 mod peer;
 mod places;
 mod report;
+mod send;
 mod socket;
 mod target;
 
 pub(crate) use claims::can_take_descriptors;
 pub(crate) use claims::{Claims, Kind};
+pub(crate) use flags::flags;
 pub(crate) use peer::peer;
 pub(crate) use places::{Places, Refused, Why};
 pub(crate) use report::{advice, names, undelegable, unguarded, Tally};
+pub(crate) use send::send;
 
 use crate::policy::NATIVE;
 use decode::{decode, errno, Op, Target};
@@ -289,6 +296,37 @@ mod tests {
         for name in ["minimal", "network"] {
             assert!(numbers(&outer(name)).is_empty(), "{name}");
         }
+    }
+
+    #[test]
+    fn addressed_sends_and_flag_ioctls_are_claimed_and_nothing_else() {
+        if !can_take_descriptors() {
+            return;
+        }
+        let nr = |n| NATIVE.syscall_number(n).unwrap();
+        let (sendto, sendmsg, ioctl) = (nr("sendto"), nr("sendmsg"), nr("ioctl"));
+        let setflags = [3, 0xffff_ffff_4008_6602, 0, 0, 0, 0];
+        for name in ["shell-network", "network"] {
+            let mut p = outer(name);
+            // Control: without the claims the calls are allowed.
+            assert_eq!(p.decide(sendto, &[3, 0, 1, 0, 0x1000, 16]), Action::Allow);
+            Claims::of(&p).add_to(&mut p).unwrap();
+            assert_eq!(p.decide(sendto, &[3, 0, 1, 0, 0x1000, 16]), Action::Trap);
+            // `send` is `sendto` without an address: left to the kernel.
+            assert_eq!(p.decide(sendto, &[3, 0, 1, 0, 0, 0]), Action::Allow);
+            assert_eq!(p.decide(sendmsg, &[3, 0x1000, 0, 0, 0, 0]), Action::Trap);
+        }
+        // `shell` makes no unix sockets: its sends are not claimed; its flag ioctls are (the
+        // kernel reads the command's low 32 bits), other ioctls not.
+        let mut p = outer("shell");
+        assert_eq!(p.decide(ioctl, &setflags), Action::Allow);
+        let claims = Claims::of(&p);
+        claims.add_to(&mut p).unwrap();
+        assert_eq!(claims.kind(sendmsg, &[3, 0x1000, 0, 0, 0, 0]), None);
+        assert_eq!(claims.kind(ioctl, &setflags), Some(Kind::Flags));
+        assert_eq!(p.decide(ioctl, &setflags), Action::Trap);
+        let getflags = [3, 0x8008_6601, 0, 0, 0, 0];
+        assert_eq!(p.decide(ioctl, &getflags), Action::Allow);
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! How the emulation's refusals reach the request: counted per (call, reason, program), and
 //! worded with the change that allows them.
 
-use super::claims::numbers;
+use super::claims::{makes_unix_sockets, numbers};
 use super::places::{Refused, Why};
 
-/// The warning of a contained-tier run whose metadata calls and connects cannot reach the host (a request
-/// that changed its profile attaches its own filter, a session's commands install theirs, an
-/// architecture without spawner threads): the protection is missing, and the run says so.
-/// `None` when the profile allows none of the calls (nothing is missing). `listener` is false
-/// where seccomp filters can have no listener (inside another sandbox, whose supervisor holds
-/// it): the warning then says that instead.
+/// The warning of a contained-tier run whose metadata calls and connects cannot reach the host
+/// (a session's commands install their own filter; a filter attached in the child that cannot
+/// hand its listener to the host, or cannot carry the claims): the protection is missing, and
+/// the run says so. `None` when the profile allows none of the calls (nothing is missing).
+/// `listener` is false where seccomp filters can have no listener (inside another sandbox,
+/// whose supervisor holds it): the warning then says that instead.
 pub(crate) fn unguarded(
     sandbox: &crate::sandbox::Sandbox,
     audience: crate::exec::request::Audience,
@@ -26,13 +26,13 @@ pub(crate) fn unguarded(
                           chmod, chown, utimensat and setxattr reach every file the user owns"
         }
         (false, true) => {
-            "host unix sockets are unguarded in this run: connect reaches every \
-                          socket the user may write (an agent, tmux, Docker)"
+            "host unix sockets are unguarded in this run: connect and sendto reach \
+                          every socket the user may write (an agent, tmux, Docker, /dev/log)"
         }
         (true, true) => {
             "metadata outside the writable places is unguarded in this run, and \
                          so are host unix sockets: chmod, chown, utimensat and setxattr reach \
-                         every file the user owns, connect every socket the user may write"
+                         every file the user owns, connect and sendto every socket the user may write"
         }
     };
     let isolated = match audience {
@@ -47,25 +47,32 @@ pub(crate) fn unguarded(
         ));
     }
     Some(format!(
-        "sandbox: warning: {what} (a profile changed by the request, or a session, has no \
-         supervisor to make those calls); use a built-in profile as it is, or {isolated} \
-         where namespaces are available"
+        "sandbox: warning: {what} (a session's commands, or a filter that cannot hand its \
+         listener to the host, have no supervisor to make those calls); {isolated} where \
+         namespaces are available keeps them"
     ))
 }
 
 /// The warning of a contained run on a host that may not take a job's descriptors
 /// ([`super::claims::can_take_descriptors`]): the user's other terminals and, where the
-/// profile lets the job make unix sockets, host unix sockets are unguarded; `None` otherwise.
+/// profile allows them, file flags and host unix sockets are unguarded; `None` otherwise.
 pub(crate) fn undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
     if super::claims::can_take_descriptors() {
         return None;
     }
     let policy = sandbox.profile_policy()?;
-    let sockets = makes_unix_sockets(policy);
-    let what = if sockets {
-        "the user's other terminals (/dev/pts) and host unix sockets are unguarded in this run"
+    let mut parts = vec!["the user's other terminals (/dev/pts)"];
+    if sets_file_flags(policy) {
+        parts.push("file flags outside the writable places (chattr)");
+    }
+    if makes_unix_sockets(policy) {
+        parts.push("host unix sockets");
+    }
+    let last = parts.pop().unwrap_or_default();
+    let what = if parts.is_empty() {
+        format!("{last} are unguarded in this run")
     } else {
-        "the user's other terminals (/dev/pts) are unguarded in this run"
+        format!("{} and {last} are unguarded in this run", parts.join(", "))
     };
     Some(format!(
         "sandbox: warning: {what}: the supervisor may not take the job's descriptors here \
@@ -90,15 +97,15 @@ pub(crate) fn advice(
             };
             (
                 format!(
-                    "{shown} lies outside the writable places, where mode, owner, times and \
-                     extended attributes cannot change; to allow: {change}"
+                    "{shown} lies outside the writable places, where mode, owner, times, \
+                     extended attributes and flags cannot change; to allow: {change}"
                 ),
                 Some(change),
             )
         }
         Why::Outside(None) => (
-            "the object lies outside the writable places, where mode, owner, times and \
-             extended attributes cannot change"
+            "the object lies outside the writable places, where mode, owner, times, \
+             extended attributes and flags cannot change"
                 .to_string(),
             None,
         ),
@@ -200,14 +207,13 @@ pub(crate) fn names(tally: &Tally, path: &std::path::Path) -> bool {
     })
 }
 
-/// Whether `policy` lets a job make unix sockets (the only way host sockets are at stake).
-fn makes_unix_sockets(policy: &crate::policy::Policy) -> bool {
+/// Whether `policy` lets a job set a file's flags (`ioctl(FS_IOC_SETFLAGS)`).
+fn sets_file_flags(policy: &crate::policy::Policy) -> bool {
     crate::policy::NATIVE
-        .syscall_number("socket")
+        .syscall_number("ioctl")
         .is_some_and(|nr| {
-            policy.decide(
-                nr,
-                &[libc::AF_UNIX as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
-            ) == crate::policy::Action::Allow
+            super::claims::FLAG_COMMANDS.iter().any(|cmd| {
+                policy.decide(nr, &[0, u64::from(*cmd), 0, 0, 0, 0]) == crate::policy::Action::Allow
+            })
         })
 }

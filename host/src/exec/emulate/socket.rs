@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 /// `sizeof(struct sockaddr_storage)`: no address is longer.
-const ADDR_MAX: u64 = 128;
+pub(super) const ADDR_MAX: u64 = 128;
 
 /// What a connect comes to, before it is made.
 pub(super) enum Plan {
@@ -56,47 +56,71 @@ pub(super) fn plan(t: &Thread, tid: u32, args: &[u64; 6], places: &Places) -> Pl
         Ok(a) => a,
         Err(e) => return Plan::Fail(err(e)),
     };
+    match address(t, domain, addr, places, true) {
+        Checked::Use { addr, object } => Plan::Connect { sock, addr, object },
+        Checked::Fail(e) => Plan::Fail(e),
+        Checked::Refused(e, why) => Plan::Refused(e, why),
+    }
+}
+
+/// Where an address the job gave leads, once checked.
+pub(super) enum Checked {
+    /// Use these address bytes; `object` is the checked socket file they name by its number
+    /// (held open until the call is made).
+    Use {
+        addr: Vec<u8>,
+        object: Option<OwnedFd>,
+    },
+    /// The call's own error.
+    Fail(i32),
+    /// Refused: this errno, named.
+    Refused(i32, Why),
+}
+
+/// Checks the address `addr` a call on a socket of `domain` gives: a pathname unix address
+/// must lead to a socket in a writable place or one the request allows (and is replaced by
+/// that object's `/proc/self/fd/N`), an abstract one is refused, and with `port_rule` an
+/// internet address must have an allowed port. Anything else is used as given.
+pub(super) fn address(
+    t: &Thread,
+    domain: libc::c_int,
+    addr: Vec<u8>,
+    places: &Places,
+    port_rule: bool,
+) -> Checked {
     let family = addr
         .get(..2)
         .map(|f| u16::from_ne_bytes([f[0], f[1]]) as libc::c_int);
     match (domain, family) {
-        (libc::AF_INET | libc::AF_INET6, Some(libc::AF_INET | libc::AF_INET6)) => {
+        (libc::AF_INET | libc::AF_INET6, Some(libc::AF_INET | libc::AF_INET6)) if port_rule => {
             let port = addr.get(2..4).map(|p| u16::from_be_bytes([p[0], p[1]]));
             match (&places.ports, port) {
                 (Some(ports), Some(p)) if !ports.contains(&p) => {
-                    Plan::Refused(libc::EACCES, Why::Port(p))
+                    Checked::Refused(libc::EACCES, Why::Port(p))
                 }
-                _ => Plan::Connect {
-                    sock,
-                    addr,
-                    object: None,
-                },
+                _ => Checked::Use { addr, object: None },
             }
         }
         (libc::AF_UNIX, Some(libc::AF_UNIX)) if addr.len() > 2 && addr[2] != 0 => {
-            path_plan(t, sock, &addr[2..], places)
+            path_checked(t, &addr[2..], places)
         }
         (libc::AF_UNIX, Some(libc::AF_UNIX)) if addr.len() > 2 => {
-            Plan::Refused(libc::EPERM, Why::Abstract)
+            Checked::Refused(libc::EPERM, Why::Abstract)
         }
-        _ => Plan::Connect {
-            sock,
-            addr,
-            object: None,
-        },
+        _ => Checked::Use { addr, object: None },
     }
 }
 
 /// A pathname address: resolved as the thread would, checked, and replaced by the checked
 /// object's `/proc/self/fd/N`.
-fn path_plan(t: &Thread, sock: OwnedFd, path: &[u8], places: &Places) -> Plan {
+fn path_checked(t: &Thread, path: &[u8], places: &Places) -> Checked {
     let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
     let Ok(path) = CString::new(&path[..end]) else {
-        return Plan::Fail(libc::EINVAL);
+        return Checked::Fail(libc::EINVAL);
     };
     // The host connects with its own credentials: a socket file's permissions decide.
     if !t.same_credentials() {
-        return Plan::Refused(libc::EPERM, Why::Credentials);
+        return Checked::Refused(libc::EPERM, Why::Credentials);
     }
     let path = t.own_proc(path);
     let base = if path.as_bytes().first() == Some(&b'/') {
@@ -104,12 +128,12 @@ fn path_plan(t: &Thread, sock: OwnedFd, path: &[u8], places: &Places) -> Plan {
     } else {
         match t.cwd() {
             Ok(c) => Some(c),
-            Err(e) => return Plan::Fail(err(e)),
+            Err(e) => return Checked::Fail(err(e)),
         }
     };
     let object = match crate::sys::emulate::open_path(base.as_ref().map(|b| b.as_fd()), &path, 0) {
         Ok(o) => o,
-        Err(e) => return Plan::Fail(err(e)),
+        Err(e) => return Checked::Fail(err(e)),
     };
     match crate::sys::emulate::fstat(object.as_fd()) {
         Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFSOCK => {
@@ -118,17 +142,24 @@ fn path_plan(t: &Thread, sock: OwnedFd, path: &[u8], places: &Places) -> Plan {
                     .unwrap_or_else(|_| {
                         std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path.as_bytes()))
                     });
-                return Plan::Refused(libc::EACCES, Why::Socket(name));
+                return Checked::Refused(libc::EACCES, Why::Socket(name));
             }
         }
-        Ok(_) => return Plan::Fail(libc::ECONNREFUSED),
-        Err(e) => return Plan::Fail(err(e)),
+        // The kernel asks for write permission before it looks at the file's type.
+        Ok(_) => {
+            let name = format!("/proc/self/fd/{}", object.as_raw_fd());
+            return Checked::Fail(if crate::sys::may_write(std::path::Path::new(&name)) {
+                libc::ECONNREFUSED
+            } else {
+                libc::EACCES
+            });
+        }
+        Err(e) => return Checked::Fail(err(e)),
     }
     let mut addr = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
     addr.extend_from_slice(format!("/proc/self/fd/{}", object.as_raw_fd()).as_bytes());
     addr.push(0);
-    Plan::Connect {
-        sock,
+    Checked::Use {
         addr,
         object: Some(object),
     }

@@ -106,6 +106,23 @@ impl Thread {
         }
     }
 
+    /// The thread's process (its thread-group id), from `/proc/TID/status`.
+    pub(super) fn tgid(&self) -> io::Result<i32> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.tid))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Tgid:"))
+            .and_then(|v| v.trim().parse().ok())
+            .ok_or_else(efault)
+    }
+
+    /// The thread's memory opened for writing, for a call's results (`sendmmsg`'s lengths).
+    pub(super) fn writer(&self) -> io::Result<File> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/proc/{}/mem", self.tid))
+    }
+
     /// The thread's working directory.
     pub(super) fn cwd(&self) -> io::Result<OwnedFd> {
         self.open_proc(&format!("/proc/{}/cwd", self.tid))
