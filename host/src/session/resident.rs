@@ -88,8 +88,8 @@ fn serve() -> std::io::Result<()> {
         },
         &[],
     )?;
-    // Running commands by pid: their id and the resident's end of their reply socket.
-    let mut running: HashMap<i32, (u64, OwnedFd)> = HashMap::new();
+    // Running commands by pid.
+    let mut running: HashMap<i32, Running> = HashMap::new();
     let mut buf = Vec::new();
     loop {
         let mut fds = [
@@ -137,7 +137,10 @@ fn serve() -> std::io::Result<()> {
                 let cmd = Prepared::new(&path, &argv, &me.env, &extra, cwd.as_deref());
                 match cmd.and_then(|c| start(reply.as_fd(), id, c, &passed, filtered, &mut me)) {
                     Ok(Some(pid)) => {
-                        running.insert(pid, (id, reply));
+                        // Its stdin's read end is the command's alone; the write ends of its
+                        // stdout and stderr stay here until it is reaped.
+                        let outputs = [passed.remove(1), passed.remove(1)];
+                        running.insert(pid, Running { id, reply, outputs });
                     }
                     Ok(None) => {}
                     Err(e) => {
@@ -156,7 +159,7 @@ fn serve() -> std::io::Result<()> {
                 }
             }
             ToResident::Signal { id, sig } => {
-                if let Some((&pid, _)) = running.iter().find(|(_, (i, _))| *i == id) {
+                if let Some((&pid, _)) = running.iter().find(|(_, r)| r.id == id) {
                     // The command leads its own process group: the signal reaches what it
                     // started there too, as a terminal's would.
                     // SAFETY: kill with a negative pid signals that process group.
@@ -193,15 +196,32 @@ fn drain_signalfd(fd: BorrowedFd<'_>) {
     while unsafe { libc::read(fd.as_raw_fd(), info.as_mut_ptr().cast(), info.len()) } > 0 {}
 }
 
+/// A command that runs, as the resident holds it.
+struct Running {
+    id: u64,
+    /// The resident's end of the command's reply socket.
+    reply: OwnedFd,
+    /// The write ends of the command's stdout and stderr, held until it is reaped: the host
+    /// then sees the end of its output and its status at one moment (one wake-up of the
+    /// thread waiting for it), not the output's end at the exit and the status after the
+    /// reap. Processes the command left behind may hold them longer, as before.
+    outputs: [OwnedFd; 2],
+}
+
 /// Reaps every ended child and tells the host about the commands among them, each on its
-/// reply socket (then closed). A reply socket whose host end is gone is no error: that
-/// command's thread has ended.
-fn reap(running: &mut HashMap<i32, (u64, OwnedFd)>) {
+/// reply socket (then closed), after closing the command's output ends. A reply socket whose
+/// host end is gone is no error: that command's thread has ended.
+fn reap(running: &mut HashMap<i32, Running>) {
     loop {
         match crate::sys::waitpid(-1, libc::WNOHANG) {
             Ok((pid, status)) if pid > 0 => {
-                if let Some((id, reply)) = running.remove(&pid) {
-                    let _ = wire::send(reply.as_fd(), &FromResident::Exited { id, status }, &[]);
+                if let Some(r) = running.remove(&pid) {
+                    drop(r.outputs);
+                    let _ = wire::send(
+                        r.reply.as_fd(),
+                        &FromResident::Exited { id: r.id, status },
+                        &[],
+                    );
                 }
             }
             _ => return,
