@@ -141,6 +141,9 @@ pub(crate) struct Inner {
     /// command.
     sock: OwnedFd,
     addr: u64,
+    /// The kernel reaps the commands and keeps their status for their pidfds (the resident's
+    /// hello says so): a command's end is read from its pidfd, not its reply socket.
+    exit_info: bool,
     /// The session's filter notifies a listener: a filtered command without one is stopped.
     notify: bool,
     policy: Request,
@@ -226,10 +229,10 @@ impl Session {
             ExecError::Setup(e)
         };
         let mut buf = Vec::new();
-        let addr = match wait_readable(host.as_fd(), Duration::from_secs(30))
+        let (addr, exit_info) = match wait_readable(host.as_fd(), Duration::from_secs(30))
             .and_then(|()| wire::recv::<FromResident>(host.as_fd(), &mut buf))
         {
-            Ok(Some((FromResident::Hello { addr }, _))) => addr,
+            Ok(Some((FromResident::Hello { addr, exit_info }, _))) => (addr, exit_info),
             Ok(_) => {
                 cancel.cancel();
                 let _ = engine.join();
@@ -270,6 +273,7 @@ impl Session {
         let inner = Arc::new(Inner {
             sock: host,
             addr,
+            exit_info,
             notify,
             policy: policy.clone(),
             sandbox,
@@ -594,6 +598,7 @@ impl Inner {
             stdout: stdout_r,
             stderr: stderr_r,
             reply,
+            exit_info: self.exit_info,
             stream: cmd.stream,
             tty,
         });

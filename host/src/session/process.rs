@@ -245,8 +245,11 @@ pub(crate) struct Start {
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
-    /// The host's end of the command's reply socket: its `Exited` comes here.
+    /// The host's end of the command's reply socket: its `Exited` comes here, unless
+    /// `exit_info`.
     pub reply: OwnedFd,
+    /// The kernel reaps the command and its status is read from its pidfd.
+    pub exit_info: bool,
     pub stream: bool,
     pub tty: Option<OwnedFd>,
 }
@@ -368,12 +371,14 @@ fn read_reply(reply: &OwnedFd, buf: &mut Vec<u8>) -> Reply {
 /// The supervising loop: relays the output, answers the listener, enforces the timeout until
 /// the command has ended, then makes its result.
 ///
-/// The command's end is the resident's `Exited` on the reply socket, not its pidfd: the
-/// resident holds the write ends of the command's stdout and stderr until it has reaped it and
-/// closes them just before it sends `Exited`, so the command's exit wakes this loop once
-/// (output at its end, and its status) instead of three times (pipes, pidfd, status). When the
-/// resident is gone (the session ended and its init kills every process), the pidfd says when
-/// the command is gone too and the command is reported killed.
+/// The command's end: where the kernel keeps a reaped process's status for its pidfd
+/// (`exit_info`), the kernel reaps the command as it exits and the status is read from the
+/// pidfd, so the exit wakes this loop and no other process. Elsewhere it is the resident's
+/// `Exited` on the reply socket: the resident holds the write ends of the command's stdout and
+/// stderr until it has reaped it and closes them just before it sends `Exited`, so the exit
+/// wakes this loop once (output at its end, and its status), not three times (pipes, pidfd,
+/// status). When the resident is gone (the session ended and its init kills every process),
+/// the pidfd says when the command is gone too and the command is reported killed.
 fn supervise(sup: Supervisor) -> ExecResult {
     let Supervisor {
         start: s,
@@ -403,7 +408,10 @@ fn supervise(sup: Supervisor) -> ExecResult {
     let mut status: Option<i32> = None;
     let mut tally: Option<Tally> = None;
     // The reply socket is read until it has said `Exited` or ended; then the pidfd is watched.
-    let mut reply_open = true;
+    let mut reply_open = !s.exit_info;
+    // What the pidfd is polled for: its exit (POLLIN), then, when it has exited but the kernel
+    // has not reaped it yet, the reap (POLLHUP, reported whatever is asked).
+    let mut pidfd_events = libc::POLLIN;
     let mut reply_buf = Vec::new();
     let mut scratch = vec![0u8; 64 * 1024];
     loop {
@@ -454,6 +462,9 @@ fn supervise(sup: Supervisor) -> ExecResult {
         .flatten()
         {
             fds[n].fd = fd;
+            if fd == s.pidfd.as_raw_fd() {
+                fds[n].events = pidfd_events;
+            }
             n += 1;
         }
         let ms = wake
@@ -479,6 +490,18 @@ fn supervise(sup: Supervisor) -> ExecResult {
                     }
                     Reply::Nothing => {}
                     Reply::Gone => reply_open = false,
+                }
+            } else if end_fd == Some(p.fd) && s.exit_info {
+                match crate::sys::pidfd_exit_status(s.pidfd.as_fd()) {
+                    Ok(Some(st)) => {
+                        status = Some(st);
+                        exited = Some(Instant::now());
+                    }
+                    Ok(None) => pidfd_events = 0,
+                    Err(_) => {
+                        status = Some(libc::SIGKILL);
+                        exited = Some(Instant::now());
+                    }
                 }
             } else if end_fd == Some(p.fd) {
                 // The resident is gone: the session's end kills the command; reported killed.
