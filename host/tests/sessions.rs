@@ -428,6 +428,26 @@ fn violations_are_the_commands_that_made_them() {
     });
 }
 
+/// Many short commands in a row each get their exact status, read however the session learns
+/// it (from the pidfd after the kernel's reap, where the kernel keeps it; from the resident
+/// elsewhere): a status read while the kernel releases the process must wait for the reap, not
+/// be taken for a kill. Control: `false` among them exits 1, so the statuses are not constant.
+#[test]
+fn short_commands_in_a_row_each_get_their_status() {
+    as_both("short_commands_in_a_row_each_get_their_status", |who| {
+        let s = start("minimal");
+        for i in 0..300 {
+            let (argv, want) = if i % 10 == 9 {
+                ("/bin/false", 1)
+            } else {
+                ("/bin/true", 0)
+            };
+            let r = s.spawn(&Command::new([argv])).unwrap().wait();
+            assert_eq!(r.exit_code, Some(want), "{who:?} command {i}: {r:?}");
+        }
+    });
+}
+
 /// A command nobody waits for is supervised all the same (the session's watch gives it a
 /// thread once it has gone unwaited for a moment): its timeout ends it, its refused call is
 /// answered, its output is read past a pipe's worth. Controls: the same `sleep` without a

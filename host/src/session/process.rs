@@ -492,13 +492,17 @@ fn supervise(sup: Supervisor) -> ExecResult {
                     Reply::Gone => reply_open = false,
                 }
             } else if end_fd == Some(p.fd) && s.exit_info {
+                // Between its exit and its reap the kernel has no status yet, and while it
+                // releases the process it may answer ESRCH: both wait for the reap (POLLHUP).
+                // Reaped and still no status: it is reported killed.
+                let reaped = p.revents & libc::POLLHUP != 0;
                 match crate::sys::pidfd_exit_status(s.pidfd.as_fd()) {
                     Ok(Some(st)) => {
                         status = Some(st);
                         exited = Some(Instant::now());
                     }
-                    Ok(None) => pidfd_events = 0,
-                    Err(_) => {
+                    Ok(None) | Err(_) if !reaped => pidfd_events = 0,
+                    Ok(None) | Err(_) => {
                         status = Some(libc::SIGKILL);
                         exited = Some(Instant::now());
                     }
