@@ -1232,6 +1232,61 @@ pub(crate) fn pidfd_signal(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Resul
     Ok(())
 }
 
+/// `struct pidfd_info` as Linux 6.15 defines it (`PIDFD_INFO_SIZE_VER0`, 64 bytes): the
+/// fields up to the exit status; a later kernel accepts it as is.
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    ids: [u32; 11],
+    exit_code: i32,
+}
+
+/// `PIDFD_GET_INFO`: `_IOWR(0xFF, 11, struct pidfd_info)` with the 64-byte struct.
+const PIDFD_GET_INFO: libc::c_ulong = 0xC040_FF0B;
+/// `PIDFD_INFO_EXIT`: ask for (and, in the answer, have) the exit status of a reaped process.
+const PIDFD_INFO_EXIT: u64 = 1 << 3;
+
+/// The wait status of the process behind `pidfd` once it has been reaped (`PIDFD_GET_INFO`
+/// with `PIDFD_INFO_EXIT`, Linux 6.15): `Ok(None)` while it has not been; an error where the
+/// kernel does not offer it.
+pub(crate) fn pidfd_exit_status(pidfd: BorrowedFd<'_>) -> io::Result<Option<i32>> {
+    let mut info = PidfdInfo {
+        mask: PIDFD_INFO_EXIT,
+        ..PidfdInfo::default()
+    };
+    // SAFETY: the ioctl writes at most the 64 bytes its request number names into `info`.
+    let rc = unsafe {
+        libc::ioctl(
+            pidfd.as_raw_fd(),
+            // glibc and musl type the request differently.
+            PIDFD_GET_INFO as _,
+            &mut info as *mut PidfdInfo,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code))
+}
+
+/// Lets this process's children be reaped by the kernel as they exit (`SIGCHLD` at its
+/// default with `SA_NOCLDWAIT`), or not again (`on` false). Neither survives an `execve`.
+pub(crate) fn reap_children_at_exit(on: bool) -> io::Result<()> {
+    // SAFETY: a zeroed sigaction with SIG_DFL is valid; sigaction reads it.
+    let rc = unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = libc::SIG_DFL;
+        act.sa_flags = if on { libc::SA_NOCLDWAIT } else { 0 };
+        libc::sigaction(libc::SIGCHLD, &act, std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Whether our child `pid` has exited, without reaping it (`waitid(P_PID, WNOHANG | WNOWAIT)`).
 pub(crate) fn child_has_exited(pid: i32) -> bool {
     // SAFETY: a zeroed siginfo is a valid out-parameter.

@@ -354,8 +354,11 @@ fn ending_a_session_kills_everything_in_it() {
             .wait();
         assert_eq!(r.exit_code, Some(0));
         let running = s.spawn(&Command::new(["sleep", "300"])).unwrap();
-        // Control: the background process outlived the command that started it.
-        assert_eq!(find(&["sleep", &m]).len(), 1, "{who:?}");
+        // Control: the background process outlived the command that started it (the shell may
+        // end before its child has exec'd `sleep`).
+        eventually("the background sleep runs", || {
+            find(&["sleep", &m]).len() == 1
+        });
         s.end();
         assert!(find(&["sleep", &m]).is_empty(), "{who:?}");
         let r = running.wait();
@@ -425,6 +428,73 @@ fn violations_are_the_commands_that_made_them() {
             r.violations.is_empty() && r.exit_code == Some(0),
             "{who:?}: {r:?}"
         );
+    });
+}
+
+/// Many short commands in a row each get their exact status, read however the session learns
+/// it (from the pidfd after the kernel's reap, where the kernel keeps it; from the resident
+/// elsewhere): a status read while the kernel releases the process must wait for the reap, not
+/// be taken for a kill. Control: `false` among them exits 1, so the statuses are not constant.
+#[test]
+fn short_commands_in_a_row_each_get_their_status() {
+    as_both("short_commands_in_a_row_each_get_their_status", |who| {
+        let s = start("minimal");
+        for i in 0..300 {
+            let (argv, want) = if i % 10 == 9 {
+                ("/bin/false", 1)
+            } else {
+                ("/bin/true", 0)
+            };
+            let r = s.spawn(&Command::new([argv])).unwrap().wait();
+            assert_eq!(r.exit_code, Some(want), "{who:?} command {i}: {r:?}");
+        }
+    });
+}
+
+/// A command nobody waits for is supervised all the same (the session's watch gives it a
+/// thread once it has gone unwaited for a moment): its timeout ends it, its refused call is
+/// answered, its output is read past a pipe's worth. Controls: the same `sleep` without a
+/// timeout is still alive after the other has been ended; the refused call is reported when
+/// the command is finally waited for.
+#[test]
+fn a_command_nobody_waits_for_is_still_supervised() {
+    as_both("a_command_nobody_waits_for_is_still_supervised", |who| {
+        let s = start("shell");
+        let (timed, free) = (marker(who, 8), marker(who, 9));
+        let limited = s
+            .spawn(&Command::new(["sleep", &timed]).timeout(Duration::from_secs(1)))
+            .unwrap();
+        let unlimited = s.spawn(&Command::new(["sleep", &free])).unwrap();
+        let answered = s._dir.path().join("answered");
+        let written = s._dir.path().join("written");
+        let refused = s
+            .spawn(&sh(&format!(
+                "python3 -c \"import socket; socket.socket(socket.AF_INET)\" 2>/dev/null; \
+                 echo >{}",
+                answered.display()
+            )))
+            .unwrap();
+        let loud = s
+            .spawn(&sh(&format!(
+                "head -c 1048576 /dev/zero; echo >{}",
+                written.display()
+            )))
+            .unwrap();
+        eventually("the refused call is answered", || answered.exists());
+        eventually("the output is read", || written.exists());
+        eventually("the timeout ends the command", || {
+            find(&["sleep", &timed]).is_empty()
+        });
+        assert_eq!(find(&["sleep", &free]).len(), 1, "{who:?}");
+        let r = limited.wait();
+        assert!(r.timed_out, "{who:?}: {r:?}");
+        let r = refused.wait();
+        assert_eq!(r.violations.len(), 1, "{who:?}: {r:?}");
+        assert_eq!(r.violations[0].syscall, "socket", "{who:?}: {r:?}");
+        let r = loud.wait();
+        assert!(r.stdout_truncated || r.stdout.len() == 1 << 20, "{who:?}");
+        unlimited.signal(libc::SIGKILL).unwrap();
+        assert_eq!(unlimited.wait().signal, Some(libc::SIGKILL), "{who:?}");
     });
 }
 

@@ -35,7 +35,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use wire::{FromResident, ToResident};
@@ -165,6 +165,9 @@ pub(crate) struct Inner {
     /// command.
     sock: OwnedFd,
     addr: u64,
+    /// The kernel reaps the commands and keeps their status for their pidfds (the resident's
+    /// hello says so): a command's end is read from its pidfd, not its reply socket.
+    exit_info: bool,
     /// The session's filter notifies a listener: a filtered command without one is stopped.
     notify: bool,
     policy: Request,
@@ -182,6 +185,13 @@ pub(crate) struct Inner {
     last_active: Mutex<Instant>,
     idle: Option<Duration>,
     audience: crate::exec::Audience,
+    /// Commands nobody has waited for yet, with when they started: the reader thread gives
+    /// one a thread of its own once it has gone [`process::HANDOFF`] without (its timeout,
+    /// listener and output must not wait for its caller).
+    watch: Mutex<Vec<(Instant, Weak<Mutex<process::Run>>)>>,
+    /// Wakes the reader thread when the watch gets its first command (it sleeps long while
+    /// the watch is empty).
+    wake: OwnedFd,
 }
 
 fn refused(field: &str, reason: impl Into<String>) -> ExecError {
@@ -249,10 +259,10 @@ impl Session {
             ExecError::Setup(e)
         };
         let mut buf = Vec::new();
-        let addr = match wait_readable(host.as_fd(), Duration::from_secs(30))
+        let (addr, exit_info) = match wait_readable(host.as_fd(), Duration::from_secs(30))
             .and_then(|()| wire::recv::<FromResident>(host.as_fd(), &mut buf))
         {
-            Ok(Some((FromResident::Hello { addr }, _))) => addr,
+            Ok(Some((FromResident::Hello { addr, exit_info }, _))) => (addr, exit_info),
             Ok(_) => {
                 cancel.cancel();
                 let _ = engine.join();
@@ -294,6 +304,7 @@ impl Session {
         let inner = Arc::new(Inner {
             sock: host,
             addr,
+            exit_info,
             notify,
             policy: policy.clone(),
             limits,
@@ -307,6 +318,8 @@ impl Session {
             last_active: Mutex::new(Instant::now()),
             idle: options.idle_timeout,
             audience: options.audience,
+            watch: Mutex::new(Vec::new()),
+            wake: crate::sys::eventfd(libc::EFD_CLOEXEC | libc::EFD_NONBLOCK).map_err(fail)?,
         });
         let reader_inner = Arc::clone(&inner);
         let reader = std::thread::Builder::new()
@@ -380,15 +393,25 @@ impl Inner {
         *self.last_active.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
     }
 
-    /// Delivers the resident's messages until it is gone; ends an idle session.
+    /// Delivers the resident's messages until it is gone; ends an idle session; gives the
+    /// commands nobody waits for a thread of their own.
     fn read_loop(&self) {
         let mut buf = Vec::new();
         loop {
-            let tick = self.idle.map_or(Duration::from_secs(3600), |d| {
+            let mut tick = self.idle.map_or(Duration::from_secs(3600), |d| {
                 (d / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
             });
-            match wait_readable(self.sock.as_fd(), tick) {
-                Ok(()) => {}
+            if !self.watch_is_empty() {
+                tick = tick.min(process::HANDOFF);
+            }
+            let woken = wait_either(self.sock.as_fd(), self.wake.as_fd(), tick);
+            self.attend_unwaited();
+            match woken {
+                Ok(false) => {
+                    crate::sys::eventfd_drain(self.wake.as_fd());
+                    continue;
+                }
+                Ok(true) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
                     if let Some(idle) = self.idle {
                         let quiet = self.running.load(Ordering::Acquire) == 0;
@@ -416,6 +439,51 @@ impl Inner {
         // Gone, ended or idle: whatever still runs is killed with the session (each running
         // command's reply socket then reads end of file).
         self.end();
+    }
+
+    fn watch_is_empty(&self) -> bool {
+        self.watch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// Puts a command nobody waits for yet on the watch.
+    fn watch(&self, run: Weak<Mutex<process::Run>>) {
+        let mut watch = self.watch.lock().unwrap_or_else(|e| e.into_inner());
+        let first = watch.is_empty();
+        if watch.len() >= 64 {
+            // Commands waited for and dropped leave their entries until the next look.
+            watch.retain(|(_, r)| r.strong_count() > 0);
+        }
+        watch.push((Instant::now(), run));
+        drop(watch);
+        if first {
+            crate::sys::eventfd_add_one(self.wake.as_raw_fd());
+        }
+    }
+
+    /// Gives a thread to each watched command that has gone [`process::HANDOFF`] without
+    /// anyone waiting for it; forgets the commands that are waited for or gone.
+    fn attend_unwaited(&self) {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        self.watch
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(since, run)| {
+                let Some(run) = run.upgrade() else {
+                    return false;
+                };
+                if now.saturating_duration_since(*since) < process::HANDOFF {
+                    return true;
+                }
+                due.push(run);
+                false
+            });
+        for run in due {
+            process::attend(&run);
+        }
     }
 
     fn spawn(self: &Arc<Self>, cmd: &Command) -> Result<Process, ExecError> {
@@ -565,7 +633,7 @@ impl Inner {
                 ))));
             }
         }
-        Ok(process::start(process::Start {
+        let process = process::start(process::Start {
             inner: Arc::clone(self) as Arc<dyn process::Host>,
             id,
             v,
@@ -577,10 +645,16 @@ impl Inner {
             stdout: stdout_r,
             stderr: stderr_r,
             reply,
+            exit_info: self.exit_info,
             stream: cmd.stream,
             tty,
             own,
-        }))
+        });
+        if !cmd.stream {
+            // A streaming command has its thread already.
+            self.watch(process.run());
+        }
+        Ok(process)
     }
 
     /// Checks a command's own limits against the session's and makes what holds them: a
@@ -653,6 +727,25 @@ impl Inner {
     /// Sends `sig` to command `id`'s process group.
     pub(crate) fn signal(&self, id: u64, sig: i32) -> std::io::Result<()> {
         wire::send(self.sock.as_fd(), &ToResident::Signal { id, sig }, &[])
+    }
+}
+
+/// Waits until `first` or `second` is readable (or hung up): `true` when `first` is;
+/// `TimedOut` after `t`.
+fn wait_either(
+    first: std::os::fd::BorrowedFd<'_>,
+    second: std::os::fd::BorrowedFd<'_>,
+    t: Duration,
+) -> std::io::Result<bool> {
+    let mut p = [first.as_raw_fd(), second.as_raw_fd()].map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let ms = t.as_millis().min(i32::MAX as u128) as i32;
+    match crate::sys::poll_for(&mut p, ms)? {
+        0 => Err(std::io::Error::from(std::io::ErrorKind::TimedOut)),
+        _ => Ok(p[0].revents != 0),
     }
 }
 

@@ -1,6 +1,10 @@
-//! One command of a session, as the host sees it: a thread relays its output (into the
-//! result, capped, and as events when asked), answers its refused calls on its own listener,
-//! enforces its timeout, and builds its result once it has ended.
+//! One command of a session, as the host sees it: a supervising loop relays its output (into
+//! the result, capped, and as events when asked), answers its refused calls on its own
+//! listener, enforces its timeout, and builds its result once it has ended.
+//!
+//! The loop runs on the thread that waits for the command when that thread comes first (no
+//! thread of the command's own, no hand-off of the result); a thread of its own runs it when
+//! something needs it running before anyone waits ([`Run`]).
 
 use crate::exec::notify::{MainProgram, Notifier, Response, Tally};
 use crate::exec::{ExecResult, OnViolation, SandboxInfo, Tier, Validated};
@@ -34,7 +38,7 @@ pub(crate) trait Host: Send + Sync {
     /// A command started by the session has ended (its thread is done with it).
     fn command_ended(&self);
 }
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -54,8 +58,45 @@ pub struct Process {
     inner: Arc<dyn Host>,
     stdin: Mutex<Option<std::fs::File>>,
     events: Mutex<Receiver<Event>>,
-    done: Mutex<Option<JoinHandle<ExecResult>>>,
+    run: Arc<Mutex<Run>>,
     tty: Option<OwnedFd>,
+}
+
+/// Who runs a command's supervising loop.
+pub(crate) enum Run {
+    /// Nobody yet: the first thread to wait for the command runs the loop itself. Anything
+    /// that needs the loop running before that (stdin written, events read, the process
+    /// dropped, the session's watch after [`HANDOFF`]) gives it a thread of its own first.
+    Idle(Box<Supervisor>),
+    /// A thread of the command's own runs it.
+    Thread(JoinHandle<ExecResult>),
+    /// A waiting thread runs it or has taken its result.
+    Taken,
+}
+
+/// How long a command may go unsupervised before the session's watch gives it a thread: its
+/// refused calls wait, and its output waits in the pipes, at most this long; its timeout is
+/// enforced at most this late.
+pub(crate) const HANDOFF: Duration = Duration::from_millis(100);
+
+/// Makes sure someone runs the loop of the command behind `run`: an idle one gets a thread
+/// of its own. A lock held elsewhere means a thread is running it or giving it one.
+pub(crate) fn attend(run: &Mutex<Run>) {
+    let mut guard = match run.try_lock() {
+        Ok(g) => g,
+        Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(TryLockError::WouldBlock) => return,
+    };
+    if let Run::Idle(_) = &*guard {
+        let Run::Idle(s) = std::mem::replace(&mut *guard, Run::Taken) else {
+            unreachable!("matched above")
+        };
+        let thread = std::thread::Builder::new()
+            .name("sandbox-session-cmd".into())
+            .spawn(move || supervise(*s))
+            .expect("a thread for the command");
+        *guard = Run::Thread(thread);
+    }
 }
 
 impl std::fmt::Debug for Process {
@@ -80,6 +121,8 @@ impl Process {
 
     /// Writes `data` to the command's stdin (blocking while the pipe is full).
     pub fn write_stdin(&self, data: &[u8]) -> std::io::Result<()> {
+        // The command may answer only once its output is read: someone must be reading it.
+        attend(&self.run);
         match self
             .stdin
             .lock()
@@ -129,6 +172,7 @@ impl Process {
     /// The next output chunk, waiting at most `timeout`; `None` when none came or the output
     /// has ended (only commands started with [`super::Command::stream`] have events).
     pub fn next_event(&self, timeout: Duration) -> Option<Event> {
+        attend(&self.run);
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -138,6 +182,7 @@ impl Process {
 
     /// Every output chunk until the output ends.
     pub fn events(&self) -> impl Iterator<Item = Event> + '_ {
+        attend(&self.run);
         std::iter::from_fn(move || {
             self.events
                 .lock()
@@ -157,11 +202,34 @@ impl Process {
     /// `None` after (for a process shared between threads, one writing its stdin while
     /// another waits).
     pub fn finish(&self) -> Option<ExecResult> {
-        let done = self.done.lock().unwrap_or_else(|e| e.into_inner()).take()?;
-        Some(
-            done.join()
-                .unwrap_or_else(|_| panic!("a session command's thread panicked")),
-        )
+        let run = std::mem::replace(
+            &mut *self.run.lock().unwrap_or_else(|e| e.into_inner()),
+            Run::Taken,
+        );
+        match run {
+            // Nobody runs the loop yet: this thread does, so the command's end wakes the
+            // thread that wants its result and no other.
+            Run::Idle(s) => Some(supervise(*s)),
+            Run::Thread(t) => Some(
+                t.join()
+                    .unwrap_or_else(|_| panic!("a session command's thread panicked")),
+            ),
+            Run::Taken => None,
+        }
+    }
+
+    /// The command's supervision, for the session's watch (which gives it a thread when
+    /// nobody has waited for it after [`HANDOFF`]).
+    pub(crate) fn run(&self) -> std::sync::Weak<Mutex<Run>> {
+        Arc::downgrade(&self.run)
+    }
+}
+
+impl Drop for Process {
+    /// A command nobody waits for stays supervised until it ends (its timeout, its listener),
+    /// on a thread of its own.
+    fn drop(&mut self) {
+        attend(&self.run);
     }
 }
 
@@ -177,8 +245,11 @@ pub(crate) struct Start {
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
-    /// The host's end of the command's reply socket: its `Exited` comes here.
+    /// The host's end of the command's reply socket: its `Exited` comes here, unless
+    /// `exit_info`.
     pub reply: OwnedFd,
+    /// The kernel reaps the command and its status is read from its pidfd.
+    pub exit_info: bool,
     pub stream: bool,
     pub tty: Option<OwnedFd>,
     /// The command's own limits (module `cgroups`), when it asked for any.
@@ -198,7 +269,17 @@ pub(crate) fn pid_of(pidfd: &OwnedFd) -> i32 {
         .unwrap_or(-1)
 }
 
-/// Starts the command's thread.
+/// A command's supervising loop, before it runs.
+pub(crate) struct Supervisor {
+    start: Start,
+    pid: i32,
+    events: Sender<Event>,
+    started: Instant,
+}
+
+/// Makes the command's [`Process`]. A command that streams its output gets its thread at once
+/// (its events must flow whether or not anyone waits); any other is supervised by the first
+/// thread that waits for it, or given a thread by [`attend`].
 pub(crate) fn start(mut s: Start) -> Process {
     let pid = pid_of(&s.pidfd);
     let (tx, rx) = channel();
@@ -206,17 +287,23 @@ pub(crate) fn start(mut s: Start) -> Process {
     let id = s.id;
     let stdin = s.stdin.take().map(std::fs::File::from);
     let tty = s.tty.take();
-    let done = std::thread::Builder::new()
-        .name("sandbox-session-cmd".into())
-        .spawn(move || supervise(s, pid, tx))
-        .expect("a thread for the command");
+    let stream = s.stream;
+    let run = Arc::new(Mutex::new(Run::Idle(Box::new(Supervisor {
+        start: s,
+        pid,
+        events: tx,
+        started: Instant::now(),
+    }))));
+    if stream {
+        attend(&run);
+    }
     Process {
         id,
         pid,
         inner,
         stdin: Mutex::new(stdin),
         events: Mutex::new(rx),
-        done: Mutex::new(Some(done)),
+        run,
         tty,
     }
 }
@@ -264,26 +351,43 @@ impl Output {
     }
 }
 
-/// The wait status the resident sends on the command's reply socket once it has reaped it;
-/// `None` when none comes within 500 ms (or the socket ends).
-fn exit_status(reply: &OwnedFd) -> Option<i32> {
-    let mut p = [libc::pollfd {
-        fd: reply.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    if crate::sys::poll_for(&mut p, 500).ok()? == 0 {
-        return None;
-    }
-    let mut buf = Vec::new();
-    match super::wire::recv_at_most(reply.as_fd(), &mut buf, super::wire::MAX_REPLY) {
-        Ok(Some((super::wire::FromResident::Exited { status, .. }, _))) => Some(status),
-        _ => None,
+/// What the command's reply socket said.
+enum Reply {
+    /// The resident reaped the command: its wait status.
+    Exited(i32),
+    /// Nothing yet (a spurious wake-up).
+    Nothing,
+    /// The resident is gone (the session ended) or said something else: the socket is done.
+    Gone,
+}
+
+/// Reads the resident's `Exited` from the command's reply socket.
+fn read_reply(reply: &OwnedFd, buf: &mut Vec<u8>) -> Reply {
+    match super::wire::recv_at_most(reply.as_fd(), buf, super::wire::MAX_REPLY) {
+        Ok(Some((super::wire::FromResident::Exited { status, .. }, _))) => Reply::Exited(status),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Reply::Nothing,
+        _ => Reply::Gone,
     }
 }
 
-fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
-    let started = Instant::now();
+/// The supervising loop: relays the output, answers the listener, enforces the timeout until
+/// the command has ended, then makes its result.
+///
+/// The command's end: where the kernel keeps a reaped process's status for its pidfd
+/// (`exit_info`), the kernel reaps the command as it exits and the status is read from the
+/// pidfd, so the exit wakes this loop and no other process. Elsewhere it is the resident's
+/// `Exited` on the reply socket: the resident holds the write ends of the command's stdout and
+/// stderr until it has reaped it and closes them just before it sends `Exited`, so the exit
+/// wakes this loop once (output at its end, and its status), not three times (pipes, pidfd,
+/// status). When the resident is gone (the session ended and its init kills every process),
+/// the pidfd says when the command is gone too and the command is reported killed.
+fn supervise(sup: Supervisor) -> ExecResult {
+    let Supervisor {
+        start: s,
+        pid,
+        events: tx,
+        started,
+    } = sup;
     let response = match s.v.on_violation {
         OnViolation::Kill => Response::Kill,
         OnViolation::Report => Response::Errno(s.v.deny_errno.unwrap_or(
@@ -305,17 +409,16 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
     let mut exited: Option<Instant> = None;
     let mut status: Option<i32> = None;
     let mut tally: Option<Tally> = None;
+    // The reply socket is read until it has said `Exited` or ended; then the pidfd is watched.
+    let mut reply_open = !s.exit_info;
+    // What the pidfd is polled for: its exit (POLLIN), then, when it has exited but the kernel
+    // has not reaped it yet, the reap (POLLHUP, reported whatever is asked).
+    let mut pidfd_events = libc::POLLIN;
+    let mut reply_buf = Vec::new();
     let mut scratch = vec![0u8; 64 * 1024];
     loop {
         let now = Instant::now();
-        if exited.is_none() && crate::sys::pidfd_exited(s.pidfd.as_fd()) {
-            exited = Some(now);
-        }
         if let Some(at) = exited {
-            if status.is_none() {
-                // No status (the resident is gone: the session ended): the command was killed.
-                status = Some(exit_status(&s.reply).unwrap_or(libc::SIGKILL));
-            }
             if (out.raw().is_none() && err.raw().is_none()) || now >= at + DRAIN {
                 break;
             }
@@ -340,36 +443,40 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
         if let Some(k) = kill_at {
             wake = wake.min(k);
         }
-        let mut fds = Vec::with_capacity(4);
-        for fd in [out.raw(), err.raw()].into_iter().flatten() {
-            fds.push(libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            });
-        }
-        if exited.is_none() {
-            fds.push(libc::pollfd {
-                fd: s.pidfd.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
-        }
-        if let Some(n) = &notifier {
-            fds.push(libc::pollfd {
-                fd: n.raw(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+        let mut fds = [libc::pollfd {
+            fd: -1,
+            events: libc::POLLIN,
+            revents: 0,
+        }; 4];
+        let mut n = 0;
+        let end_fd = match (exited, reply_open) {
+            (Some(_), _) => None,
+            (None, true) => Some(s.reply.as_raw_fd()),
+            (None, false) => Some(s.pidfd.as_raw_fd()),
+        };
+        for fd in [
+            out.raw(),
+            err.raw(),
+            end_fd,
+            notifier.as_ref().map(|n| n.raw()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            fds[n].fd = fd;
+            if fd == s.pidfd.as_raw_fd() {
+                fds[n].events = pidfd_events;
+            }
+            n += 1;
         }
         let ms = wake
             .saturating_duration_since(now)
             .as_millis()
             .min(i32::MAX as u128) as i32;
-        if crate::sys::poll_for(&mut fds, ms.max(0)).unwrap_or(0) == 0 {
+        if crate::sys::poll_for(&mut fds[..n], ms.max(0)).unwrap_or(0) == 0 {
             continue;
         }
-        for p in &fds {
+        for p in &fds[..n] {
             if p.revents == 0 {
                 continue;
             }
@@ -377,6 +484,35 @@ fn supervise(s: Start, pid: i32, tx: Sender<Event>) -> ExecResult {
                 out.pump(&mut scratch, events);
             } else if err.raw() == Some(p.fd) {
                 err.pump(&mut scratch, events);
+            } else if end_fd == Some(p.fd) && reply_open {
+                match read_reply(&s.reply, &mut reply_buf) {
+                    Reply::Exited(st) => {
+                        status = Some(st);
+                        exited = Some(Instant::now());
+                    }
+                    Reply::Nothing => {}
+                    Reply::Gone => reply_open = false,
+                }
+            } else if end_fd == Some(p.fd) && s.exit_info {
+                // Between its exit and its reap the kernel has no status yet, and while it
+                // releases the process it may answer ESRCH: both wait for the reap (POLLHUP).
+                // Reaped and still no status: it is reported killed.
+                let reaped = p.revents & libc::POLLHUP != 0;
+                match crate::sys::pidfd_exit_status(s.pidfd.as_fd()) {
+                    Ok(Some(st)) => {
+                        status = Some(st);
+                        exited = Some(Instant::now());
+                    }
+                    Ok(None) | Err(_) if !reaped => pidfd_events = 0,
+                    Ok(None) | Err(_) => {
+                        status = Some(libc::SIGKILL);
+                        exited = Some(Instant::now());
+                    }
+                }
+            } else if end_fd == Some(p.fd) {
+                // The resident is gone: the session's end kills the command; reported killed.
+                status = Some(libc::SIGKILL);
+                exited = Some(Instant::now());
             } else if notifier.as_ref().is_some_and(|n| n.raw() == p.fd) {
                 let n = notifier.as_mut().expect("checked above");
                 if p.revents & libc::POLLIN == 0 || !n.handle() {

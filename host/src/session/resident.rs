@@ -80,16 +80,22 @@ fn serve() -> std::io::Result<()> {
         filter: None,
         env: std::env::vars_os().collect(),
     };
-    let sfd = sigchld_fd()?;
+    // Where the kernel keeps a reaped command's status for its pidfd, it reaps the commands
+    // itself and the host reads their status there: a command's exit then wakes the thread
+    // waiting for it and nothing here. Elsewhere this process reaps them on SIGCHLD and sends
+    // each one's status.
+    let exit_info = exit_info_works(me.stack);
+    let sfd = if exit_info { None } else { Some(sigchld_fd()?) };
     wire::send(
         sock.as_fd(),
         &FromResident::Hello {
             addr: me.buffer.as_ptr() as u64,
+            exit_info,
         },
         &[],
     )?;
-    // Running commands by pid: their id and the resident's end of their reply socket.
-    let mut running: HashMap<i32, (u64, OwnedFd)> = HashMap::new();
+    // Running commands by pid.
+    let mut running: HashMap<i32, Running> = HashMap::new();
     let mut buf = Vec::new();
     loop {
         let mut fds = [
@@ -99,13 +105,14 @@ fn serve() -> std::io::Result<()> {
                 revents: 0,
             },
             libc::pollfd {
-                fd: sfd.as_raw_fd(),
+                // A negative descriptor is left out of the poll.
+                fd: sfd.as_ref().map_or(-1, |f| f.as_raw_fd()),
                 events: libc::POLLIN,
                 revents: 0,
             },
         ];
         crate::sys::poll(&mut fds)?;
-        if fds[1].revents != 0 {
+        if let (Some(sfd), true) = (&sfd, fds[1].revents != 0) {
             drain_signalfd(sfd.as_fd());
             reap(&mut running);
         }
@@ -137,11 +144,37 @@ fn serve() -> std::io::Result<()> {
                 let procs = passed.split_off(4);
                 let reply = passed.pop().expect("four descriptors");
                 let cmd = Prepared::new(&path, &argv, &me.env, &extra, cwd.as_deref());
-                let c = cmd
-                    .and_then(|c| start(reply.as_fd(), id, c, &passed, &procs, filtered, &mut me));
-                match c {
-                    Ok(Some(pid)) => {
-                        running.insert(pid, (id, reply));
+                match cmd
+                    .and_then(|c| start(reply.as_fd(), id, c, &passed, &procs, filtered, &mut me))
+                {
+                    Ok(Some((pid, pidfd))) if exit_info => {
+                        // The kernel reaps it and the host reads its status from its pidfd:
+                        // only what a signal needs stays here. Commands that have ended are
+                        // forgotten now (their pid may be reused).
+                        running.retain(|_, r| !crate::sys::pidfd_exited(r.pidfd.as_fd()));
+                        running.insert(
+                            pid,
+                            Running {
+                                id,
+                                pidfd,
+                                reply: None,
+                                outputs: Vec::new(),
+                            },
+                        );
+                    }
+                    Ok(Some((pid, pidfd))) => {
+                        // Its stdin's read end is the command's alone; the write ends of its
+                        // stdout and stderr stay here until it is reaped.
+                        let outputs = vec![passed.remove(1), passed.remove(1)];
+                        running.insert(
+                            pid,
+                            Running {
+                                id,
+                                pidfd,
+                                reply: Some(reply),
+                                outputs,
+                            },
+                        );
                     }
                     Ok(None) => {}
                     Err(e) => {
@@ -160,7 +193,9 @@ fn serve() -> std::io::Result<()> {
                 }
             }
             ToResident::Signal { id, sig } => {
-                if let Some((&pid, _)) = running.iter().find(|(_, (i, _))| *i == id) {
+                // A command the kernel has reaped is not signalled: its pid may be another's.
+                let live = |r: &Running| !exit_info || !crate::sys::pidfd_exited(r.pidfd.as_fd());
+                if let Some((&pid, _)) = running.iter().find(|(_, r)| r.id == id && live(r)) {
                     // The command leads its own process group: the signal reaches what it
                     // started there too, as a terminal's would.
                     // SAFETY: kill with a negative pid signals that process group.
@@ -197,15 +232,89 @@ fn drain_signalfd(fd: BorrowedFd<'_>) {
     while unsafe { libc::read(fd.as_raw_fd(), info.as_mut_ptr().cast(), info.len()) } > 0 {}
 }
 
+/// A command that runs, as the resident holds it.
+struct Running {
+    id: u64,
+    /// Its pidfd: whether it has ended, where the kernel reaps it.
+    pidfd: OwnedFd,
+    /// The resident's end of the command's reply socket, where this process reaps it.
+    reply: Option<OwnedFd>,
+    /// Where this process reaps it: the write ends of the command's stdout and stderr, held
+    /// until it is reaped, so that the host sees the end of its output and its status at one
+    /// moment (one wake-up of the thread waiting for it), not the output's end at the exit and
+    /// the status after the reap. Processes the command left behind may hold them longer.
+    outputs: Vec<OwnedFd>,
+}
+
+/// Whether the kernel can reap this process's children for it and keep each one's exit
+/// status for its pidfd (`SA_NOCLDWAIT` and `PIDFD_INFO_EXIT`, Linux 6.15), tried with a child
+/// that exits 3 at once. When it cannot, children are reaped by this process again.
+fn exit_info_works(stack: &mut [u128]) -> bool {
+    if crate::sys::reap_children_at_exit(true).is_err() {
+        return false;
+    }
+    let top = stack.as_mut_ptr_range().end.cast::<libc::c_void>();
+    let mut pidfd: libc::c_int = -1;
+    // SAFETY: the child runs `exit_three` on the resident's unused child stack and exits at
+    // once; CLONE_VFORK suspends this (only) thread until then.
+    let pid = unsafe {
+        libc::clone(
+            exit_three,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+            std::ptr::null_mut(),
+            &mut pidfd as *mut libc::c_int,
+        )
+    };
+    let works = pid > 0 && pidfd >= 0 && {
+        // SAFETY: CLONE_PIDFD made this descriptor for this process alone.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+        let status = || crate::sys::pidfd_exit_status(pidfd.as_fd());
+        match status() {
+            Ok(Some(s)) => s == 3 << 8,
+            Ok(None) => {
+                // Not reaped yet: the kernel says so on the pidfd (POLLHUP).
+                let mut p = [libc::pollfd {
+                    fd: pidfd.as_raw_fd(),
+                    events: 0,
+                    revents: 0,
+                }];
+                let _ = crate::sys::poll_for(&mut p, 100);
+                matches!(status(), Ok(Some(s)) if s == 3 << 8)
+            }
+            Err(_) => false,
+        }
+    };
+    if !works {
+        let _ = crate::sys::reap_children_at_exit(false);
+        if pid > 0 {
+            let _ = crate::sys::waitpid(pid, libc::WNOHANG);
+        }
+    }
+    works
+}
+
+extern "C" fn exit_three(_: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: _exit ends the probe child at once, touching nothing it shares.
+    unsafe { libc::_exit(3) }
+}
+
 /// Reaps every ended child and tells the host about the commands among them, each on its
-/// reply socket (then closed). A reply socket whose host end is gone is no error: that
-/// command's thread has ended.
-fn reap(running: &mut HashMap<i32, (u64, OwnedFd)>) {
+/// reply socket (then closed), after closing the command's output ends. A reply socket whose
+/// host end is gone is no error: that command's thread has ended.
+fn reap(running: &mut HashMap<i32, Running>) {
     loop {
         match crate::sys::waitpid(-1, libc::WNOHANG) {
             Ok((pid, status)) if pid > 0 => {
-                if let Some((id, reply)) = running.remove(&pid) {
-                    let _ = wire::send(reply.as_fd(), &FromResident::Exited { id, status }, &[]);
+                if let Some(r) = running.remove(&pid) {
+                    drop(r.outputs);
+                    if let Some(reply) = &r.reply {
+                        let _ = wire::send(
+                            reply.as_fd(),
+                            &FromResident::Exited { id: r.id, status },
+                            &[],
+                        );
+                    }
                 }
             }
             _ => return,
@@ -277,8 +386,9 @@ struct Report {
     listener: AtomicI32,
 }
 
-/// Starts one command, answering on its `reply` socket. `Ok(Some(pid))`: it runs and the
-/// host has its pidfd (and listener); `Ok(None)`: it failed and the host was told.
+/// Starts one command, answering on its `reply` socket. `Ok(Some((pid, pidfd)))`: it runs and
+/// the host has a copy of its pidfd (and its listener); `Ok(None)`: it failed and the host
+/// was told.
 fn start(
     reply: BorrowedFd<'_>,
     id: u64,
@@ -287,7 +397,7 @@ fn start(
     procs: &[OwnedFd],
     filtered: bool,
     me: &mut Resident,
-) -> std::io::Result<Option<i32>> {
+) -> std::io::Result<Option<(i32, OwnedFd)>> {
     let failed = |stage: &str, errno: i32| FromResident::Failed {
         id,
         stage: stage.into(),
@@ -390,7 +500,7 @@ fn start(
         )?;
         return Ok(None);
     }
-    let stop = |why: &str| -> std::io::Result<Option<i32>> {
+    let stop = |why: &str| -> std::io::Result<Option<(i32, OwnedFd)>> {
         // SAFETY: kill of our own unreaped child.
         unsafe { libc::kill(pid, libc::SIGKILL) };
         let _ = crate::sys::waitpid(pid, 0);
@@ -418,7 +528,7 @@ fn start(
         unsafe { libc::kill(pid, libc::SIGKILL) };
         return Err(e);
     }
-    Ok(Some(pid))
+    Ok(Some((pid, pidfd)))
 }
 
 /// What the cloned child needs, all prepared before the clone.

@@ -51,13 +51,19 @@ pub(crate) enum ToResident {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub(crate) enum FromResident {
-    /// The resident is ready; commands' `execve` names the path buffer at `addr`.
-    Hello { addr: u64 },
+    /// The resident is ready; commands' `execve` names the path buffer at `addr`. With
+    /// `exit_info`, the kernel reaps its commands and keeps each one's exit status for its
+    /// pidfd (Linux 6.15): no `Exited` comes, the host reads the status from the pidfd.
+    Hello {
+        addr: u64,
+        #[serde(default)]
+        exit_info: bool,
+    },
     /// Command `id` runs: its pidfd comes along, then its listener when `listener`.
     Started { id: u64, listener: bool },
     /// Command `id` could not be started: the step and its errno.
     Failed { id: u64, stage: String, errno: i32 },
-    /// Command `id` ended with this wait status.
+    /// Command `id` ended with this wait status (only from a resident without `exit_info`).
     Exited { id: u64, status: i32 },
 }
 
