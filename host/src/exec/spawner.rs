@@ -452,6 +452,40 @@ mod tests {
         crate::exec::exec_with(&req, &opts).unwrap()
     }
 
+    /// The exemptions share their blocks (policy's `bpf`): the secret is compared once per
+    /// argument position and refusal, not once per call, which keeps the program, and the
+    /// kernel's cost of attaching it on every one-shot run, small.
+    #[test]
+    fn the_exemptions_compare_the_secret_once_per_shared_block() {
+        let secret = 0x0123_4567_89ab_cdef_u64;
+        for name in ["minimal", "shell"] {
+            let base =
+                crate::outer::base_policy(&Profile::builtin(name).unwrap(), Some(Action::Trap))
+                    .unwrap()
+                    .unwrap();
+            let plain = bpf::compile_vec(&base.policy).unwrap().len();
+            let prog = program(&base.policy, secret, &Default::default()).unwrap();
+            let compares = prog
+                .iter()
+                .filter(|i| i.code == bpf::JEQ_K && i.k == (secret >> 32) as u32)
+                .count();
+            let exempted = SECRET_CALLS
+                .iter()
+                .filter_map(|(n, _)| NATIVE.syscall_number(n))
+                .filter(|nr| base.policy.constant_decision(*nr) != Some(Action::Allow))
+                .count();
+            eprintln!(
+                "{name}: {plain} instructions, {} with {exempted} exemptions ({compares} blocks)",
+                prog.len()
+            );
+            // Without sharing, one comparison per exemption.
+            assert!(
+                compares < exempted,
+                "{name}: {compares} comparisons for {exempted} exemptions"
+            );
+        }
+    }
+
     #[test]
     fn request_programs_run_under_the_spawners_own_filter() {
         // The first request starts the minimal profile's spawner; the same one comes back.
