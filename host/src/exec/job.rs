@@ -720,11 +720,21 @@ fn isolation_layer(
     };
     // The deny list Landlock carves around, for the view to cover instead; only where the
     // init rebuilds the job's Landlock rules (with its `/` rule).
+    // The paths Landlock's planning just found absent are left out: the covers look up each
+    // of the others (most of the list does not exist, and each lookup was a `statx`).
     let deny_read: Vec<PathBuf> = match landlock {
         Some(l) if l.prepared.raw_rules().is_some() => {
+            let absent: std::collections::HashSet<&std::ffi::OsStr> = l
+                .prepared
+                .status()
+                .deny_read_absent
+                .iter()
+                .map(|p| p.as_os_str())
+                .collect();
             crate::credentials::deny_read(&crate::credentials::Context::current())
                 .into_iter()
                 .chain(v.paths.deny_read.iter().cloned())
+                .filter(|p| !absent.contains(p.as_os_str()))
                 .collect()
         }
         _ => Vec::new(),
