@@ -259,6 +259,29 @@ pub(crate) fn no_new_privs() -> io::Result<i32> {
     prctl_int(libc::PR_GET_NO_NEW_PRIVS, 0)
 }
 
+/// The highest capability number this kernel knows: the last one `PR_CAPBSET_READ` accepts
+/// (it answers EINVAL above it), found by bisection in six calls. Reading
+/// `/proc/sys/kernel/cap_last_cap` instead (an open, a sysctl lookup, a read) was a visible
+/// part of a one-shot run's own work; the answer is the same. `None` when even capability 0
+/// is refused (no answer to trust).
+pub(crate) fn cap_last() -> Option<i32> {
+    let known = |cap: i32| prctl_int(libc::PR_CAPBSET_READ, cap as libc::c_ulong).is_ok();
+    if !known(0) {
+        return None;
+    }
+    // Invariant: `lo` is known, `hi` is not (capability numbers are below 64).
+    let (mut lo, mut hi) = (0, 64);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if known(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
+
 /// Makes this process non-dumpable: its /proc files become root's.
 pub(crate) fn set_not_dumpable() -> io::Result<()> {
     prctl_int(libc::PR_SET_DUMPABLE, 0).map(drop)
@@ -1512,6 +1535,16 @@ mod arena_tests {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_capability_is_the_kernels() {
+        let procfs: i32 = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(super::cap_last(), Some(procfs));
+    }
+
     #[test]
     fn the_kernel_release_is_the_one_procfs_gives() {
         let procfs = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();

@@ -4,7 +4,9 @@
 //! 1. architecture check: any other `seccomp_data.arch` (i386 `int 0x80`, arm32) is killed;
 //! 2. on x86_64, any number with the x32 bit (>= 0x40000000) is killed, in every mode;
 //! 3. syscalls with argument rules, each tested with one `jeq` and decided by its rule block,
-//!    so hot calls such as `openat` are decided within a few instructions;
+//!    so hot calls such as `openat` are decided within a few instructions; syscalls whose
+//!    blocks are identical (the spawner's secret exemptions) have their `jeq`s side by side
+//!    and share one block;
 //! 4. a balanced tree of `jge` over ranges of numbers sharing one decision; a leaf jumps to one
 //!    `ret` per action shared after the tree (about 40% fewer instructions than a `ret` per
 //!    leaf; the kernel's attach cost grows with program length), in place only when out of reach.
@@ -15,7 +17,7 @@
 
 use crate::action::{Action, RET_KILL_PROCESS};
 use crate::error::ErrorKind;
-use crate::policy::{CmpOp, Cond, Policy, Width, MAX_NR};
+use crate::policy::{CmpOp, Cond, Policy, Rule, Width, MAX_NR, MAX_RULES};
 
 /// One classic BPF instruction, laid out as the kernel's `struct sock_filter`.
 #[repr(C)]
@@ -157,7 +159,13 @@ fn emit_all(policy: &Policy, ranges: &[Range], o: &mut Out<'_>) {
         o.push(jump(JGE_K, X32_SYSCALL_BIT, 0, 1));
         o.push(stmt(RET_K, RET_KILL_PROCESS));
     }
-    // Syscalls decided by their arguments: one jeq each, then their block.
+    // Syscalls decided by their arguments: one jeq each, then their block. Syscalls whose
+    // blocks would be identical share one: the spawner's exemptions (the same 64-bit secret
+    // in the same argument, then the same refusal) are most of its program otherwise, and the
+    // kernel's attach cost grows with the program's length. Each block's fingerprint is taken
+    // once, so finding the groups compares numbers, and blocks only where those agree.
+    let mut ruled = [(0u32, 0u64); MAX_RULES];
+    let mut n = 0;
     let mut last = u32::MAX;
     for rule in policy.rules() {
         let nr = u32::from(rule.nr);
@@ -165,17 +173,114 @@ fn emit_all(policy: &Policy, ranges: &[Range], o: &mut Out<'_>) {
             continue;
         }
         last = nr;
+        if let Some(slot) = ruled.get_mut(n) {
+            *slot = (nr, fingerprint(policy, nr));
+            n += 1;
+        }
+    }
+    let ruled = &ruled[..n];
+    let mut emitted = [false; MAX_RULES];
+    for (i, &(nr, print)) in ruled.iter().enumerate() {
+        if emitted[i] {
+            continue;
+        }
+        let mut group = [0u32; MAX_GROUP];
+        let mut k = 0;
+        for (j, &(other, other_print)) in ruled.iter().enumerate().skip(i) {
+            if k == MAX_GROUP || emitted[j] {
+                continue;
+            }
+            if j == i || (other_print == print && same_block(policy, nr, other)) {
+                emitted[j] = true;
+                group[k] = other;
+                k += 1;
+            }
+        }
         let mut c = Out::counter();
         emit_rule_block(policy, nr, &mut c);
-        if c.len <= 255 {
-            o.push(jump(JEQ_K, nr, 0, c.len as u8));
-        } else {
-            o.push(jump(JEQ_K, nr, 1, 0));
+        // Each jeq jumps over the ones after it to the block; the last skips the block
+        // (through a `ja` when the block is out of a conditional jump's reach).
+        let far = usize::from(c.len > 255);
+        for (j, member) in group[..k].iter().enumerate() {
+            let jt = (k - 1 - j + far) as u8;
+            let jf = if j + 1 == k && far == 0 {
+                c.len as u8
+            } else {
+                0
+            };
+            o.push(jump(JEQ_K, *member, jt, jf));
+        }
+        if far == 1 {
             o.push(stmt(JA, c.len as u32));
         }
         emit_rule_block(policy, nr, o);
     }
     emit_tree(ranges, o);
+}
+
+/// Most syscalls sharing one rule block (each jeq's jump over the others must fit a byte).
+const MAX_GROUP: usize = 128;
+
+/// The rules [`emit_rule_block`] writes for `nr` (those before the first unconditional one)
+/// and the decision after them (that rule's, else the syscall's fallback).
+fn block(policy: &Policy, nr: u32) -> (&[Rule], Action) {
+    let rules = policy.rules_for(nr);
+    let cut = rules
+        .iter()
+        .position(Policy::is_unconditional)
+        .unwrap_or(rules.len());
+    let last = match rules.get(cut) {
+        Some(r) => r.action,
+        None if policy.is_allowed(nr) => Action::Allow,
+        None => policy.fallback(),
+    };
+    (&rules[..cut], last)
+}
+
+/// A number that is equal for syscalls whose blocks are the same ([`same_block`] decides):
+/// FNV-1a over the block's rules, their conditions and the decision after them.
+fn fingerprint(policy: &Policy, nr: u32) -> u64 {
+    struct Fnv(u64);
+    impl core::hash::Hasher for Fnv {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for b in bytes {
+                self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    use core::hash::{Hash, Hasher};
+    let mut h = Fnv(0xcbf2_9ce4_8422_2325);
+    let (rules, last) = block(policy, nr);
+    last.hash(&mut h);
+    for r in rules {
+        r.action.hash(&mut h);
+        for alt in policy.alternatives(r) {
+            alt.len().hash(&mut h);
+            alt.hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+/// Whether syscalls `a` and `b` compile to the same rule block (as [`emit_rule_block`]
+/// writes it): the same conditional rules in the same order, and the same decision after them
+/// (an unconditional rule's, which ends the block, else the syscall's fallback). A refusal by
+/// an explicit rule and one by the profile's default compile alike, so they share too.
+fn same_block(policy: &Policy, a: u32, b: u32) -> bool {
+    let ((ra, la), (rb, lb)) = (block(policy, a), block(policy, b));
+    la == lb
+        && ra.len() == rb.len()
+        && ra.iter().zip(rb).all(|(x, y)| {
+            x.action == y.action
+                && policy.alternatives(x).count() == policy.alternatives(y).count()
+                && policy
+                    .alternatives(x)
+                    .zip(policy.alternatives(y))
+                    .all(|(p, q)| p == q)
+        })
 }
 
 /// Groups syscall numbers into maximal runs with one constant decision. Numbers decided by

@@ -620,3 +620,59 @@ fn retarget_changes_trap_to_user_notif_and_nothing_else() {
     assert_eq!(retarget(&mut prog, RET_TRAP, RET_USER_NOTIF), 0);
     assert_eq!(prog, copy);
 }
+
+#[test]
+fn identical_rule_blocks_are_shared_and_decide_as_before() {
+    const SECRET: u64 = 0x1234_5678_9abc_def0;
+    // Exemptions carrying the same secret in the same argument, as the spawner's filter has
+    // them: mount and move_mount in a4, open_tree and mkdirat in a3, and one in a3 of a call
+    // the profile refuses differently (socket, whose refusal is its own errno).
+    let exempt = |names: &[&str], arg: u8| {
+        names
+            .iter()
+            .map(|n| format!("{n}(a{arg}.64 == {SECRET:#x})"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let build = |names: &[(&[&str], u8)]| {
+        let mut p = from_env(
+            Arch::X86_64,
+            Some("read:write:exit_group"),
+            Some("socket=EACCES"),
+            Some("trap"),
+        );
+        for (n, arg) in names {
+            grammar::parse_exemptions(&mut p, sandbox_policy::Source::Allow, &exempt(n, *arg))
+                .unwrap();
+        }
+        p
+    };
+    let one = build(&[(&["mount"], 4)]);
+    let all = build(&[
+        (&["mount", "move_mount"], 4),
+        (&["open_tree", "mkdirat", "socket"], 3),
+    ]);
+    for p in [&one, &all] {
+        assert_equivalent(p);
+    }
+    let nr = |n| Arch::X86_64.syscall_number(n).unwrap();
+    let mut args = [0u64; 6];
+    args[3] = SECRET;
+    assert_eq!(all.decide(nr("mkdirat"), &args), Action::Allow);
+    assert_eq!(all.decide(nr("mkdirat"), &[0; 6]), all.fallback());
+    assert_eq!(all.decide(nr("socket"), &[0; 6]), Action::Errno(13));
+    // move_mount shares mount's block, mkdirat open_tree's; socket, refused with its own
+    // errno, has a block of its own: three comparisons of the secret instead of five.
+    let compares = compile(&all)
+        .iter()
+        .filter(|i| i.code == sandbox_policy::bpf::JEQ_K && i.k == (SECRET >> 32) as u32)
+        .count();
+    assert_eq!(compares, 3, "{:?}", compile(&all));
+    assert_eq!(
+        compile(&one)
+            .iter()
+            .filter(|i| i.k == (SECRET >> 32) as u32)
+            .count(),
+        1
+    );
+}

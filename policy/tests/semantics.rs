@@ -288,9 +288,16 @@ fn oversized() -> Policy {
         op: CmpOp::Lt,
         value: 0x1234_0000_5678_0000,
     };
-    let alt = vec![c; MAX_CONDS_PER_ALT];
     let mut added = 0;
     for n in 0..MAX_RULES as u32 {
+        // A value of its own per syscall: identical blocks would be shared (bpf.rs).
+        let alt = vec![
+            Cond {
+                value: c.value + (u64::from(n) << 16),
+                ..c
+            };
+            MAX_CONDS_PER_ALT
+        ];
         if p.add_rule(n, Action::Errno(1), &[&alt]).is_err() {
             break;
         }

@@ -751,7 +751,12 @@ impl Group {
                 kill(self.child, libc::SIGKILL);
                 let mut pause = Duration::from_micros(50);
                 loop {
-                    if stat(self.child).is_none_or(|s| matches!(s.state, 'Z' | 'X')) {
+                    // The init is the host's own child: `waitid` tells that it exited
+                    // without reading its `/proc` entry (the usual case: the watch loop
+                    // comes here once the init has exited).
+                    if crate::sys::child_has_exited(self.child)
+                        || stat(self.child).is_none_or(|s| matches!(s.state, 'Z' | 'X'))
+                    {
                         self.emptied = true;
                         break;
                     }

@@ -162,7 +162,11 @@ impl Job {
         // A job whose mount namespace gets a /tmp of its own has TMPDIR=/tmp there: it needs
         // no directory on the host's file system, which would only be made and removed for
         // nothing.
-        let private_tmp = private_tmp(v);
+        // The credential list resolved once for the job (a listing of `/etc/ssh` and a path
+        // per entry): the private /tmp's check, Landlock's rules and the view's covers all
+        // start from it.
+        let credentials = crate::credentials::deny_read(&crate::credentials::Context::current());
+        let private_tmp = private_tmp(v, &credentials);
         let namespaced = v.paths.isolation != super::isolation::Mode::Off
             && super::isolation::presumed_unavailable().is_none();
         let namespaced_tmp = private_tmp && namespaced;
@@ -186,6 +190,7 @@ impl Job {
             !namespaced_tmp,
             !namespaced && delegable(),
             covered,
+            &credentials,
         )?;
         // What an earlier job left in the shared home to run in this one is removed first.
         if let Some(h) = &v.home {
@@ -209,7 +214,8 @@ impl Job {
                 }
             }
         }
-        let isolation = isolation_layer(v, sandbox, &here, layer.as_ref(), private_tmp)?;
+        let isolation =
+            isolation_layer(v, sandbox, &here, layer.as_ref(), private_tmp, &credentials)?;
         // Rules without a carve-out grant no reading: only an init that mounts the covers
         // grants `/`. A job that ends up without that view (none is expected: the checks
         // above are the ones the layer makes) gets the carve-out planned after all rather
@@ -223,6 +229,7 @@ impl Job {
                     !namespaced_tmp,
                     isolation.is_err() && delegable(),
                     false,
+                    &credentials,
                 )?
             }
             l => l,
@@ -708,8 +715,7 @@ fn refuse_root_below_isolated(
 /// Whether the job's mount namespace, if it gets one, mounts a private `/tmp`. Landlock's
 /// rule for a private /tmp would reach into directories bound back there: not when it must
 /// keep something under /tmp unreadable.
-fn private_tmp(v: &Validated) -> bool {
-    let credentials = crate::credentials::deny_read(&crate::credentials::Context::current());
+fn private_tmp(v: &Validated, credentials: &[PathBuf]) -> bool {
     v.paths.mode == crate::landlock::Mode::Off
         || !credentials
             .iter()
@@ -724,6 +730,7 @@ fn isolation_layer(
     here: &std::path::Path,
     landlock: Option<&super::paths::Layer>,
     private_tmp: bool,
+    credentials: &[PathBuf],
 ) -> Result<Result<super::isolation::Layer, String>, ExecError> {
     let workspace = v
         .paths
@@ -765,11 +772,22 @@ fn isolation_layer(
     };
     // The deny list Landlock carves around, for the view to cover instead; only where the
     // init rebuilds the job's Landlock rules (with its `/` rule).
+    // The paths Landlock's planning just found absent are left out: the covers look up each
+    // of the others (most of the list does not exist, and each lookup was a `statx`).
     let deny_read: Vec<PathBuf> = match landlock {
         Some(l) if l.prepared.raw_rules().is_some() => {
-            crate::credentials::deny_read(&crate::credentials::Context::current())
-                .into_iter()
-                .chain(v.paths.deny_read.iter().cloned())
+            let absent: std::collections::HashSet<&std::ffi::OsStr> = l
+                .prepared
+                .status()
+                .deny_read_absent
+                .iter()
+                .map(|p| p.as_os_str())
+                .collect();
+            credentials
+                .iter()
+                .chain(&v.paths.deny_read)
+                .filter(|p| !absent.contains(p.as_os_str()))
+                .cloned()
                 .collect()
         }
         _ => Vec::new(),

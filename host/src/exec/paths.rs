@@ -128,13 +128,15 @@ impl Layer {
 
 /// The layer's rules for a command under `sandbox` run in `cwd`, with `temp` writable: the
 /// workspace default and the TCP treatment follow the profile's filter, the deny list starts
-/// from the host's `HOME`. `covered`: the job's view covers the deny paths ([`Spec::covered`]).
+/// from the credential list (`credentials`, resolved for the host's `HOME`). `covered`: the
+/// job's view covers the deny paths ([`Spec::covered`]).
 fn spec(
     rules: &PathRules,
     sandbox: &Sandbox,
     cwd: &Path,
     temp: Option<&Path>,
     covered: bool,
+    credentials: &[PathBuf],
 ) -> Result<Spec, Refusal> {
     let allows = allows(sandbox);
     let profile = &sandbox.options().profile.name();
@@ -151,7 +153,7 @@ fn spec(
     };
     let mut writable = writable_set(rules, &allows, cwd);
     writable.extend(temp.map(Path::to_path_buf));
-    let mut deny_read = crate::credentials::deny_read(&crate::credentials::Context::current());
+    let mut deny_read = credentials.to_vec();
     deny_read.extend(rules.deny_read.iter().cloned());
     Ok(Spec {
         deny_read,
@@ -197,7 +199,8 @@ pub(crate) fn refusal(e: landlock::LandlockError) -> Refusal {
 /// mount namespace gets a `/tmp` of its own, which the init grants every right). `covered`:
 /// the job runs in the constructed view with covers over the deny paths (module `conceal`),
 /// so no carve-out is planned ([`Spec::covered`]); the caller checks that the view it got has
-/// them ([`Layer::covered`]).
+/// them ([`Layer::covered`]). `credentials`: the credential list resolved for this job
+/// (`credentials::deny_read`), which the caller resolves once for every layer.
 pub(crate) fn layer(
     rules: &PathRules,
     sandbox: &Sandbox,
@@ -205,6 +208,7 @@ pub(crate) fn layer(
     own_tmp: bool,
     own_terminals_only: bool,
     covered: bool,
+    credentials: &[PathBuf],
 ) -> Result<Option<Layer>, Refusal> {
     // With Landlock or without, the constructed view binds the same places writable.
     preload_outside(rules, sandbox, &writable_set(rules, &allows(sandbox), cwd))?;
@@ -226,7 +230,7 @@ pub(crate) fn layer(
     } else {
         None
     };
-    let mut spec = spec(rules, sandbox, cwd, root, covered)?;
+    let mut spec = spec(rules, sandbox, cwd, root, covered, credentials)?;
     // Without namespaces (no devpts of its own), a job's terminals are its own (a
     // descriptor) and those it creates (module `emulate`); the user's others are neither
     // written (no device rule) nor read (carved out of the read rule: a rule for each entry
@@ -335,7 +339,8 @@ pub fn preload_layer(
     )?;
     let tmpdir = env_temp_dir()
         .map_err(|e| Refusal::new("landlock", format!("temporary directory: {e}")))?;
-    let spec = spec(rules, sandbox, cwd, Some(&tmpdir), false)?;
+    let credentials = crate::credentials::deny_read(&crate::credentials::Context::current());
+    let spec = spec(rules, sandbox, cwd, Some(&tmpdir), false, &credentials)?;
     let max_abi = landlock::try_max_abi_from_env().map_err(refusal)?;
     let value = landlock::preload_value(&spec, rules.mode, max_abi).map_err(refusal)?;
     Ok(Some(PreloadLayer {

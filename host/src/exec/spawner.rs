@@ -28,7 +28,9 @@
 
 use super::clone::{clone_for_spawner, CloneArgs};
 use crate::policy::action::{RET_TRAP, RET_USER_NOTIF};
-use crate::policy::{bpf, grammar, Action, Error, ErrorKind, Insn, Policy, Source, NATIVE};
+use crate::policy::{
+    bpf, Action, CmpOp, Cond, Error, ErrorKind, Insn, Policy, Source, Width, NATIVE,
+};
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -102,8 +104,18 @@ pub(crate) fn program(
         if base.constant_decision(nr) == Some(Action::Allow) {
             continue;
         }
-        let rule = format!("{name}(a{arg}.64 == {secret:#x})");
-        grammar::parse_exemptions(&mut policy, Source::Allow, &rule)?;
+        // The rule `name(aN.64 == SECRET)` built directly rather than written out and parsed
+        // (the grammar's name lookup and parse, per call and per one-shot run).
+        let carries = Cond {
+            arg: *arg,
+            width: Width::W64,
+            mask: u64::MAX,
+            op: CmpOp::Eq,
+            value: secret,
+        };
+        policy
+            .exempt(nr, &[&[carries]])
+            .map_err(|_| Error::whole(Source::Allow, ErrorKind::TooManyRules))?;
     }
     let mut prog =
         bpf::compile_vec(&policy).map_err(|k: ErrorKind| Error::whole(Source::Allow, k))?;
@@ -450,6 +462,54 @@ mod tests {
         let mut req = Request::new(["/usr/bin/python3", "-c", &script]);
         req.on_violation = crate::exec::OnViolation::Kill;
         crate::exec::exec_with(&req, &opts).unwrap()
+    }
+
+    /// The exemptions share their blocks (policy's `bpf`): the secret is compared once per
+    /// argument position and refusal, not once per call, which keeps the program, and the
+    /// kernel's cost of attaching it on every one-shot run, small.
+    #[test]
+    fn the_exemptions_compare_the_secret_once_per_shared_block() {
+        let secret = 0x0123_4567_89ab_cdef_u64;
+        for name in ["minimal", "shell"] {
+            let base =
+                crate::outer::base_policy(&Profile::builtin(name).unwrap(), Some(Action::Trap))
+                    .unwrap()
+                    .unwrap();
+            let plain = bpf::compile_vec(&base.policy).unwrap().len();
+            let prog = program(&base.policy, secret, &Default::default()).unwrap();
+            let compares = prog
+                .iter()
+                .filter(|i| i.code == bpf::JEQ_K && i.k == (secret >> 32) as u32)
+                .count();
+            let exempted = SECRET_CALLS
+                .iter()
+                .filter_map(|(n, _)| NATIVE.syscall_number(n))
+                .filter(|nr| base.policy.constant_decision(*nr) != Some(Action::Allow))
+                .count();
+            eprintln!(
+                "{name}: {plain} instructions, {} with {exempted} exemptions ({compares} blocks)",
+                prog.len()
+            );
+            // The exemptions built directly are the rules their text says.
+            let mut parsed = base.policy.clone();
+            for (n, arg) in SECRET_CALLS {
+                let Some(nr) = NATIVE.syscall_number(n) else {
+                    continue;
+                };
+                if base.policy.constant_decision(nr) != Some(Action::Allow) {
+                    let rule = format!("{n}(a{arg}.64 == {secret:#x})");
+                    crate::policy::parse_exemptions(&mut parsed, Source::Allow, &rule).unwrap();
+                }
+            }
+            let mut text = bpf::compile_vec(&parsed).unwrap();
+            bpf::retarget(&mut text, RET_TRAP, RET_USER_NOTIF);
+            assert_eq!(prog, text, "{name}");
+            // Without sharing, one comparison per exemption.
+            assert!(
+                compares < exempted,
+                "{name}: {compares} comparisons for {exempted} exemptions"
+            );
+        }
     }
 
     #[test]

@@ -123,6 +123,11 @@ pub(super) fn watch(job: &mut Job, live: &mut Live, v: &Validated, opts: &RunOpt
         if let Some(n) = &notifier {
             watch(n.raw(), libc::POLLIN);
         }
+        // `sandbox run`'s stderr copy starts with the program's first write (module `tee`).
+        let tee = job.tee.as_ref().and_then(|t| t.watched());
+        if let Some(fd) = tee {
+            watch(fd, libc::POLLIN);
+        }
         let n = crate::sys::poll_for(&mut fds, timeout_ms.max(0)).unwrap_or(0);
         if n == 0 {
             continue;
@@ -135,6 +140,10 @@ pub(super) fn watch(job: &mut Job, live: &mut Live, v: &Validated, opts: &RunOpt
                 out.pump(&mut scratch);
             } else if Some(p.fd) == err.raw() {
                 err.pump(&mut scratch);
+            } else if tee == Some(p.fd) {
+                if let Some(t) = job.tee.as_mut() {
+                    t.ready(p.revents);
+                }
             } else if notifier.as_ref().is_some_and(|n| n.raw() == p.fd) {
                 let n = notifier.as_mut().expect("checked above");
                 // POLLHUP without POLLIN: every process using the filter is gone.

@@ -12,10 +12,16 @@
 //! The thread writes with blocking writes, as the program would have: a slow reader slows the
 //! program, not the host's clock. When the host's stderr fails (its reader went away), the
 //! thread closes the pipe, and the program's next write fails as it would have.
+//!
+//! The thread starts when the program first writes: until then the watch loop (module
+//! `supervise`) polls the pipe with the job's other descriptors. Most commands write nothing
+//! on stderr, and a thread (its stack mapped, started, scheduled, unmapped) was a visible
+//! part of a one-shot run's cost (docs/benchmarks.md). Where no thread can be started, the
+//! watch loop copies what the program wrote itself, with the same blocking writes.
 
 use super::spawn;
 use std::io::{IsTerminal, Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -36,19 +42,148 @@ const COALESCE: Duration = Duration::from_millis(20);
 /// Longest line looked at; the rest of a longer line is not.
 const MAX_LINE: usize = 8 * 1024;
 
-/// A running copy of the program's stderr to the host's.
+/// The copy of the program's stderr to the host's.
 pub(crate) struct Tee {
-    done: mpsc::Receiver<Vec<u8>>,
+    state: State,
+}
+
+enum State {
+    /// Nothing read yet: the pipe's read end and the host's stderr, for the thread to come.
+    Waiting {
+        read: std::fs::File,
+        host: std::fs::File,
+    },
+    /// A thread copies; it sends the candidate lines when the pipe ends.
+    Copying(mpsc::Receiver<Vec<u8>>),
+    /// No thread could be started: the watch loop copies, chunk by chunk.
+    Inline {
+        read: std::fs::File,
+        host: std::fs::File,
+        line: Vec<u8>,
+        kept: Kept,
+    },
+    /// The pipe ended (or the host's stderr failed): the candidate lines seen.
+    Ended(Vec<u8>),
 }
 
 impl Tee {
+    /// The pipe the watch loop polls for the program's first write (none once a thread
+    /// copies, or the pipe ended).
+    pub(crate) fn watched(&self) -> Option<RawFd> {
+        match &self.state {
+            State::Waiting { read, .. } | State::Inline { read, .. } => Some(read.as_raw_fd()),
+            State::Copying(_) | State::Ended(_) => None,
+        }
+    }
+
+    /// The watched pipe is ready (`revents` from `poll`): the copy starts on a thread of its
+    /// own, or (where none can be started) this chunk is copied here. A pipe that hung up
+    /// with nothing in it has ended: no thread is needed at all.
+    pub(crate) fn ready(&mut self, revents: libc::c_short) {
+        let state = std::mem::replace(&mut self.state, State::Ended(Vec::new()));
+        self.state = match state {
+            State::Waiting { .. } if revents & libc::POLLIN == 0 => State::Ended(Vec::new()),
+            State::Waiting { read, host } => start(read, host),
+            State::Inline {
+                mut read,
+                mut host,
+                mut line,
+                mut kept,
+            } => {
+                let mut buf = vec![0u8; 64 * 1024];
+                let more = revents & libc::POLLIN != 0
+                    && match read.read(&mut buf) {
+                        Ok(0) | Err(_) => false,
+                        Ok(n) => {
+                            collect(&buf[..n], &mut line, &mut kept);
+                            host.write_all(&buf[..n]).is_ok()
+                        }
+                    };
+                if more {
+                    State::Inline {
+                        read,
+                        host,
+                        line,
+                        kept,
+                    }
+                } else {
+                    keep(&line, &mut kept);
+                    State::Ended(kept.text)
+                }
+            }
+            other => other,
+        };
+    }
+
     /// The candidate lines seen, once the program's end of the pipe is closed (waiting at
     /// most `wait`: a process that escaped the run may hold it; its lines are then not seen).
-    pub(crate) fn finish(self, wait: Duration) -> String {
-        match self.done.recv_timeout(wait) {
-            Ok(kept) => String::from_utf8_lossy(&kept).into_owned(),
-            Err(_) => String::new(),
+    /// What was written after the watch loop's last look is copied now.
+    pub(crate) fn finish(mut self, wait: Duration) -> String {
+        let revents = match &self.state {
+            State::Waiting { read, .. } | State::Inline { read, .. } => {
+                Some(crate::sys::poll_one(read.as_fd(), libc::POLLIN, 0).unwrap_or(libc::POLLIN))
+            }
+            State::Copying(_) | State::Ended(_) => None,
+        };
+        match (revents, &self.state) {
+            // Nothing there yet, but a writer (a process that escaped the run) may still
+            // write: a thread copies it, as it would have from the start.
+            (Some(0), State::Waiting { .. }) => self.ready(libc::POLLIN),
+            (Some(r), _) if r != 0 => self.ready(r),
+            _ => {}
         }
+        // Inline: what is there now, up to the end or a look that finds nothing more (a
+        // read that could block is never made here).
+        while let State::Inline { read, .. } = &self.state {
+            let now = crate::sys::poll_one(read.as_fd(), libc::POLLIN, 0).unwrap_or(0);
+            if now == 0 {
+                break;
+            }
+            self.ready(now);
+        }
+        let kept = match self.state {
+            State::Copying(done) => done.recv_timeout(wait).unwrap_or_default(),
+            State::Ended(kept) => kept,
+            // A writer that escaped the run still holds the pipe: what was seen.
+            State::Inline { line, mut kept, .. } => {
+                keep(&line, &mut kept);
+                kept.text
+            }
+            State::Waiting { .. } => Vec::new(),
+        };
+        String::from_utf8_lossy(&kept).into_owned()
+    }
+}
+
+/// The copy started on a thread of its own, or inline where no thread can be started.
+fn start(read: std::fs::File, host: std::fs::File) -> State {
+    let (tx, rx) = mpsc::sync_channel(1);
+    // The files go to the thread only once it runs: a failed start hands them back.
+    let files = std::sync::Arc::new(std::sync::Mutex::new(Some((read, host))));
+    let theirs = std::sync::Arc::clone(&files);
+    let started = std::thread::Builder::new()
+        .name("sandbox-tee".into())
+        .spawn(move || {
+            let taken = theirs.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some((read, host)) = taken {
+                let _ = tx.send(copy(read, host));
+            }
+        });
+    let back = match started {
+        Ok(_) => return State::Copying(rx),
+        Err(e) => {
+            tracing::warn!(error = %e, "no thread for the stderr copy; the watch loop copies it");
+            files.lock().unwrap_or_else(|e| e.into_inner()).take()
+        }
+    };
+    match back {
+        Some((read, host)) => State::Inline {
+            read,
+            host,
+            line: Vec::new(),
+            kept: Kept::default(),
+        },
+        None => State::Ended(Vec::new()),
     }
 }
 
@@ -81,13 +216,13 @@ pub(crate) fn inherit() -> std::io::Result<([OwnedFd; 3], Option<Tee>)> {
     let (read, write) = spawn::pipe()?;
     let write = spawn::above_stdio(write)?;
     let out = if joined { write.try_clone()? } else { stdout };
-    let (tx, rx) = mpsc::sync_channel(1);
-    std::thread::Builder::new()
-        .name("sandbox-tee".into())
-        .spawn(move || {
-            let _ = tx.send(copy(std::fs::File::from(read), host));
-        })?;
-    Ok(([stdin, out, write], Some(Tee { done: rx })))
+    let tee = Tee {
+        state: State::Waiting {
+            read: std::fs::File::from(read),
+            host,
+        },
+    };
+    Ok(([stdin, out, write], Some(tee)))
 }
 
 /// Lines kept before each candidate line: a `Caused by:` chain names its path a few lines
@@ -205,6 +340,98 @@ fn keep(line: &[u8], kept: &mut Kept) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tee over a fresh pipe whose host side is a file: (tee, the program's end, the file).
+    fn tee_over_pipe() -> (Tee, std::fs::File, tempfile::NamedTempFile) {
+        let (read, write) = spawn::pipe().unwrap();
+        let host = tempfile::NamedTempFile::new().unwrap();
+        let tee = Tee {
+            state: State::Waiting {
+                read: std::fs::File::from(read),
+                host: host.reopen().unwrap(),
+            },
+        };
+        (tee, std::fs::File::from(write), host)
+    }
+
+    fn poll(tee: &Tee) -> libc::c_short {
+        let (State::Waiting { read, .. } | State::Inline { read, .. }) = &tee.state else {
+            panic!("the pipe is not watched");
+        };
+        crate::sys::poll_one(read.as_fd(), libc::POLLIN, 1000).unwrap()
+    }
+
+    const REFUSED: &[u8] = b"touch: cannot touch '/x': Read-only file system\n";
+
+    #[test]
+    fn a_program_that_writes_nothing_gets_no_copy_thread() {
+        let (mut tee, write, host) = tee_over_pipe();
+        drop(write);
+        let revents = poll(&tee);
+        assert_eq!(revents & libc::POLLIN, 0, "a hung-up empty pipe");
+        tee.ready(revents);
+        assert!(
+            matches!(tee.state, State::Ended(_)),
+            "no thread was started"
+        );
+        assert_eq!(tee.watched(), None);
+        assert_eq!(tee.finish(Duration::from_secs(1)), "");
+        assert_eq!(std::fs::read(host.path()).unwrap(), b"");
+    }
+
+    #[test]
+    fn the_first_write_starts_the_copy() {
+        let (mut tee, mut write, host) = tee_over_pipe();
+        write.write_all(b"progress\n").unwrap();
+        tee.ready(poll(&tee));
+        assert!(matches!(tee.state, State::Copying(_)));
+        assert_eq!(tee.watched(), None, "the thread reads the pipe now");
+        write.write_all(REFUSED).unwrap();
+        drop(write);
+        let kept = tee.finish(Duration::from_secs(5));
+        assert!(kept.ends_with("Read-only file system\n"), "{kept:?}");
+        let copied = std::fs::read(host.path()).unwrap();
+        assert_eq!(copied, [&b"progress\n"[..], REFUSED].concat());
+    }
+
+    #[test]
+    fn what_the_loop_did_not_see_is_copied_at_the_end() {
+        // The program wrote and exited between the loop's last poll and its end.
+        let (tee, mut write, host) = tee_over_pipe();
+        write.write_all(REFUSED).unwrap();
+        drop(write);
+        let kept = tee.finish(Duration::from_secs(5));
+        assert_eq!(kept.as_bytes(), REFUSED);
+        assert_eq!(std::fs::read(host.path()).unwrap(), REFUSED);
+    }
+
+    #[test]
+    fn without_a_thread_the_loop_copies_each_chunk() {
+        let (tee, mut write, host) = tee_over_pipe();
+        let State::Waiting { read, host: to } = tee.state else {
+            unreachable!()
+        };
+        let mut tee = Tee {
+            state: State::Inline {
+                read,
+                host: to,
+                line: Vec::new(),
+                kept: Kept::default(),
+            },
+        };
+        write.write_all(b"first\n").unwrap();
+        tee.ready(poll(&tee));
+        assert!(matches!(tee.state, State::Inline { .. }), "still open");
+        assert_eq!(std::fs::read(host.path()).unwrap(), b"first\n");
+        write.write_all(REFUSED).unwrap();
+        // Still open when the job ends (an escaped writer): what is there is copied, and
+        // nothing blocks.
+        let kept = tee.finish(Duration::from_secs(1));
+        let all = [&b"first\n"[..], REFUSED].concat();
+        assert_eq!(kept.as_bytes(), all, "the candidate and the line before it");
+        assert_eq!(std::fs::read(host.path()).unwrap(), all);
+        drop(write);
+    }
 
     #[test]
     fn only_candidate_lines_are_kept_across_chunks() {

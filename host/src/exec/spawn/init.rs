@@ -182,12 +182,7 @@ thread_local! {
 /// The highest capability number of this kernel.
 fn cap_last() -> i32 {
     static LAST: OnceLock<i32> = OnceLock::new();
-    *LAST.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(63)
-    })
+    *LAST.get_or_init(|| crate::sys::cap_last().unwrap_or(63))
 }
 
 /// Everything an init needs, kept alive by the host until the program has exec'd.
