@@ -1194,6 +1194,18 @@ pub(crate) fn notif_send(
     Ok(())
 }
 
+/// Answers seccomp notification `id` with the error `errno` (positive), as the call's
+/// failure; a listener that has gone (the job ended) is not an error of the host's.
+pub(crate) fn notif_fail(listener: BorrowedFd<'_>, id: u64, errno: i32) {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: -errno,
+        flags: 0,
+    };
+    let _ = notif_send(listener, &resp);
+}
+
 /// A child of a test: forks, runs `f` in the child and ends it with `f`'s result as its exit
 /// status (no exit handlers run); returns the child's wait status.
 ///

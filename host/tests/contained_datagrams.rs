@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::contained::{owned_dir, text};
+use common::contained::{compile_c, owned_dir, text};
 use common::{command, As, BOTH};
 
 /// Sends `argv[2]-sendto`, `argv[2]-sendmsg` and two `argv[2]-sendmmsg-N` to the socket at
@@ -108,18 +108,10 @@ fn received(sock: &Path, log: &Path, n: u32) -> String {
 }
 
 fn programs(dir: &Path) -> [PathBuf; 2] {
-    let src = dir.join("send.c");
-    fs::write(&src, SEND_C).unwrap();
-    [false, true].map(|static_link| {
-        let out = dir.join(if static_link { "send-static" } else { "send" });
-        let mut c = Command::new("gcc");
-        if static_link {
-            c.arg("-static");
-        }
-        let st = c.arg("-o").arg(&out).arg(&src).status().unwrap();
-        assert!(st.success(), "gcc");
-        out
-    })
+    [
+        compile_c(dir, "send", SEND_C, false),
+        compile_c(dir, "send-static", SEND_C, true),
+    ]
 }
 
 /// `sandbox run --allow-root --isolation off --profile shell-network ARGS` as `who` in `cwd`.
@@ -361,16 +353,7 @@ int main(void) {
 #[test]
 fn hostile_send_arguments_get_the_kernels_answers() {
     let bin = owned_dir(As::Root, "contained-dgram-hostile");
-    let src = bin.path().join("hostile.c");
-    fs::write(&src, HOSTILE_C).unwrap();
-    let prog = bin.path().join("hostile");
-    let st = Command::new("gcc")
-        .arg("-o")
-        .arg(&prog)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc");
+    let prog = compile_c(bin.path(), "hostile", HOSTILE_C, false);
     let prog_s = prog.display().to_string();
     for who in BOTH {
         let ws = owned_dir(who, "contained-dgram-hostile-ws");

@@ -12,7 +12,7 @@ use std::process::Command;
 
 mod common;
 
-use common::contained::{owned_dir, run, text};
+use common::contained::{compile_c, owned_dir, run, text};
 use common::{As, BOTH};
 
 /// Sets `FLAG` on argv[1] with `FS_IOC_SETFLAGS` and the matching `FS_XFLAG` on argv[2]
@@ -82,17 +82,7 @@ fn flag(who: As) -> (&'static str, char, &'static str, &'static str) {
 }
 
 fn program(dir: &Path) -> PathBuf {
-    let src = dir.join("flags.c");
-    fs::write(&src, FLAGS_C).unwrap();
-    let out = dir.join("flags-static");
-    let st = Command::new("gcc")
-        .args(["-static", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc");
-    out
+    compile_c(dir, "flags-static", FLAGS_C, true)
 }
 
 #[test]
@@ -257,16 +247,7 @@ int main(void) {
 #[test]
 fn hostile_ioctl_arguments_get_the_kernels_answers() {
     let bin = owned_dir(As::Root, "contained-flags-hostile");
-    let src = bin.path().join("hostile.c");
-    fs::write(&src, HOSTILE_C).unwrap();
-    let prog = bin.path().join("hostile");
-    let st = Command::new("gcc")
-        .arg("-o")
-        .arg(&prog)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc");
+    let prog = compile_c(bin.path(), "hostile", HOSTILE_C, false);
     let prog_s = prog.display().to_string();
     for who in BOTH {
         let ws = owned_dir(who, "contained-flags-hostile-ws");

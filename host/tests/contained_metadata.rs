@@ -12,7 +12,7 @@ use std::process::Command;
 
 mod common;
 
-use common::contained::{owned_dir, run, text};
+use common::contained::{compile_c, owned_dir, run, text};
 use common::{command, As, BOTH, SANDBOX};
 
 /// Every metadata call by path and by a read-only descriptor; exits 0 when any of them
@@ -52,18 +52,10 @@ int main(int argc, char **argv) {
 const CALLS: usize = 11;
 
 fn programs(dir: &Path) -> [PathBuf; 2] {
-    let src = dir.join("meta.c");
-    fs::write(&src, METADATA_C).unwrap();
-    [false, true].map(|static_link| {
-        let out = dir.join(if static_link { "meta-static" } else { "meta" });
-        let mut c = Command::new("gcc");
-        if static_link {
-            c.arg("-static");
-        }
-        let st = c.arg("-o").arg(&out).arg(&src).status().unwrap();
-        assert!(st.success(), "gcc");
-        out
-    })
+    [
+        compile_c(dir, "meta", METADATA_C, false),
+        compile_c(dir, "meta-static", METADATA_C, true),
+    ]
 }
 
 /// A file `who` owns, mode 0600, with an old mtime and no attributes.
@@ -389,16 +381,7 @@ int main(void) {
 #[test]
 fn hostile_arguments_get_the_kernels_answers() {
     let bin = owned_dir(As::Root, "contained-hostile-bin");
-    let src = bin.path().join("hostile.c");
-    fs::write(&src, HOSTILE_C).unwrap();
-    let prog = bin.path().join("hostile");
-    let st = Command::new("gcc")
-        .arg("-o")
-        .arg(&prog)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc");
+    let prog = compile_c(bin.path(), "hostile", HOSTILE_C, false);
     let prog_s = prog.display().to_string();
     for who in BOTH {
         let ws = owned_dir(who, "contained-hostile-ws");

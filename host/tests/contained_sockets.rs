@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::contained::{owned_dir, text};
+use common::contained::{compile_c, owned_dir, text};
 use common::{command, As, BOTH};
 
 struct Killed(Child);
@@ -228,16 +228,7 @@ int main(void) {
 #[test]
 fn hostile_connect_arguments_get_the_kernels_answers() {
     let bin = owned_dir(As::Root, "contained-sock-hostile");
-    let src = bin.path().join("hostile.c");
-    fs::write(&src, HOSTILE_C).unwrap();
-    let prog = bin.path().join("hostile");
-    let st = std::process::Command::new("gcc")
-        .arg("-o")
-        .arg(&prog)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc");
+    let prog = compile_c(bin.path(), "hostile", HOSTILE_C, false);
     let prog_s = prog.display().to_string();
     for who in BOTH {
         let ws = owned_dir(who, "contained-sock-hostile-ws");

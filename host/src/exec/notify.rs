@@ -173,14 +173,8 @@ fn respond(
             if let Some(wait) = tally.pace(Instant::now()) {
                 std::thread::sleep(wait);
             }
-            let resp = libc::seccomp_notif_resp {
-                id: n.id,
-                val: 0,
-                error: -i32::from(e),
-                flags: 0,
-            };
             // A call whose thread is gone gives ENOENT, which needs nothing more.
-            let _ = crate::sys::notif_send(fd, &resp);
+            crate::sys::notif_fail(fd, n.id, i32::from(e));
         }
         Response::Kill => {
             if tally.killer.is_none() {
@@ -705,13 +699,7 @@ fn answer_emulated(
                 nr: c.data.nr as u32,
                 why: super::emulate::Why::Outside(None),
             });
-            let resp = libc::seccomp_notif_resp {
-                id: c.id,
-                val: 0,
-                error: -libc::EACCES,
-                flags: 0,
-            };
-            let _ = crate::sys::notif_send(fd, &resp);
+            crate::sys::notif_fail(fd, c.id, libc::EACCES);
         }
     }
 }

@@ -41,3 +41,18 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stderr)
     )
 }
+
+/// Compiles the C program `source` with gcc to `dir/name` (from `dir/name.c`), statically
+/// linked when asked: the tiers treat static programs apart.
+pub fn compile_c(dir: &Path, name: &str, source: &str, static_link: bool) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(name);
+    let mut c = std::process::Command::new("gcc");
+    if static_link {
+        c.arg("-static");
+    }
+    let st = c.arg("-o").arg(&out).arg(&src).status().unwrap();
+    assert!(st.success(), "gcc {}", src.display());
+    out
+}

@@ -27,15 +27,7 @@ pub(crate) fn flags(
     places: &Places,
     record: &mut dyn FnMut(Refused),
 ) {
-    let send = |error: i32| {
-        let resp = libc::seccomp_notif_resp {
-            id: n.id,
-            val: 0,
-            error: -error,
-            flags: 0,
-        };
-        let _ = crate::sys::notif_send(listener, &resp);
-    };
+    let send = |error: i32| crate::sys::notif_fail(listener, n.id, error);
     let refuse = |record: &mut dyn FnMut(Refused), e: i32, why: Why| {
         record(Refused {
             nr: n.data.nr as u32,

@@ -175,15 +175,7 @@ pub(crate) fn connect(
     places: &Places,
     record: &mut dyn FnMut(Refused),
 ) {
-    let send = |listener: BorrowedFd<'_>, error: i32| {
-        let resp = libc::seccomp_notif_resp {
-            id: n.id,
-            val: 0,
-            error: -error,
-            flags: 0,
-        };
-        let _ = crate::sys::notif_send(listener, &resp);
-    };
+    let send = |listener: BorrowedFd<'_>, error: i32| crate::sys::notif_fail(listener, n.id, error);
     let Ok(thread) = Thread::open(n.pid) else {
         record(Refused {
             nr: n.data.nr as u32,

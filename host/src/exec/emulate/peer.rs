@@ -9,15 +9,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 /// call's result (`SECCOMP_IOCTL_NOTIF_ADDFD` with `SEND`). A descriptor that is no master
 /// gets the kernel's answer to the same `ioctl` (ENOTTY, EBADF).
 pub(crate) fn peer(listener: BorrowedFd<'_>, n: &libc::seccomp_notif) {
-    let fail = |e: i32| {
-        let resp = libc::seccomp_notif_resp {
-            id: n.id,
-            val: 0,
-            error: -e,
-            flags: 0,
-        };
-        let _ = crate::sys::notif_send(listener, &resp);
-    };
+    let fail = |e: i32| crate::sys::notif_fail(listener, n.id, e);
     let flags = n.data.args[2] as u32 as libc::c_int;
     let taken = crate::sys::pidfd_open(n.pid as i32, super::target::PIDFD_THREAD)
         .and_then(|p| crate::sys::pidfd_getfd(p.as_raw_fd(), n.data.args[0] as u32 as i32));

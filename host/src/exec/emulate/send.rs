@@ -439,15 +439,7 @@ pub(crate) fn send(
     record: &mut dyn FnMut(Refused),
 ) {
     let nr = n.data.nr as u32;
-    let answer = |error: i32| {
-        let resp = libc::seccomp_notif_resp {
-            id: n.id,
-            val: 0,
-            error: -error,
-            flags: 0,
-        };
-        let _ = crate::sys::notif_send(listener, &resp);
-    };
+    let answer = |error: i32| crate::sys::notif_fail(listener, n.id, error);
     let Some(name) = crate::policy::NATIVE.syscall_name(nr) else {
         return answer(libc::ENOSYS);
     };
