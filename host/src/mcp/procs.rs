@@ -208,13 +208,10 @@ impl Procs {
             changed: Condvar::new(),
         });
         let cap = self.policy.max_output_bytes as usize;
-        let mut req = self.policy.clone();
-        req.argv = entry.argv.clone();
-        let named = req.validate().ok().and_then(Namer::new);
         let drain = Arc::clone(&entry);
         std::thread::Builder::new()
             .name("sandbox-mcp-output".into())
-            .spawn(move || drain.drain(cap, named))
+            .spawn(move || drain.drain(cap))
             .map_err(ExecError::Setup)?;
         st.table.insert(id, entry);
         Ok(id)
@@ -273,27 +270,6 @@ impl Procs {
     }
 }
 
-/// What names the refusals in a session command's stderr once it has ended (the session
-/// engine's results do not): the one-shot engine's naming for the same request.
-pub struct Namer {
-    v: crate::exec::Validated,
-    sandbox: Arc<crate::sandbox::Sandbox>,
-}
-
-impl Namer {
-    /// The naming for the checked request `v` (`None`: its sandbox cannot be planned, and
-    /// the command will have been refused for the same reason).
-    pub fn new(v: crate::exec::Validated) -> Option<Namer> {
-        let sandbox = crate::exec::sandbox_for(&v, &crate::exec::RunOptions::default()).ok()?;
-        Some(Namer { v, sandbox })
-    }
-
-    /// Adds the refusals named from the result's stderr.
-    pub fn name(&self, r: &mut ExecResult) {
-        crate::exec::name_refusals(r, &self.v, &self.sandbox);
-    }
-}
-
 impl Entry {
     fn lock(&self) -> MutexGuard<'_, Buffers> {
         self.out.lock().unwrap_or_else(|e| e.into_inner())
@@ -310,7 +286,7 @@ impl Entry {
     }
 
     /// Moves the process's output into the buffers until it ends, then its result.
-    fn drain(&self, cap: usize, named: Option<Namer>) {
+    fn drain(&self, cap: usize) {
         for ev in self.process.events() {
             let mut b = self.lock();
             match ev {
@@ -321,12 +297,9 @@ impl Entry {
             self.changed.notify_all();
         }
         // The events end when the command has ended; only this thread takes its result.
-        let Some(mut result) = self.process.finish() else {
+        let Some(result) = self.process.finish() else {
             return;
         };
-        if let Some(n) = named {
-            n.name(&mut result);
-        }
         self.lock().result = Some(result);
         self.changed.notify_all();
     }

@@ -14,7 +14,6 @@
 use super::call::{argv_of, command_of, error_line, refused, Ctx};
 use super::inflight::Call;
 use super::policy::Policy;
-use super::procs::Namer;
 use super::schema;
 use crate::exec::{ExecError, ExecResult, Request, RunOptions};
 use crate::session::{Command, Session};
@@ -168,7 +167,8 @@ fn one_shot(req: &Request, call: &Call) -> Result<ExecResult, ExecError> {
 /// when the call is cancelled. Refusals in its stderr are named as a one-shot job's are.
 fn in_session(session: &Session, req: &Request, call: &Call) -> Result<ExecResult, ExecError> {
     // The one-shot checks (argv, stdin's size) with their words.
-    let namer = Namer::new(req.validate()?);
+    // The session names the refusals in its stderr, worded for flags (the server's).
+    req.validate()?;
     let cmd = Command::new(req.argv.clone()).timeout(Duration::from_secs_f64(req.timeout_s));
     let p = Arc::new(session.spawn(&cmd)?);
     let killer = Arc::clone(&p);
@@ -186,13 +186,8 @@ fn in_session(session: &Session, req: &Request, call: &Call) -> Result<ExecResul
             writer.close_stdin();
         })
         .map_err(ExecError::Setup)?;
-    let mut r = p
-        .finish()
-        .ok_or_else(|| ExecError::Setup(std::io::Error::other("the command has no result")))?;
-    if let Some(n) = namer {
-        n.name(&mut r);
-    }
-    Ok(r)
+    p.finish()
+        .ok_or_else(|| ExecError::Setup(std::io::Error::other("the command has no result")))
 }
 
 /// Refuses every key but the tool's own: a policy field (`profile`, `workspace`...) given as
