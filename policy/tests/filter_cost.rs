@@ -45,11 +45,76 @@ fn builtin(name: &str) -> Option<Box<Policy>> {
         .unwrap()
 }
 
+/// The calls the host's spawner exempts when they carry its secret, and the argument holding
+/// it (a copy of `SECRET_CALLS` in host/src/exec/spawner.rs): its program is the profile's
+/// with these rules first.
+const SECRET_CALLS: &[(&str, u8)] = &[
+    ("clone3", 2),
+    ("clone", 5),
+    ("futex", 4),
+    ("rt_sigaction", 4),
+    ("setsid", 0),
+    ("chdir", 1),
+    ("dup3", 3),
+    ("close_range", 3),
+    ("prlimit64", 4),
+    ("landlock_restrict_self", 2),
+    ("exit_group", 1),
+    ("rt_sigprocmask", 4),
+    ("execve", 3),
+    ("prctl", 4),
+    ("capset", 2),
+    ("openat", 4),
+    ("write", 3),
+    ("close", 1),
+    ("socket", 3),
+    ("ioctl", 3),
+    ("setsockopt", 5),
+    ("bind", 3),
+    ("listen", 2),
+    ("sendmsg", 3),
+    ("mount", 5),
+    ("mount_setattr", 5),
+    ("mkdirat", 3),
+    ("open_tree", 3),
+    ("move_mount", 5),
+    ("symlinkat", 3),
+    ("landlock_create_ruleset", 3),
+    ("landlock_add_rule", 4),
+    ("rt_sigtimedwait", 4),
+    ("wait4", 4),
+    ("kill", 2),
+];
+
+/// `name`'s policy with the spawner's exemptions, as the engine attaches it.
+fn exempted(name: &str) -> Option<Box<Policy>> {
+    let mut p = builtin(name)?;
+    let secret = 0x0123_4567_89ab_cdef_u64;
+    let text: Vec<String> = SECRET_CALLS
+        .iter()
+        .filter(|(n, _)| {
+            NATIVE
+                .syscall_number(n)
+                .is_some_and(|nr| p.constant_decision(nr) != Some(sandbox_policy::Action::Allow))
+        })
+        .map(|(n, a)| format!("{n}(a{a}.64 == {secret:#x})"))
+        .collect();
+    sandbox_policy::parse_exemptions(&mut p, sandbox_policy::Source::Allow, &text.join(":"))
+        .unwrap();
+    Some(p)
+}
+
 #[test]
 #[ignore = "a measurement: prints figures"]
 fn sizes_and_walks() {
-    for name in Profile::builtin_names() {
-        let Some(p) = builtin(name) else { continue };
+    let names = Profile::builtin_names().flat_map(|n| [(n, false), (n, true)]);
+    for (name, exempt) in names {
+        let p = if exempt {
+            exempted(name)
+        } else {
+            builtin(name)
+        };
+        let Some(p) = p else { continue };
         let prog = bpf::compile_vec(&p).unwrap();
         // The kernel emulates every number of its syscall table (x86_64: up to 462).
         let cache: usize = (0..463).map(|nr| walk(&prog, nr).0).sum();
@@ -62,7 +127,8 @@ fn sizes_and_walks() {
             })
             .collect();
         println!(
-            "{name}: {} instructions, cache walk {cache}, {}",
+            "{name}{}: {} instructions, cache walk {cache}, {}",
+            if exempt { " +exemptions" } else { "" },
             prog.len(),
             hot.join(", ")
         );
@@ -74,7 +140,13 @@ fn sizes_and_walks() {
 #[test]
 #[ignore = "a measurement: forks and attaches filters"]
 fn attach_minimal() {
-    let prog = bpf::compile_vec(&builtin("minimal").unwrap()).unwrap();
+    let exempt = std::env::var_os("ATTACH_EXEMPTED").is_some();
+    let p = if exempt {
+        exempted("minimal")
+    } else {
+        builtin("minimal")
+    };
+    let prog = bpf::compile_vec(&p.unwrap()).unwrap();
     let n: usize = std::env::var("ATTACH_N")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -129,7 +201,8 @@ fn attach_minimal() {
     }
     times.sort_unstable();
     println!(
-        "minimal: {} instructions, attach median {} ns, p10 {} p90 {} (n={n})",
+        "minimal{}: {} instructions, attach median {} ns, p10 {} p90 {} (n={n})",
+        if exempt { " +exemptions" } else { "" },
         prog.len(),
         times[n / 2],
         times[n / 10],
