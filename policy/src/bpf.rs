@@ -443,12 +443,9 @@ fn emit_tree(policy: &Policy, blocks: &Blocks, ranges: &[Range], o: &mut Out<'_>
         emit_leaf(&ranges[0], &s, o);
         return;
     }
-    let mut marks = [false; MAX_RANGES];
     loop {
-        let mut size = Out::counter();
-        emit_node(ranges, 0, &s, &mut size, &mut marks);
-        s.base = start + size.len;
-        marks = [false; MAX_RANGES];
+        s.base = start + tree_len(ranges, 0, &s);
+        let mut marks = [false; MAX_RANGES];
         let mut check = Out {
             buf: None,
             len: start,
@@ -461,7 +458,8 @@ fn emit_tree(policy: &Policy, blocks: &Blocks, ranges: &[Range], o: &mut Out<'_>
             *inline |= mark;
         }
     }
-    emit_node(ranges, 0, &s, o, &mut marks);
+    // Every leaf reaches its target now: nothing is marked.
+    emit_node(ranges, 0, &s, o, &mut [false; MAX_RANGES]);
     s.emit(o);
 }
 
@@ -476,6 +474,32 @@ fn emit_leaf(r: &Range, s: &Shared<'_>, o: &mut Out<'_>) {
             None => emit_rule_block(s.policy, s.blocks.groups[g].nr, o),
         },
     }
+}
+
+/// How many instructions [`emit_node`] writes for `ranges` (starting at range index `first`).
+/// It depends only on which leaves are in place, not on where the subtree lands: a leaf that
+/// jumps to a shared target costs nothing, one in place its `ret`, `ja` or block. Computed
+/// without writing, since the layout loop sizes every left subtree on each round.
+fn tree_len(ranges: &[Range], first: usize, s: &Shared<'_>) -> usize {
+    if ranges.len() == 1 {
+        return match ranges[0].leaf {
+            Leaf::Block(g) if s.block_at(g).is_none() => s.blocks.groups[g].len,
+            _ => 1,
+        };
+    }
+    let mid = ranges.len() / 2;
+    let (left, right) = ranges.split_at(mid);
+    let l = s.target(left, first).is_some();
+    let r = s.target(right, first + mid).is_some();
+    let left_len = if l { 0 } else { tree_len(left, first, s) };
+    let right_len = if r {
+        0
+    } else {
+        tree_len(right, first + mid, s)
+    };
+    // The `ja` over a left subtree out of a conditional jump's reach.
+    let trampoline = usize::from(!l && !r && left_len > 255);
+    1 + trampoline + left_len + right_len
 }
 
 /// One node of the tree over `ranges` (which start at range index `first`): `jge` on the
@@ -521,13 +545,12 @@ fn emit_node(
             emit_node(left, first, s, o, marks);
         }
         (None, None) => {
-            let mut c = Out::counter();
-            emit_node(left, first, s, &mut c, &mut [false; MAX_RANGES]);
-            if c.len <= 255 {
-                o.push(jump(JGE_K, k, c.len as u8, 0));
+            let len = tree_len(left, first, s);
+            if len <= 255 {
+                o.push(jump(JGE_K, k, len as u8, 0));
             } else {
                 o.push(jump(JGE_K, k, 0, 1));
-                o.push(stmt(JA, c.len as u32));
+                o.push(stmt(JA, len as u32));
             }
             emit_node(left, first, s, o, marks);
             emit_node(right, first + mid, s, o, marks);

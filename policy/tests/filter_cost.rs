@@ -209,3 +209,21 @@ fn attach_minimal() {
         times[n * 9 / 10]
     );
 }
+
+/// Median microseconds to compile `minimal` with the spawner's exemptions (warm loop), as the
+/// engine does on every one-shot run.
+#[test]
+#[ignore = "a measurement: prints figures"]
+fn compile_time() {
+    let p = exempted("minimal").unwrap();
+    let mut buf = vec![bpf::Insn::default(); bpf::MAX_INSNS];
+    let mut times: Vec<u128> = (0..2000)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            bpf::compile(&p, &mut buf).unwrap();
+            t.elapsed().as_nanos()
+        })
+        .collect();
+    times.sort_unstable();
+    println!("compile minimal +exemptions: median {} ns", times[1000]);
+}
