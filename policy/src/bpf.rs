@@ -3,17 +3,22 @@
 //! Layout, chosen from measurements on the kernel's attach cost (see docs/benchmarks.md):
 //! 1. architecture check: any other `seccomp_data.arch` (i386 `int 0x80`, arm32) is killed;
 //! 2. on x86_64, any number with the x32 bit (>= 0x40000000) is killed, in every mode;
-//! 3. syscalls with argument rules, each tested with one `jeq` and decided by its rule block,
-//!    so hot calls such as `openat` are decided within a few instructions; syscalls whose
-//!    blocks are identical (the spawner's secret exemptions) have their `jeq`s side by side
-//!    and share one block;
-//! 4. a balanced tree of `jge` over ranges of numbers sharing one decision; a leaf jumps to one
-//!    `ret` per action shared after the tree (about 40% fewer instructions than a `ret` per
-//!    leaf; the kernel's attach cost grows with program length), in place only when out of reach.
+//! 3. a balanced tree of `jge` over ranges of numbers sharing one decision: a constant action,
+//!    or the rule block of a syscall decided by its arguments (neighbours with identical
+//!    blocks form one range). Every number walks about log2(ranges) jumps to its leaf, so
+//!    building the kernel's decision cache, which emulates the program for every number when
+//!    it is attached, no longer walks a chain of `jeq`s before the tree (41% fewer steps for
+//!    `minimal`), and a ruled call such as `openat` reaches its block in about 8 jumps;
+//! 4. after the tree, one `ret` per action, shared by the leaves that decide it (about 40%
+//!    fewer instructions than a `ret` per leaf; the kernel's attach cost grows with program
+//!    length), then the rule blocks that several leaves reach (syscalls whose blocks are
+//!    identical, such as the spawner's secret exemptions, share one). A rule block with one
+//!    leaf is written at that leaf. A leaf whose shared target is beyond a conditional jump's
+//!    reach (255) gets its `ret`, or a `ja` to its block, in place.
 //!
-//! Parts 1, 2 and 4 use only `ld nr/arch`, `jeq`, `jge`, `ja` and `ret`, which the kernel's
-//! decision cache can follow, so argument-free decisions cost nothing per call once attached,
-//! and building that cache walks about log2(ranges) instructions per number instead of a chain.
+//! The path of every number without argument rules uses only `ld nr/arch`, `jeq`, `jge`, `ja`
+//! and `ret`, which the kernel's decision cache can follow, so argument-free decisions cost
+//! nothing per call once attached.
 
 use crate::action::{Action, RET_KILL_PROCESS};
 use crate::error::ErrorKind;
@@ -98,29 +103,132 @@ impl Out<'_> {
     }
 }
 
+/// What the tree decides for a range of numbers: one action for all of them, or the rule block
+/// of a group of syscalls decided by their arguments (numbers next to each other whose blocks
+/// are identical form one range).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leaf {
+    Ret(Action),
+    /// An index into [`Blocks::groups`].
+    Block(usize),
+}
+
 #[derive(Clone, Copy)]
 struct Range {
     start: u32,
-    /// What the filter returns for the syscalls of this range.
-    action: Action,
+    /// What the filter does for the syscalls of this range.
+    leaf: Leaf,
 }
 
 const MAX_RANGES: usize = MAX_NR + 2;
 
+/// One rule block and the syscalls that share it.
+#[derive(Clone, Copy, Default)]
+struct Group {
+    /// A member whose rules [`emit_rule_block`] writes (every member's block is the same).
+    nr: u32,
+    /// Leaves of the tree that reach this block: a block with one is written at its leaf, a
+    /// block with several once after the tree.
+    leaves: usize,
+    /// Length of the block.
+    len: usize,
+    /// Position of a block written after the tree, counted from the first such block.
+    offset: usize,
+}
+
+/// The syscalls decided by their arguments, grouped by identical rule blocks.
+struct Blocks {
+    groups: [Group; MAX_RULES],
+    n: usize,
+    /// Each ruled number's group (unused for the others).
+    group_of: [u16; MAX_NR],
+}
+
+impl Blocks {
+    /// Groups the syscalls with argument rules. Syscalls whose blocks would be identical
+    /// share one: the spawner's exemptions (the same 64-bit secret in the same argument, then
+    /// the same refusal) are most of its program otherwise, and the kernel's attach cost
+    /// grows with the program's length. Each block's fingerprint is taken once, so finding
+    /// the groups compares numbers, and blocks only where those agree.
+    fn new(policy: &Policy) -> Blocks {
+        let mut b = Blocks {
+            groups: [Group::default(); MAX_RULES],
+            n: 0,
+            group_of: [0; MAX_NR],
+        };
+        let mut ruled = [(0u32, 0u64); MAX_RULES];
+        let mut n = 0;
+        let mut last = u32::MAX;
+        for rule in policy.rules() {
+            let nr = u32::from(rule.nr);
+            if nr == last || policy.constant_decision(nr).is_some() {
+                continue;
+            }
+            last = nr;
+            if let Some(slot) = ruled.get_mut(n) {
+                *slot = (nr, fingerprint(policy, nr));
+                n += 1;
+            }
+        }
+        let ruled = &ruled[..n];
+        let mut grouped = [false; MAX_RULES];
+        for (i, &(nr, print)) in ruled.iter().enumerate() {
+            if grouped[i] {
+                continue;
+            }
+            let g = b.n;
+            let mut c = Out::counter();
+            emit_rule_block(policy, nr, &mut c);
+            b.groups[g] = Group {
+                nr,
+                leaves: 0,
+                len: c.len,
+                offset: 0,
+            };
+            b.n += 1;
+            for (j, &(other, other_print)) in ruled.iter().enumerate().skip(i) {
+                if !grouped[j]
+                    && (j == i || (other_print == print && same_block(policy, nr, other)))
+                {
+                    grouped[j] = true;
+                    b.group_of[other as usize] = g as u16;
+                }
+            }
+        }
+        b
+    }
+
+    /// Counts each group's leaves in `ranges` and places the shared blocks one after another.
+    fn count_leaves(&mut self, ranges: &[Range]) {
+        for r in ranges {
+            if let Leaf::Block(g) = r.leaf {
+                self.groups[g].leaves += 1;
+            }
+        }
+        let mut offset = 0;
+        for g in self.groups[..self.n].iter_mut().filter(|g| g.leaves > 1) {
+            g.offset = offset;
+            offset += g.len;
+        }
+    }
+}
+
 /// Compiles `policy` into `out`; returns the number of instructions written.
 pub fn compile(policy: &Policy, out: &mut [Insn]) -> Result<usize, ErrorKind> {
+    let mut blocks = Blocks::new(policy);
     let mut ranges = [Range {
         start: 0,
-        action: Action::Kill,
+        leaf: Leaf::Ret(Action::Kill),
     }; MAX_RANGES];
-    let n = build_ranges(policy, &mut ranges);
+    let n = build_ranges(policy, &blocks, &mut ranges);
     let ranges = &ranges[..n];
+    blocks.count_leaves(ranges);
 
     let mut o = Out {
         buf: Some(out),
         len: 0,
     };
-    emit_all(policy, ranges, &mut o);
+    emit_all(policy, &blocks, ranges, &mut o);
     let cap = o.buf.as_ref().map_or(0, |b| b.len());
     if o.len > MAX_INSNS || o.len > cap {
         return Err(ErrorKind::FilterTooLarge);
@@ -149,7 +257,7 @@ pub fn compile_vec(policy: &Policy) -> Result<std::vec::Vec<Insn>, ErrorKind> {
     Ok(buf)
 }
 
-fn emit_all(policy: &Policy, ranges: &[Range], o: &mut Out<'_>) {
+fn emit_all(policy: &Policy, blocks: &Blocks, ranges: &[Range], o: &mut Out<'_>) {
     let arch = policy.arch();
     o.push(stmt(LD_W_ABS, OFF_ARCH));
     o.push(jump(JEQ_K, arch.audit_arch(), 1, 0));
@@ -159,67 +267,8 @@ fn emit_all(policy: &Policy, ranges: &[Range], o: &mut Out<'_>) {
         o.push(jump(JGE_K, X32_SYSCALL_BIT, 0, 1));
         o.push(stmt(RET_K, RET_KILL_PROCESS));
     }
-    // Syscalls decided by their arguments: one jeq each, then their block. Syscalls whose
-    // blocks would be identical share one: the spawner's exemptions (the same 64-bit secret
-    // in the same argument, then the same refusal) are most of its program otherwise, and the
-    // kernel's attach cost grows with the program's length. Each block's fingerprint is taken
-    // once, so finding the groups compares numbers, and blocks only where those agree.
-    let mut ruled = [(0u32, 0u64); MAX_RULES];
-    let mut n = 0;
-    let mut last = u32::MAX;
-    for rule in policy.rules() {
-        let nr = u32::from(rule.nr);
-        if nr == last || policy.constant_decision(nr).is_some() {
-            continue;
-        }
-        last = nr;
-        if let Some(slot) = ruled.get_mut(n) {
-            *slot = (nr, fingerprint(policy, nr));
-            n += 1;
-        }
-    }
-    let ruled = &ruled[..n];
-    let mut emitted = [false; MAX_RULES];
-    for (i, &(nr, print)) in ruled.iter().enumerate() {
-        if emitted[i] {
-            continue;
-        }
-        let mut group = [0u32; MAX_GROUP];
-        let mut k = 0;
-        for (j, &(other, other_print)) in ruled.iter().enumerate().skip(i) {
-            if k == MAX_GROUP || emitted[j] {
-                continue;
-            }
-            if j == i || (other_print == print && same_block(policy, nr, other)) {
-                emitted[j] = true;
-                group[k] = other;
-                k += 1;
-            }
-        }
-        let mut c = Out::counter();
-        emit_rule_block(policy, nr, &mut c);
-        // Each jeq jumps over the ones after it to the block; the last skips the block
-        // (through a `ja` when the block is out of a conditional jump's reach).
-        let far = usize::from(c.len > 255);
-        for (j, member) in group[..k].iter().enumerate() {
-            let jt = (k - 1 - j + far) as u8;
-            let jf = if j + 1 == k && far == 0 {
-                c.len as u8
-            } else {
-                0
-            };
-            o.push(jump(JEQ_K, *member, jt, jf));
-        }
-        if far == 1 {
-            o.push(stmt(JA, c.len as u32));
-        }
-        emit_rule_block(policy, nr, o);
-    }
-    emit_tree(ranges, o);
+    emit_tree(policy, blocks, ranges, o);
 }
-
-/// Most syscalls sharing one rule block (each jeq's jump over the others must fit a byte).
-const MAX_GROUP: usize = 128;
 
 /// The rules [`emit_rule_block`] writes for `nr` (those before the first unconditional one)
 /// and the decision after them (that rule's, else the syscall's fallback).
@@ -283,28 +332,30 @@ fn same_block(policy: &Policy, a: u32, b: u32) -> bool {
         })
 }
 
-/// Groups syscall numbers into maximal runs with one constant decision. Numbers decided by
-/// argument rules never reach the tree, so they join whichever run surrounds them.
-fn build_ranges(policy: &Policy, ranges: &mut [Range; MAX_RANGES]) -> usize {
+/// Groups syscall numbers into maximal runs with one decision: a constant action, or one rule
+/// block (adjacent numbers sharing a block share its leaf too; the block reads only arguments).
+fn build_ranges(policy: &Policy, blocks: &Blocks, ranges: &mut [Range; MAX_RANGES]) -> usize {
     // Every number a policy can name (not only the table's: `Policy::allow` and `add_rule`
     // accept any number below MAX_NR), then everything from MAX_NR upwards gets the fallback.
     let end = MAX_NR as u32;
     let mut n = 0;
-    let mut current: Option<Action> = None;
+    let mut current: Option<Leaf> = None;
     for nr in 0..=end {
-        let action = if nr == end {
-            Some(policy.fallback())
+        let leaf = if nr == end {
+            Leaf::Ret(policy.fallback())
         } else {
-            policy.constant_decision(nr)
+            match policy.constant_decision(nr) {
+                Some(a) => Leaf::Ret(a),
+                None => Leaf::Block(usize::from(blocks.group_of[nr as usize])),
+            }
         };
-        let Some(action) = action else { continue };
-        if current != Some(action) {
+        if current != Some(leaf) {
             ranges[n] = Range {
                 start: if n == 0 { 0 } else { nr },
-                action,
+                leaf,
             };
             n += 1;
-            current = Some(action);
+            current = Some(leaf);
         }
     }
     n
@@ -313,63 +364,88 @@ fn build_ranges(policy: &Policy, ranges: &mut [Range; MAX_RANGES]) -> usize {
 /// Most distinct actions whose `ret` the tree shares.
 const MAX_SHARED: usize = 16;
 
-/// The tree's shared `ret` instructions, one per distinct action, placed right after it: a
-/// leaf whose shared `ret` is within a jump's reach (255) costs no instruction of its own.
-struct Shared {
+/// The targets placed right after the tree: one `ret` per distinct action, then the rule
+/// blocks that several leaves reach. A leaf whose target is within a jump's reach (255) costs
+/// no instruction of its own.
+struct Shared<'a> {
+    policy: &'a Policy,
+    blocks: &'a Blocks,
     actions: [Action; MAX_SHARED],
     n: usize,
     /// Absolute position of the first shared `ret`.
     base: usize,
-    /// Leaves (by range index) emitted in place because their shared `ret` is out of reach.
+    /// Leaves (by range index) emitted in place because their target is out of reach: a `ret`,
+    /// or a `ja` to their shared block.
     inline: [bool; MAX_RANGES],
 }
 
-impl Shared {
-    fn new(ranges: &[Range]) -> Shared {
+impl<'a> Shared<'a> {
+    fn new(policy: &'a Policy, blocks: &'a Blocks, ranges: &[Range]) -> Shared<'a> {
         let mut s = Shared {
+            policy,
+            blocks,
             actions: [Action::Kill; MAX_SHARED],
             n: 0,
             base: 0,
             inline: [false; MAX_RANGES],
         };
         for r in ranges {
-            let a = r.action;
-            if !s.actions[..s.n].contains(&a) && s.n < MAX_SHARED {
-                s.actions[s.n] = a;
-                s.n += 1;
+            if let Leaf::Ret(a) = r.leaf {
+                if !s.actions[..s.n].contains(&a) && s.n < MAX_SHARED {
+                    s.actions[s.n] = a;
+                    s.n += 1;
+                }
             }
         }
         s
     }
 
-    /// Where the shared `ret` of a one-range subtree is, unless that leaf is emitted in place.
+    /// Where a shared block starts, or `None` when its only leaf holds it.
+    fn block_at(&self, g: usize) -> Option<usize> {
+        let g = self.blocks.groups[g];
+        (g.leaves > 1).then_some(self.base + self.n + g.offset)
+    }
+
+    /// Where the target of a one-range subtree is, unless that leaf is emitted in place.
     fn target(&self, sub: &[Range], index: usize) -> Option<usize> {
         if sub.len() != 1 || self.inline[index] {
             return None;
         }
-        let a = sub[0].action;
-        let i = self.actions[..self.n].iter().position(|x| *x == a)?;
-        Some(self.base + i)
+        match sub[0].leaf {
+            Leaf::Ret(a) => {
+                let i = self.actions[..self.n].iter().position(|x| *x == a)?;
+                Some(self.base + i)
+            }
+            Leaf::Block(g) => self.block_at(g),
+        }
+    }
+
+    /// Writes the shared `ret`s and blocks, in the order [`Shared::target`] assumes.
+    fn emit(&self, o: &mut Out<'_>) {
+        for a in &self.actions[..self.n] {
+            o.push(ret(*a));
+        }
+        for g in self.blocks.groups[..self.blocks.n].iter() {
+            if g.leaves > 1 {
+                emit_rule_block(self.policy, g.nr, o);
+            }
+        }
     }
 }
 
-/// Emits the tree, then its shared `ret`s. Leaves whose shared `ret` turns out to be out of
-/// reach are moved in place and the layout is computed again (each round moves at least one,
-/// so this ends).
-fn emit_tree(ranges: &[Range], o: &mut Out<'_>) {
+/// Emits the tree, then its shared targets. Leaves whose target turns out to be out of reach
+/// are moved in place and the layout is computed again (each round moves at least one, so
+/// this ends).
+fn emit_tree(policy: &Policy, blocks: &Blocks, ranges: &[Range], o: &mut Out<'_>) {
+    let start = o.len;
+    let mut s = Shared::new(policy, blocks, ranges);
     if ranges.len() == 1 {
-        let a = ranges[0].action;
-        o.push(ret(a));
+        emit_leaf(&ranges[0], &s, o);
         return;
     }
-    let start = o.len;
-    let mut s = Shared::new(ranges);
-    let mut marks = [false; MAX_RANGES];
     loop {
-        let mut size = Out::counter();
-        emit_node(ranges, 0, &s, &mut size, &mut marks);
-        s.base = start + size.len;
-        marks = [false; MAX_RANGES];
+        s.base = start + tree_len(ranges, 0, &s);
+        let mut marks = [false; MAX_RANGES];
         let mut check = Out {
             buf: None,
             len: start,
@@ -382,32 +458,69 @@ fn emit_tree(ranges: &[Range], o: &mut Out<'_>) {
             *inline |= mark;
         }
     }
-    emit_node(ranges, 0, &s, o, &mut marks);
-    for a in &s.actions[..s.n] {
-        o.push(ret(*a));
+    // Every leaf reaches its target now: nothing is marked.
+    emit_node(ranges, 0, &s, o, &mut [false; MAX_RANGES]);
+    s.emit(o);
+}
+
+/// A leaf written in place: its `ret`, its rule block when no other leaf reaches it, else a
+/// `ja` to the shared block after the tree (always forward, and `ja` reaches any distance).
+fn emit_leaf(r: &Range, s: &Shared<'_>, o: &mut Out<'_>) {
+    match r.leaf {
+        Leaf::Ret(a) => o.push(ret(a)),
+        Leaf::Block(g) => match s.block_at(g) {
+            // While sizing, the target may not be known yet: only the length counts then.
+            Some(t) => o.push(stmt(JA, t.saturating_sub(o.len + 1) as u32)),
+            None => emit_rule_block(s.policy, s.blocks.groups[g].nr, o),
+        },
     }
+}
+
+/// How many instructions [`emit_node`] writes for `ranges` (starting at range index `first`).
+/// It depends only on which leaves are in place, not on where the subtree lands: a leaf that
+/// jumps to a shared target costs nothing, one in place its `ret`, `ja` or block. Computed
+/// without writing, since the layout loop sizes every left subtree on each round.
+fn tree_len(ranges: &[Range], first: usize, s: &Shared<'_>) -> usize {
+    if ranges.len() == 1 {
+        return match ranges[0].leaf {
+            Leaf::Block(g) if s.block_at(g).is_none() => s.blocks.groups[g].len,
+            _ => 1,
+        };
+    }
+    let mid = ranges.len() / 2;
+    let (left, right) = ranges.split_at(mid);
+    let l = s.target(left, first).is_some();
+    let r = s.target(right, first + mid).is_some();
+    let left_len = if l { 0 } else { tree_len(left, first, s) };
+    let right_len = if r {
+        0
+    } else {
+        tree_len(right, first + mid, s)
+    };
+    // The `ja` over a left subtree out of a conditional jump's reach.
+    let trampoline = usize::from(!l && !r && left_len > 255);
+    1 + trampoline + left_len + right_len
 }
 
 /// One node of the tree over `ranges` (which start at range index `first`): `jge` on the
 /// first number of its right half. A child that is a single range jumps straight to its
-/// shared `ret` when it can; `marks` records those that cannot reach it.
+/// shared target when it can; `marks` records those that cannot reach it.
 fn emit_node(
     ranges: &[Range],
     first: usize,
-    s: &Shared,
+    s: &Shared<'_>,
     o: &mut Out<'_>,
     marks: &mut [bool; MAX_RANGES],
 ) {
     if ranges.len() == 1 {
-        let a = ranges[0].action;
-        o.push(ret(a));
+        emit_leaf(&ranges[0], s, o);
         return;
     }
     let mid = ranges.len() / 2;
     let (left, right) = ranges.split_at(mid);
     let k = right[0].start;
     let pc = o.len;
-    // The jump offset from the `jge` at `pc` to a shared `ret`, if it fits in a byte.
+    // The jump offset from the `jge` at `pc` to a shared target, if it fits in a byte.
     let mut reach = |target: Option<usize>, index: usize| -> Option<u8> {
         let t = target?;
         // Before the layout is known (the sizing pass) the target may even lie behind.
@@ -432,13 +545,12 @@ fn emit_node(
             emit_node(left, first, s, o, marks);
         }
         (None, None) => {
-            let mut c = Out::counter();
-            emit_node(left, first, s, &mut c, &mut [false; MAX_RANGES]);
-            if c.len <= 255 {
-                o.push(jump(JGE_K, k, c.len as u8, 0));
+            let len = tree_len(left, first, s);
+            if len <= 255 {
+                o.push(jump(JGE_K, k, len as u8, 0));
             } else {
                 o.push(jump(JGE_K, k, 0, 1));
-                o.push(stmt(JA, c.len as u32));
+                o.push(stmt(JA, len as u32));
             }
             emit_node(left, first, s, o, marks);
             emit_node(right, first + mid, s, o, marks);

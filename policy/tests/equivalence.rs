@@ -3,6 +3,7 @@
 mod common;
 
 use common::*;
+use sandbox_policy::bpf;
 use sandbox_policy::{grammar, Action, Arch, CmpOp, Cond, Mode, Policy, Width};
 
 fn from_env(arch: Arch, allow: Option<&str>, deny: Option<&str>, default: Option<&str>) -> Policy {
@@ -675,4 +676,54 @@ fn identical_rule_blocks_are_shared_and_decide_as_before() {
             .count(),
         1
     );
+}
+
+#[test]
+fn ruled_syscalls_at_the_edges_of_the_tree() {
+    // Syscalls with argument rules are leaves of the tree: at number 0 and at the highest a
+    // policy can name, next to each other with the same block (one leaf) and with different
+    // ones, sharing a block from far apart (a block after the tree, reached by several
+    // leaves), and blocks longer than a conditional jump's reach (255), alone at their leaf
+    // and shared.
+    use sandbox_policy::policy::MAX_NR;
+    let c = |value| Cond {
+        arg: 0,
+        width: Width::W64,
+        mask: u64::MAX,
+        op: CmpOp::Eq,
+        value,
+    };
+    let top = MAX_NR as u32 - 1;
+    for arch in ARCHES {
+        for mode in [Mode::AllowList, Mode::DenyList] {
+            let mut p = Policy::new(arch, mode, Action::Errno(1));
+            for nr in [1, 2, 9, 14, 200, 500] {
+                p.allow(nr);
+            }
+            for nr in [0, 10, 11, 13, 700, top] {
+                p.add_rule(nr, Action::Allow, &[&[c(1)]]).unwrap();
+            }
+            p.add_rule(12, Action::Log, &[&[c(2)]]).unwrap();
+            // 5 instructions per rule: 70 rules make a block of 351.
+            for v in 0..70 {
+                p.add_rule(300, Action::Allow, &[&[c(v)]]).unwrap();
+                p.add_rule(400, Action::Trap, &[&[c(v)]]).unwrap();
+                p.add_rule(402, Action::Trap, &[&[c(v)]]).unwrap();
+            }
+            let prog = compile(&p);
+            assert!(prog.len() > 2 * 255, "{}", prog.len());
+            assert!(prog.iter().any(|i| i.code == bpf::JA), "no far jump");
+            assert_equivalent(&p);
+        }
+    }
+    // Many distinct blocks in place push the shared `ret`s out of most leaves' reach.
+    for arch in ARCHES {
+        let mut p = Policy::new(arch, Mode::AllowList, Action::Kill);
+        for nr in (0..MAX_NR as u32).step_by(7) {
+            p.add_rule(nr, Action::Allow, &[&[c(u64::from(nr))]])
+                .unwrap();
+            p.allow(nr + 3);
+        }
+        assert_equivalent(&p);
+    }
 }

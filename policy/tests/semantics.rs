@@ -221,22 +221,51 @@ fn argument_free_paths_use_only_cacheable_instructions() {
         let b = run(&ours(&prog), &Data::new(X86, n, [u64::MAX; 6])).unwrap();
         assert_eq!(a, b, "{n}");
     }
-    // And structurally: every argument load sits in a rule block, before the first `jge` of
-    // the tree (the x32 guard's at index 4 aside).
-    let last_arg_load = prog
-        .iter()
-        .rposition(|i| i.code == bpf::LD_W_ABS && i.k >= bpf::OFF_ARGS)
-        .unwrap();
-    let first_tree_jge = prog
-        .iter()
-        .skip(5)
-        .position(|i| i.code == bpf::JGE_K)
-        .unwrap()
-        + 5;
-    assert!(
-        last_arg_load < first_tree_jge,
-        "{last_arg_load} {first_tree_jge}"
-    );
+    // And structurally, for every number the kernel's cache emulation walks: an argument-free
+    // number reaches its `ret` without loading an argument (its rule blocks sit at leaves of
+    // the tree or after it, never on another number's path), and a ruled number reaches its
+    // block after the tree's logarithmic walk, not a chain.
+    let prog = ours(&prog);
+    for n in 0..1100 {
+        match (p.constant_decision(n), steps_to_arg_load(&prog, n)) {
+            (Some(_), None) | (None, Some(0..=16)) => {}
+            (d, s) => panic!("{n}: decision {d:?}, first argument load after {s:?} steps"),
+        }
+    }
+}
+
+/// Instructions executed for `nr` before its first load of an argument (with zero arguments),
+/// or `None` when its path reaches a `ret` without one.
+fn steps_to_arg_load(prog: &[I], nr: u32) -> Option<usize> {
+    let d = Data::new(X86, nr, NO_ARGS);
+    let bytes = d.bytes();
+    let (mut pc, mut acc, mut steps) = (0usize, 0u32, 0usize);
+    loop {
+        let i = prog[pc];
+        match i.code {
+            bpf::LD_W_ABS if i.k >= bpf::OFF_ARGS => return Some(steps),
+            bpf::LD_W_ABS => {
+                acc = u32::from_le_bytes(bytes[i.k as usize..i.k as usize + 4].try_into().unwrap());
+                pc += 1
+            }
+            bpf::ALU_AND_K => {
+                acc &= i.k;
+                pc += 1
+            }
+            bpf::JA => pc += 1 + i.k as usize,
+            bpf::RET_K => return None,
+            _ => {
+                let taken = match i.code {
+                    bpf::JEQ_K => acc == i.k,
+                    bpf::JGT_K => acc > i.k,
+                    bpf::JGE_K => acc >= i.k,
+                    _ => acc & i.k != 0,
+                };
+                pc += 1 + if taken { i.jt } else { i.jf } as usize;
+            }
+        }
+        steps += 1;
+    }
 }
 
 #[test]
