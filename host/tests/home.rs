@@ -315,3 +315,46 @@ fn sandbox_run_takes_home_as_a_flag() {
         }
     }
 }
+
+/// A request that sets `HOME` in its `env` chooses its home: git reads that home's
+/// `.gitconfig` (the persistent home's empty configuration files are not pinned over it).
+/// Control: the same request without `HOME` gets the persistent home, where git is told to
+/// read an empty global configuration and the caller here has no identity to lend it.
+#[test]
+fn a_request_that_sets_home_gets_its_own_git_configuration() {
+    for who in BOTH {
+        let place = Place::new(who);
+        let ws = place.workspace(who);
+        let data = place.root.join("data");
+        let mine = ws.join("home");
+        std::fs::create_dir(&mine).unwrap();
+        std::fs::write(
+            mine.join(".gitconfig"),
+            "[user]\n\tname = Chosen\n\temail = chosen@example.com\n",
+        )
+        .unwrap();
+        if who == As::Nobody {
+            std::os::unix::fs::chown(&mine, Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        // The host's own HOME: an empty directory (no identity to lend).
+        let host_home = place.root.join("empty");
+        std::fs::create_dir(&host_home).unwrap();
+        if who == As::Nobody {
+            std::os::unix::fs::chown(&host_home, Some(NOBODY), Some(NOBODY)).unwrap();
+        }
+        let line = "git init -q r && cd r && echo x > f && git add f && git commit -qm one \
+                    && git log -1 --format=%ae";
+        let mut with = shell(line, &ws);
+        with["env"] = json!({"HOME": mine, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"});
+        let r = exec(who, &data, Some(&host_home), with);
+        assert_eq!(r["exit_code"], 0, "{who:?}: {r}");
+        assert_eq!(r["stdout"], "chosen@example.com\n", "{who:?}: {r}");
+        std::fs::remove_dir_all(ws.join("r")).unwrap();
+        let without = shell(&format!("export HOME={}; {line}", mine.display()), &ws);
+        let r = exec(who, &data, Some(&host_home), without);
+        assert_ne!(
+            r["exit_code"], 0,
+            "{who:?}: the control should find no identity: {r}"
+        );
+    }
+}

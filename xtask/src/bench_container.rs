@@ -312,6 +312,28 @@ fn measure(
         f.works += usize::from(works);
         f.expected_works += usize::from(expected == Expected::Works);
         f.as_expected += usize::from(works == (expected == Expected::Works));
+        if works != (expected == Expected::Works) {
+            // Each cell that differs from the host, named, so a share below 100% says which.
+            let err = r["stderr"].as_str().unwrap_or("");
+            eprintln!(
+                "bench: {}: {} under {profile}: {} (exit {}, violation {}): {}",
+                setting.name,
+                cmd.id,
+                if works {
+                    "works, refused on the host"
+                } else {
+                    "refused, works on the host"
+                },
+                r["exit_code"],
+                r["violation"],
+                err.lines()
+                    .last()
+                    .unwrap_or("")
+                    .chars()
+                    .take(200)
+                    .collect::<String>()
+            );
+        }
         if f.tier.is_empty() {
             f.tier = r["tier"].as_str().unwrap_or("").to_string();
         }

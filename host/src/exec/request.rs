@@ -348,7 +348,14 @@ impl Request {
             &self.host_ports,
         )?;
         // The home is made (once per process) only for a request valid in every other way.
-        let home = super::home::resolve(self.home).map_err(|e| Refusal::new("home", e))?;
+        // A request that sets `HOME` itself has chosen its home: the sandbox's home and what
+        // goes with it (the caches below it, git's and npm's user configuration pinned to empty
+        // files beside it) would contradict it (git would ignore that home's `.gitconfig`).
+        let home = if self.env.contains_key("HOME") {
+            None
+        } else {
+            super::home::resolve(self.home).map_err(|e| Refusal::new("home", e))?
+        };
         let mut env = env::scrubbed(env::Base::Fixed, &self.env);
         if let Some(h) = &home {
             super::home::apply(h, &mut env, &self.env, &mut paths.writable);
