@@ -217,6 +217,10 @@ impl Session {
         }
         let mut req = policy.clone();
         req.argv = vec![resident, resident::ARG.to_string()];
+        // The resident is this sandbox's own executable, which the release bundle ships
+        // static: the check for programs the preload cannot enter is for commands, and every
+        // command gets the session's filter attached before its exec, static or not.
+        req.static_binary = crate::sandbox::StaticBinaryAction::Allow;
         let mut v = req.validate()?;
         let limits = v.rlimits;
         let (host, child) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
