@@ -506,3 +506,48 @@ fn cargo_install_from_the_repository_works_offline() {
     let p = place(As::Root, "cargo");
     cli_refuses_the_credential(As::Root, &p, &install_root.join("bin"), "");
 }
+
+/// The shipped binary (static where the musl target is installed) starts a session: its
+/// resident is that binary itself, which the static-program check must not refuse. Control:
+/// the same binary as a one-shot command is still refused by that check under the default.
+#[test]
+fn the_shipped_binary_starts_a_session_as_root_and_nobody() {
+    let d = dist();
+    let bin = &d.built.path;
+    for who in [As::Root, As::Nobody] {
+        let p = place(who, "session");
+        let id = ok(
+            bare(who, bin, &p.home)
+                .args(["session", "start", "--profile", "minimal"])
+                .current_dir(&p.dir)
+                .output()
+                .unwrap(),
+            "session start",
+        );
+        let id = id.trim().to_string();
+        let out = bare(who, bin, &p.home)
+            .args(["run", "--session", &id, "--", "/bin/echo", "in the session"])
+            .current_dir(&p.dir)
+            .output()
+            .unwrap();
+        let _ = bare(who, bin, &p.home)
+            .args(["session", "end", &id])
+            .output();
+        assert_eq!(ok(out, "run --session"), "in the session\n", "{who:?}");
+        if d.built.fully_static {
+            let control = bare(who, bin, &p.home)
+                .args(["run", "--profile", "minimal", "--"])
+                .arg(bin)
+                .arg("--version")
+                .current_dir(&p.dir)
+                .output()
+                .unwrap();
+            assert!(!control.status.success(), "{who:?}: the control ran");
+            assert!(
+                text(&control.stderr).contains("static"),
+                "{who:?}: {}",
+                text(&control.stderr)
+            );
+        }
+    }
+}
