@@ -177,6 +177,64 @@ fn a_command_past_its_own_memory_is_killed_while_the_session_and_its_others_live
     );
 }
 
+/// Whether a process whose command line contains `mark` runs in session `s` (`pgrep`, run as
+/// a command of the session: it sees the session's PID namespace).
+fn running(s: &Session, mark: &str) -> bool {
+    let r = s
+        .spawn(&Command::new(["/usr/bin/pgrep", "-f", mark]))
+        .unwrap()
+        .wait();
+    assert!(
+        matches!(r.exit_code, Some(0) | Some(1)),
+        "pgrep: {}",
+        show(&r)
+    );
+    r.exit_code == Some(0)
+}
+
+#[test]
+fn a_command_past_its_own_memory_leaves_none_of_its_processes_running() {
+    as_both(
+        "a_command_past_its_own_memory_leaves_none_of_its_processes_running",
+        |who| {
+            let dir = tempdir("session-limits");
+            let s = session(dir.path(), |r| r);
+            // The memory is held by a child of the command's first process, which goes on
+            // holding it after the first one is gone unless something ends it too.
+            let holder = "import time; b = b'x' * (200 << 20); print('held', flush=True); \
+                          time.sleep(60)";
+            let script = format!("python3 -c \"{holder}\" holder-over; echo after");
+            let r = s
+                .spawn(&Command::new(["/bin/bash", "-c", &script]).memory(96 * MIB))
+                .unwrap()
+                .wait();
+            assert_eq!(r.limits_hit, ["memory"], "{who:?}: {}", show(&r));
+            assert!(!r.stdout.contains("held"), "{who:?}: {}", show(&r));
+            // With a memory cgroup its out-of-memory killer picks the holder (the first
+            // process goes on to say `after`); without one the host's watchdog ends every
+            // process of the command.
+            assert!(!running(&s, "holder-over"), "{who:?}: the holder survived");
+            // Control: a process a command leaves running is seen by the same check.
+            let left = "python3 -c 'import time; time.sleep(60)' holder-left & exit 0";
+            let r = s
+                .spawn(&Command::new(["/bin/bash", "-c", left]))
+                .unwrap()
+                .wait();
+            assert_eq!(r.exit_code, Some(0), "{who:?}: {}", show(&r));
+            let mut seen = false;
+            for _ in 0..50 {
+                seen = running(&s, "holder-left");
+                if seen {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            assert!(seen, "{who:?}: the background process was not seen");
+            s.end();
+        },
+    );
+}
+
 /// Python forking `want` children that sleep, then printing how many forks succeeded.
 fn forks(want: u32) -> Command {
     Command::new([

@@ -30,7 +30,7 @@ use super::cgroup1::{counter_in, Controller, Dir};
 use super::cgroup_names::{prefix, remove_stale, stale_scan_due};
 use super::hits::{Counts, MemoryHit};
 use super::limits::MemoryBound;
-use super::memwatch::{Roster, Watchdog};
+use super::memwatch::{Ends, Roster, Watchdog};
 use super::procfs::{stat, Stat};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -662,8 +662,8 @@ impl Group {
                 None => Roster::tree(pid),
             };
             // The child is ours and unreaped: its pid names it until the run reaps it.
-            let watched =
-                crate::sys::pidfd_open(pid, 0).and_then(|fd| Watchdog::start(limit, roster, fd));
+            let watched = crate::sys::pidfd_open(pid, 0)
+                .and_then(|fd| Watchdog::start(limit, roster, fd, Ends::Child));
             match watched {
                 Ok(w) => self.watchdog = Some(w),
                 Err(e) => {

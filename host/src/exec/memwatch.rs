@@ -1,7 +1,8 @@
 //! The job-wide memory limit where no memory cgroup holds the job: a watchdog thread in the
-//! host that sums the anonymous resident memory of the job's processes and ends the job (the
-//! direct child, through its pidfd: the rest follows it, module `contain`) when the sum passes
-//! the limit.
+//! host that sums the anonymous resident memory of the job's processes and ends the job when
+//! the sum passes the limit: the direct child, through its pidfd, where the rest follows it (a
+//! one-shot's namespace init or its `kill_all`, module `contain`), or every process it counted
+//! ([`Ends::Every`]: a session command, whose processes outlive its first one).
 //!
 //! Why not a per-process limit: `RLIMIT_AS` counts reserved address space, and V8 (node), Go
 //! and the JVM reserve far more than 512 MiB at start-up (node and go die at start under it);
@@ -49,6 +50,16 @@ pub(crate) enum Roster {
     Tree(Tree),
 }
 
+/// What the watchdog ends when the limit is passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ends {
+    /// The direct child: its death ends the rest (a one-shot run's init or `kill_all`).
+    Child,
+    /// The direct child and every process counted with it (a session command: nothing else
+    /// ends the processes it started, which the session's init keeps running).
+    Every,
+}
+
 impl Roster {
     /// The processes led by `child`, found by a walk of `/proc`.
     pub(crate) fn tree(child: i32) -> Roster {
@@ -63,6 +74,25 @@ impl Roster {
         match self {
             Roster::Cgroup(dir) => cgroup_pids(dir),
             Roster::Tree(t) => t.pids(),
+        }
+    }
+
+    /// The job's processes now, each with its start time (`/proc/PID/stat`'s 22nd field) as
+    /// first seen, which tells the process apart from a later one given the same pid.
+    fn members(&mut self) -> Vec<(i32, u64)> {
+        match self {
+            Roster::Cgroup(dir) => cgroup_pids(dir)
+                .into_iter()
+                .filter_map(|p| crate::exec::procfs::stat(p).map(|st| (p, st.start)))
+                .collect(),
+            Roster::Tree(t) => {
+                t.pids();
+                t.known
+                    .iter()
+                    .filter(|(_, k)| k.member)
+                    .map(|(pid, k)| (*pid, k.start))
+                    .collect()
+            }
         }
     }
 }
@@ -95,8 +125,15 @@ fn cgroup_pids(dir: &std::path::Path) -> Vec<i32> {
 #[derive(Clone, Debug)]
 pub(crate) struct Tree {
     child: i32,
-    /// Whether each pid listed at the last look is the job's.
-    known: HashMap<i32, bool>,
+    /// Whether each pid listed at the last look is the job's, and when it started.
+    known: HashMap<i32, Known>,
+}
+
+/// What the tree knows of one pid.
+#[derive(Clone, Copy, Debug)]
+struct Known {
+    member: bool,
+    start: u64,
 }
 
 impl Tree {
@@ -123,30 +160,38 @@ impl Tree {
             new.retain(|(pid, st)| {
                 let own = *pid == self.child
                     || (*pid != me && (st.sid == self.child || st.pgrp == self.child));
-                let parent = self.known.get(&st.ppid).copied();
-                match (own, parent) {
-                    (true, _) => {
-                        self.known.insert(*pid, true);
-                        false
-                    }
-                    (false, Some(member)) => {
-                        self.known.insert(*pid, member && *pid != me);
-                        false
-                    }
-                    (false, None) => true,
-                }
+                let parent = self.known.get(&st.ppid).map(|k| k.member);
+                let member = match (own, parent) {
+                    (true, _) => true,
+                    (false, Some(member)) => member && *pid != me,
+                    (false, None) => return true,
+                };
+                self.known.insert(
+                    *pid,
+                    Known {
+                        member,
+                        start: st.start,
+                    },
+                );
+                false
             });
             if new.is_empty() || new.len() == before {
                 break;
             }
         }
         // Left: parents neither known nor new (gone, or outside /proc's view): not the job's.
-        for (pid, _) in new {
-            self.known.insert(pid, false);
+        for (pid, st) in new {
+            self.known.insert(
+                pid,
+                Known {
+                    member: false,
+                    start: st.start,
+                },
+            );
         }
         self.known
             .iter()
-            .filter(|(_, member)| **member)
+            .filter(|(_, k)| k.member)
             .map(|(pid, _)| *pid)
             .collect()
     }
@@ -180,12 +225,18 @@ pub(crate) fn available() -> bool {
 
 impl Watchdog {
     /// Starts watching the job listed by `roster` against `limit` bytes; `child` is a pidfd of
-    /// the job's direct child, which is killed when the limit is passed.
-    pub(crate) fn start(limit: u64, roster: Roster, child: OwnedFd) -> std::io::Result<Watchdog> {
+    /// the job's direct child, which is killed when the limit is passed (with every process
+    /// of the roster for [`Ends::Every`]).
+    pub(crate) fn start(
+        limit: u64,
+        roster: Roster,
+        child: OwnedFd,
+        ends: Ends,
+    ) -> std::io::Result<Watchdog> {
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("sandbox-memwatch".into())
-            .spawn(move || watch(limit, roster, &child, &stopped))?;
+            .spawn(move || watch(limit, roster, &child, ends, &stopped))?;
         Ok(Watchdog {
             stop: Some(stop),
             thread: Some(thread),
@@ -209,6 +260,7 @@ fn watch(
     limit: u64,
     mut roster: Roster,
     child: &OwnedFd,
+    ends: Ends,
     stopped: &mpsc::Receiver<()>,
 ) -> Option<Fired> {
     loop {
@@ -220,6 +272,9 @@ fn watch(
             // The pidfd names the unreaped child: no pid reuse can redirect the signal. Its
             // death ends the rest of the job (the namespace's init, or the run's kill_all).
             if crate::sys::pidfd_signal(child.as_fd(), libc::SIGKILL).is_ok() {
+                if ends == Ends::Every {
+                    kill_every(&mut roster);
+                }
                 return Some(Fired {
                     resident,
                     processes,
@@ -231,6 +286,35 @@ fn watch(
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             _ => return None,
         }
+    }
+}
+
+/// How many times [`kill_every`] lists the job again for processes started meanwhile.
+const KILL_ROUNDS: usize = 20;
+
+/// Kills every process `roster` lists as the job's, listing again until none is left alive
+/// (a process forking while it is killed adds one), at most [`KILL_ROUNDS`] times. Each is
+/// signalled through a pidfd opened first and then checked against the start time the roster
+/// saw, so a pid the kernel gave to another process meanwhile is left alone.
+fn kill_every(roster: &mut Roster) {
+    for _ in 0..KILL_ROUNDS {
+        let mut alive = 0;
+        for (pid, start) in roster.members() {
+            let Ok(fd) = crate::sys::pidfd_open(pid, 0) else {
+                continue;
+            };
+            let same = crate::exec::procfs::stat(pid)
+                .is_some_and(|st| st.start == start && st.state != 'Z');
+            if same && crate::sys::pidfd_signal(fd.as_fd(), libc::SIGKILL).is_ok() {
+                alive += 1;
+            }
+        }
+        if alive == 0 {
+            return;
+        }
+        // The signalled ones become zombies (their reaper runs elsewhere); a fork that was
+        // under way shows up at the next listing.
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -386,7 +470,13 @@ mod tests {
         let mut child = hold();
         let pidfd = crate::sys::pidfd_open(child.id() as i32, 0).unwrap();
         settle();
-        let mut w = Watchdog::start(32 << 20, Roster::tree(child.id() as i32), pidfd).unwrap();
+        let mut w = Watchdog::start(
+            32 << 20,
+            Roster::tree(child.id() as i32),
+            pidfd,
+            Ends::Child,
+        )
+        .unwrap();
         let status = child.wait().unwrap();
         let fired = w.stop().expect("fired");
         assert_eq!(status.signal(), Some(libc::SIGKILL));
@@ -398,7 +488,13 @@ mod tests {
         let mut child = hold();
         let pidfd = crate::sys::pidfd_open(child.id() as i32, 0).unwrap();
         settle();
-        let mut w = Watchdog::start(256 << 20, Roster::tree(child.id() as i32), pidfd).unwrap();
+        let mut w = Watchdog::start(
+            256 << 20,
+            Roster::tree(child.id() as i32),
+            pidfd,
+            Ends::Child,
+        )
+        .unwrap();
         std::thread::sleep(Duration::from_millis(600));
         assert_eq!(child.try_wait().unwrap(), None);
         assert_eq!(w.stop(), None);

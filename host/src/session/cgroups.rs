@@ -23,7 +23,7 @@
 use crate::exec::cgroup1::Controller;
 use crate::exec::cgroup_nest::LimitDir;
 use crate::exec::hits::MemoryHit;
-use crate::exec::memwatch::{Roster, Watchdog};
+use crate::exec::memwatch::{Ends, Roster, Watchdog};
 use std::fs;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -235,10 +235,13 @@ impl CommandCgroup {
             .iter()
             .any(|p| p.counters.contains(&Controller::Memory));
         if let (Some(limit), false) = (self.memory, in_cgroup) {
+            // Every process of the command: the session's init keeps those its first process
+            // leaves, which nothing else would end.
             self.watchdog = Some(Watchdog::start(
                 limit,
                 Roster::tree(pid),
                 pidfd.try_clone()?,
+                Ends::Every,
             )?);
         }
         Ok(())
