@@ -388,3 +388,96 @@ fn a_refused_write_is_named_in_its_own_commands_result_only() {
         },
     );
 }
+
+/// A local HTTP server answering `reached` to each connection; counts them.
+fn http_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let h = std::sync::Arc::clone(&hits);
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            h.fetch_add(1, Ordering::SeqCst);
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(500)));
+            let _ = s.read(&mut [0u8; 4096]);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nreached\n",
+            );
+        }
+    });
+    (port, hits)
+}
+
+#[test]
+fn each_command_lists_the_destinations_it_tried_through_the_sessions_proxy() {
+    as_both(
+        "each_command_lists_the_destinations_it_tried_through_the_sessions_proxy",
+        |who| {
+            let (port, hits) = http_server();
+            let dir = tempdir("session-net");
+            let s = session(dir.path(), |mut r| {
+                r.network = Some(sandbox_host::network::Mode::Proxy);
+                r.allow_domains = vec!["api.test".into()];
+                for name in ["api.test", "pkg.test"] {
+                    r.resolve
+                        .insert(format!("{name}:{port}"), "127.0.0.1".into());
+                }
+                r
+            });
+            let curl = |name: &str, wait: &str| {
+                let script = format!(
+                    "sleep {wait}; curl -sS --max-time 10 http://{name}:{port}/; \
+                     curl -sS --max-time 10 http://{name}:{port}/again"
+                );
+                Command::new(["/bin/bash", "-c", &script])
+            };
+            // Two commands at once, each trying one name twice; then a quiet one.
+            let allowed = s.spawn(&curl("api.test", "0.2")).unwrap();
+            let refused = s.spawn(&curl("pkg.test", "0.2")).unwrap();
+            let (allowed, refused) = (allowed.wait(), refused.wait());
+            let quiet = s.spawn(&Command::new(["/bin/true"])).unwrap().wait();
+            let hosts = |r: &ExecResult| -> Vec<(String, bool, u64)> {
+                r.network
+                    .destinations
+                    .iter()
+                    .map(|d| (d.host.clone(), d.allowed, d.attempts))
+                    .collect()
+            };
+            assert_eq!(
+                allowed.stdout,
+                "reached\nreached\n",
+                "{who:?}: {}",
+                show(&allowed)
+            );
+            assert_eq!(
+                hosts(&allowed),
+                [("api.test".to_string(), true, 2)],
+                "{who:?}: {}",
+                show(&allowed)
+            );
+            assert_eq!(
+                hosts(&refused),
+                [("pkg.test".to_string(), false, 2)],
+                "{who:?}: {}",
+                show(&refused)
+            );
+            assert_eq!(allowed.network.proxy.as_deref(), Some("127.0.0.1:3128"));
+            // The refusal is named in the result of the command that tried it, and no other.
+            let names = |r: &ExecResult| {
+                r.refusals
+                    .iter()
+                    .any(|f| serde_json::to_string(f).unwrap().contains("pkg.test"))
+            };
+            assert!(names(&refused), "{who:?}: {:?}", refused.refusals);
+            assert!(!names(&allowed), "{who:?}: {:?}", allowed.refusals);
+            assert!(quiet.network.destinations.is_empty(), "{who:?}");
+            assert!(quiet.refusals.is_empty(), "{who:?}: {:?}", quiet.refusals);
+            // Control: the proxy reached the server for the allowed name only.
+            assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 2);
+            s.end();
+        },
+    );
+}

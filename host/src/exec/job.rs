@@ -500,8 +500,17 @@ impl Job {
         };
         self.registration.add_child(main);
 
+        // A session's proxied connections are told apart by command (module `net_owners`).
+        let owners =
+            (matches!(v.streams, Streams::Session(_)) && self.net.mode.isolates()).then(|| {
+                let o = std::sync::Arc::new(super::net_owners::Owners::default());
+                o.started(pid);
+                o
+            });
         if matches!(v.streams, Streams::Session(_)) {
             super::session_hook::started(super::session_hook::Started {
+                owners: owners.clone(),
+                proxy: self.net.proxy_port.map(|p| format!("127.0.0.1:{p}")),
                 landlock: self.layer.as_ref().map(|l| l.prepared.status().clone()),
                 isolation: isolated.map(|l| l.status.clone()),
                 network: self.net.mode,
@@ -532,6 +541,9 @@ impl Job {
                 ));
                 None
             });
+        if let (Some(s), Some(o)) = (&served, owners) {
+            s.attribute(o);
+        }
         let notifier = match recorder {
             // The recorder's thread answers every call; the run only waits for the program.
             Some(r) => {

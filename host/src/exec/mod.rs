@@ -50,6 +50,7 @@ pub mod limits;
 pub(crate) mod memwatch;
 mod namespaces;
 mod net;
+pub(crate) mod net_owners;
 mod no_listener;
 pub(crate) mod notify;
 mod options;

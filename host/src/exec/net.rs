@@ -143,6 +143,11 @@ impl Running {
         }))
     }
 
+    /// Has each connection's destinations recorded for whoever `owners` says made it too.
+    pub(crate) fn attribute(&self, owners: std::sync::Arc<super::net_owners::Owners>) {
+        self.proxy.attribute(owners);
+    }
+
     /// Stops serving and reports what was tried.
     pub(crate) fn finish(&self) -> Report {
         self.proxy.stop();
@@ -179,7 +184,7 @@ pub struct Report {
 }
 
 impl Report {
-    /// The report of a session's command: the session's mode, no destinations recorded.
+    /// The session's mode with nothing recorded (a session command's report starts from it).
     pub(crate) fn of_mode(mode: Mode) -> Report {
         Report {
             mode,

@@ -431,7 +431,10 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
 /// session's command), as `run` names them for a one-shot request: `refusals`, and one
 /// `warnings` line each. Does nothing when the result has them already.
 pub(crate) fn name_refusals(result: &mut ExecResult, v: &Validated, sandbox: &Sandbox) {
-    if !result.refusals.is_empty() || !super::refusals::is_candidate(result.stderr.as_bytes()) {
+    let refused_destinations = result.network.destinations.iter().any(|d| !d.allowed);
+    if !result.refusals.is_empty()
+        || (!refused_destinations && !super::refusals::is_candidate(result.stderr.as_bytes()))
+    {
         return;
     }
     let cwd = v
@@ -439,17 +442,23 @@ pub(crate) fn name_refusals(result: &mut ExecResult, v: &Validated, sandbox: &Sa
         .clone()
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("/"));
-    let found = super::refusals::name(
-        &result.stderr,
-        &super::refusals::Policy::of_reported(
-            v,
-            sandbox,
-            &cwd,
-            result.landlock.as_ref(),
-            result.isolation.as_ref(),
-            result.network.mode,
-        ),
-    );
+    let mut found = if super::refusals::is_candidate(result.stderr.as_bytes()) {
+        super::refusals::name(
+            &result.stderr,
+            &super::refusals::Policy::of_reported(
+                v,
+                sandbox,
+                &cwd,
+                result.landlock.as_ref(),
+                result.isolation.as_ref(),
+                result.network.mode,
+            ),
+        )
+    } else {
+        super::refusals::Found::default()
+    };
+    // The destinations the session's proxy refused this command (its own record).
+    super::refusals::proxied(&mut found, &result.network.destinations, v.audience);
     result.warnings.extend(super::refusals::warnings(
         &found,
         v.audience,

@@ -22,6 +22,11 @@ pub(crate) struct Started {
     pub cgroups: Vec<super::cgroup_nest::LimitDir>,
     /// The plan's warnings (broad workspace, root below the isolated tier, ...).
     pub warnings: Vec<String>,
+    /// Who of the session made each proxied connection, where the session has a proxy or
+    /// host ports: each command's result lists its own destinations.
+    pub owners: Option<std::sync::Arc<super::net_owners::Owners>>,
+    /// The proxy's address inside (`proxy` mode).
+    pub proxy: Option<String>,
 }
 
 thread_local! {

@@ -59,7 +59,7 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
             Some(p) => format!("not in the allowed domains (registry preset @{p} has it)"),
             None => "not in the allowed domains".to_string(),
         };
-        shared.records.refused(&host, port, reason);
+        shared.refused(&host, port, reason);
         let also = preset.map_or_else(String::new, |p| format!(" (or the preset @{p})"));
         let change = match c.naming {
             Naming::Flags => format!("add --allow-domain {host}{also}"),
@@ -78,9 +78,7 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
         Ok(a) => a,
         Err(Unreachable::Internal { addr, class }) => {
             let pinned = pinned_elsewhere(&c.pins, &target.host);
-            shared
-                .records
-                .refused(&host, port, format!("resolves to {addr} ({class}){pinned}"));
+            shared.refused(&host, port, format!("resolves to {addr} ({class}){pinned}"));
             return Err(Refused {
                 status: 403,
                 message: internal_message(&target.host, port, addr, class, c.naming, &pinned),
@@ -91,7 +89,7 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
                 "does not resolve: {e}{}",
                 pinned_elsewhere(&c.pins, &target.host)
             );
-            shared.records.allowed(&host, port, Some(e.clone()));
+            shared.allowed(&host, port, Some(e.clone()));
             return Err(Refused {
                 status: 502,
                 message: format!("sandbox: the proxy could not reach {host}:{port}: `{host}` {e}"),
@@ -102,7 +100,7 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
     for a in &addrs {
         match TcpStream::connect_timeout(a, c.connect_timeout) {
             Ok(s) => {
-                shared.records.allowed(&host, port, None);
+                shared.allowed(&host, port, None);
                 let _ = s.set_nodelay(true);
                 return Ok(s);
             }
@@ -122,7 +120,7 @@ pub fn dial(shared: &Shared, target: &Target) -> Result<TcpStream, Refused> {
     } else {
         crate::refusal::io_reason(&e).to_lowercase()
     };
-    shared.records.allowed(&host, port, Some(words.clone()));
+    shared.allowed(&host, port, Some(words.clone()));
     Err(Refused {
         status: if timed_out { 504 } else { 502 },
         message: format!("sandbox: the proxy could not reach {host}:{port}: {words}"),

@@ -37,3 +37,4 @@ pub use domain::{Allowlist, Host, NameError, Pattern};
 pub use pins::{Pins, MAX_PINS};
 pub use record::{Destination, Records};
 pub use server::Proxy;
+pub use shared::Attribution;

@@ -10,7 +10,7 @@ pub fn serve(shared: &Shared, id: u64, client: TcpStream, to: SocketAddr) {
     let host = to.ip().to_string();
     match TcpStream::connect_timeout(&to, shared.config.connect_timeout) {
         Ok(upstream) => {
-            shared.records.allowed(&host, to.port(), None);
+            shared.allowed(&host, to.port(), None);
             let _ = upstream.set_nodelay(true);
             if shared.track(id, &upstream) {
                 splice(client, upstream);
@@ -18,7 +18,7 @@ pub fn serve(shared: &Shared, id: u64, client: TcpStream, to: SocketAddr) {
         }
         Err(e) => {
             let words = crate::refusal::io_reason(&e).to_lowercase();
-            shared.records.allowed(&host, to.port(), Some(words));
+            shared.allowed(&host, to.port(), Some(words));
         }
     }
 }

@@ -4,11 +4,11 @@
 use super::config::Config;
 use super::head::{self, HeadError, Kind};
 use super::record::{Destination, Records};
-use super::shared::{shutdown_listener, Live, Shared};
+use super::shared::{serve_for, shutdown_listener, Attribution, Live, Shared};
 use super::{forward, relay, reply, tunnel};
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// Stack of a connection thread: heads are parsed into heap buffers.
@@ -39,6 +39,7 @@ impl Proxy {
             shared: Arc::new(Shared {
                 config,
                 records: Records::default(),
+                attribution: OnceLock::new(),
                 live: Mutex::new(Live::default()),
                 idle: Condvar::new(),
             }),
@@ -56,6 +57,12 @@ impl Proxy {
     /// loopback, made reachable inside a sandbox), recording each as a destination.
     pub fn relay(&self, listener: TcpListener, to: SocketAddr) -> io::Result<()> {
         self.start(listener, Service::Relay(to))
+    }
+
+    /// Has every connection accepted from now on looked up with `attribution`, and its
+    /// destinations recorded in the record it gives too (set once; later calls do nothing).
+    pub fn attribute(&self, attribution: Arc<dyn Attribution>) {
+        let _ = self.shared.attribution.set(attribution);
     }
 
     /// The destinations tried so far.
@@ -166,6 +173,12 @@ fn accept_loop(shared: &Arc<Shared>, listener: &TcpListener, service: Service) {
             .name("proxy-conn".into())
             .stack_size(CONNECTION_STACK)
             .spawn(move || {
+                serve_for(
+                    for_thread
+                        .attribution
+                        .get()
+                        .and_then(|a| a.records_for(&stream)),
+                );
                 match service {
                     Service::Http => serve_http(&for_thread, id, stream),
                     Service::Relay(to) => relay::serve(&for_thread, id, stream, to),

@@ -301,6 +301,8 @@ impl Session {
             network: started.network,
             landlock: started.landlock,
             isolation: started.isolation,
+            proxy: started.proxy,
+            owners: started.owners,
             warnings: started.warnings.into_iter().chain(started.namespaces_unavailable.map(|why| {
                 format!("sandbox: warning: namespaces unavailable ({why}); the session runs without isolation (own PID space and /proc, private /tmp)")
             })).collect(),
@@ -626,6 +628,12 @@ impl Inner {
                 "the command's seccomp listener was not handed over",
             )));
         }
+        // Its proxied destinations are recorded for it from here on (module `net_owners`).
+        let net = self
+            .layers
+            .owners
+            .as_ref()
+            .map(|o| process::NetRecord::start(o, process::pid_of(&pidfd)));
         if let Some(c) = own.as_mut() {
             let pid = process::pid_of(&pidfd);
             if let Err(e) = c.started(pid, &pidfd) {
@@ -653,6 +661,7 @@ impl Inner {
             stream: cmd.stream,
             tty,
             own,
+            net,
         });
         if !cmd.stream {
             // A streaming command has its thread already.

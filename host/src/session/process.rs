@@ -22,6 +22,35 @@ pub(crate) struct Layers {
     pub warnings: Vec<String>,
     pub namespaces: bool,
     pub network: crate::network::Mode,
+    /// The proxy's address inside (`proxy` mode).
+    pub proxy: Option<String>,
+    /// Who of the session made each proxied connection (a proxy or host ports only).
+    pub owners: Option<Arc<crate::exec::net_owners::Owners>>,
+}
+
+/// A command's own record of the destinations it tried through the session's proxy or host
+/// ports; it stops recording when dropped.
+pub(crate) struct NetRecord {
+    owners: Arc<crate::exec::net_owners::Owners>,
+    pid: i32,
+    records: Arc<crate::proxy::Records>,
+}
+
+impl NetRecord {
+    /// Starts recording for the command whose first process is `pid` (host pid).
+    pub(crate) fn start(owners: &Arc<crate::exec::net_owners::Owners>, pid: i32) -> NetRecord {
+        NetRecord {
+            owners: Arc::clone(owners),
+            pid,
+            records: owners.register(pid),
+        }
+    }
+}
+
+impl Drop for NetRecord {
+    fn drop(&mut self) {
+        self.owners.finish(self.pid);
+    }
 }
 
 /// What a command needs of its session (the session implements it): a trait, so this
@@ -254,6 +283,8 @@ pub(crate) struct Start {
     pub tty: Option<OwnedFd>,
     /// The command's own limits (module `cgroups`), when it asked for any.
     pub own: Option<super::cgroups::CommandCgroup>,
+    /// The command's record of its proxied destinations, where the session has a proxy.
+    pub net: Option<NetRecord>,
 }
 
 /// The process's pid in the host's PID namespace, from its pidfd.
@@ -545,6 +576,7 @@ fn supervise(sup: Supervisor) -> ExecResult {
             processes: own.as_ref().and_then(|c| c.processes()),
             hits,
         },
+        s.net.as_ref(),
     )
 }
 
@@ -568,6 +600,7 @@ fn result(
     started: Instant,
     timed_out: bool,
     own: Own,
+    net: Option<&NetRecord>,
 ) -> ExecResult {
     let cancelled = inner.ended()
         && libc::WIFSIGNALED(status)
@@ -676,7 +709,12 @@ fn result(
         limits_hit,
         leaks,
         isolation: inner.layers().isolation.clone(),
-        network: crate::exec::NetworkReport::of_mode(inner.layers().network),
+        network: crate::exec::NetworkReport {
+            proxy: inner.layers().proxy.clone(),
+            destinations: net.map(|n| n.records.snapshot()).unwrap_or_default(),
+            destinations_dropped: net.map_or(0, |n| n.records.dropped()),
+            ..crate::exec::NetworkReport::of_mode(inner.layers().network)
+        },
         refusals: Vec::new(),
         refusals_omitted: 0,
     };
