@@ -1208,3 +1208,65 @@ fn in_an_image_of_static_programs_the_default_confines_them() {
         assert_eq!(report["tier"], "contained", "{who}: {report}");
     }
 }
+
+/// A session started from a shell inside a container of `shape`, as root and as uid 1000:
+/// a background server started by one command answers the next, stdin reaches a command,
+/// and `session end` leaves nothing running.
+fn a_session_works_inside(shape: Shape) {
+    let Some(b) = runnable() else { return };
+    std::fs::write(
+        b.dir.path().join("ws/marker.txt"),
+        "served-from-the-workspace\n",
+    )
+    .unwrap();
+    let script = r#"
+        id=$(/t/sandbox session start --profile shell-network --workspace /ws "$@") || exit 9
+        # The server's name is put together, so that no command line here matches the
+        # pattern `pgrep` looks for (its own shell's would otherwise).
+        /t/sandbox run --session "$id" -- sh -c \
+            'm=http; python3 -m $m.server 8000 --bind 127.0.0.1 >/ws/server-$(id -u).log 2>&1 &'
+        for i in $(seq 50); do
+            /t/sandbox run --session "$id" -- curl -sf http://127.0.0.1:8000/marker.txt && break
+            sleep 0.2
+        done
+        echo hi | /t/sandbox run --session "$id" -- cat
+        /t/sandbox run --session "$id" -- pgrep -f 'http[.]server' >/dev/null && echo server-alive
+        /t/sandbox session end "$id" && echo ended
+        pgrep -f 'http[.]server' >/dev/null || echo server-gone
+    "#;
+    for uid in [0, 1000] {
+        let who = format!("{shape:?} as uid {uid}");
+        let mut args = vec!["/bin/bash", "-c", script, "script"];
+        if uid == 0 {
+            // Root without namespaces is refused unless the command line says so, in its
+            // own words.
+            let o = b.run(shape, uid, &args, None);
+            assert_eq!(o.status.code(), Some(9), "{who}: {o:?}");
+            let err = text(&o.stderr);
+            assert!(
+                err.starts_with("sandbox: session start: --allow-root: running as root")
+                    && err.contains("pass --allow-root to run anyway")
+                    && !err.contains("\"allow_root\""),
+                "{who}: {err}"
+            );
+            args.push("--allow-root");
+        }
+        let o = b.run(shape, uid, &args, None);
+        let out = text(&o.stdout);
+        assert_eq!(
+            out, "served-from-the-workspace\nhi\nserver-alive\nended\nserver-gone\n",
+            "{who}: {o:?}"
+        );
+        assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");
+    }
+}
+
+#[test]
+fn a_session_works_inside_a_docker_shaped_container() {
+    a_session_works_inside(Shape::Docker);
+}
+
+#[test]
+fn a_session_works_inside_a_kubernetes_pod() {
+    a_session_works_inside(Shape::Kubernetes);
+}

@@ -707,18 +707,23 @@ fn refuse_root_below_isolated(
     );
     let chosen = v.paths.isolation == super::isolation::Mode::Off
         || v.paths.mode == crate::landlock::Mode::Off;
+    // In the words of whoever made the request: a field, or the flag of a command line
+    // (`sandbox session start`, `sandbox mcp`).
+    let allow = match v.audience {
+        super::request::Audience::Json => "\"allow_root\": true",
+        super::request::Audience::Cli => "--allow-root",
+    };
     if chosen {
         warnings.push(format!(
-            "sandbox: warning: {why} (a layer this request turned off); pass \"allow_root\": \
-             true to silence"
+            "sandbox: warning: {why} (a layer this request turned off); pass {allow} to silence"
         ));
         return Ok(());
     }
     Err(Refusal::new(
         "allow_root",
         format!(
-            "{why}, and this machine gives no more; pass \"allow_root\": true to run anyway, or \
-             run as an unprivileged user"
+            "{why}, and this machine gives no more; pass {allow} to run anyway, or run as an \
+             unprivileged user"
         ),
     )
     .into())

@@ -57,7 +57,7 @@ mod options;
 mod outcome;
 mod paths;
 mod placeholder;
-mod procfs;
+pub(crate) mod procfs;
 #[doc(hidden)]
 pub mod record;
 mod refusals;

@@ -39,7 +39,58 @@ pub fn main() -> ! {
             1
         }
     };
+    // The host is gone or ended the session: nothing of the session outlives it.
+    end_descendants();
     std::process::exit(code)
+}
+
+/// How many times [`end_descendants`] looks again for children.
+const END_ROUNDS: usize = 2000;
+
+/// Kills every process below the resident before it exits. The resident is a child
+/// subreaper, so each killed process's children become its own, and the next round kills
+/// them: the loop ends when it has no children left. Where a PID namespace holds the session
+/// its init does the same when the resident is gone; without one (the contained tier) and
+/// without a cgroup to kill, the host's walk of the process tree could only find what still
+/// descends from the resident, and a resident that exited first left its commands'
+/// background processes to the host, outside that tree.
+fn end_descendants() {
+    let me = std::process::id() as i32;
+    for _ in 0..END_ROUNDS {
+        let kids = children(me);
+        if kids.is_empty() {
+            return;
+        }
+        for pid in kids {
+            // A pidfd first, then the parent checked: a pid the kernel reaped and gave to
+            // another process meanwhile is left alone.
+            let Ok(fd) = crate::sys::pidfd_open(pid, 0) else {
+                continue;
+            };
+            if crate::exec::procfs::stat(pid).map(|s| s.ppid) == Some(me) {
+                let _ = crate::sys::pidfd_signal(fd.as_fd(), libc::SIGKILL);
+            }
+        }
+        // Where this process reaps its children itself (no exit_info), the killed ones.
+        while matches!(crate::sys::waitpid(-1, libc::WNOHANG), Ok((p, _)) if p > 0) {}
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// The children of process `pid` (every thread's).
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// What stays the resident's across commands.
@@ -60,6 +111,12 @@ struct Resident {
 fn serve() -> std::io::Result<()> {
     // Commands must not read the path buffer's address from this process's memory.
     crate::sys::set_not_dumpable()?;
+    // What a command leaves running when it ends (a server started with `&`, a daemon that
+    // forked twice) is re-parented here rather than to the host: it stays in the tree the
+    // session's end kills where no PID namespace or cgroup holds the session (the contained
+    // tier without cgroups: a container, or a user without delegated cgroups). Reaped as every
+    // child is (by the kernel where exit_info works, else `reap`).
+    crate::sys::set_child_subreaper()?;
     // The control socket moves above the standard streams, close-on-exec; 0 becomes
     // /dev/null so that nothing a command inherits by mistake reaches the socket.
     let sock = crate::exec::dup_above(0, 3)?;
