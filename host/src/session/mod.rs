@@ -266,7 +266,19 @@ impl Session {
         let (addr, exit_info) = match wait_readable(host.as_fd(), Duration::from_secs(30))
             .and_then(|()| wire::recv::<FromResident>(host.as_fd(), &mut buf))
         {
-            Ok(Some((FromResident::Hello { addr, exit_info }, _))) => (addr, exit_info),
+            Ok(Some((
+                FromResident::Hello {
+                    addr,
+                    exit_info,
+                    diag,
+                },
+                fds,
+            ))) => {
+                if let (true, Some(o), Some(fd)) = (diag, &started.owners, fds.into_iter().next()) {
+                    o.diagnose_with(fd);
+                }
+                (addr, exit_info)
+            }
             Ok(_) => {
                 cancel.cancel();
                 let _ = engine.join();

@@ -143,14 +143,23 @@ fn serve() -> std::io::Result<()> {
     // each one's status.
     let exit_info = exit_info_works(me.stack);
     let sfd = if exit_info { None } else { Some(sigchld_fd()?) };
+    // Made here, in the session's network namespace, for the host: a socket answers for the
+    // namespace it was made in.
+    let diag = crate::sys::netlink_bound(libc::NETLINK_SOCK_DIAG, 0).ok();
     wire::send(
         sock.as_fd(),
         &FromResident::Hello {
             addr: me.buffer.as_ptr() as u64,
             exit_info,
+            diag: diag.is_some(),
         },
-        &[],
+        &diag
+            .as_ref()
+            .map(|d| d.as_raw_fd())
+            .into_iter()
+            .collect::<Vec<_>>(),
     )?;
+    drop(diag);
     // Running commands by pid.
     let mut running: HashMap<i32, Running> = HashMap::new();
     let mut buf = Vec::new();

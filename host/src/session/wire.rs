@@ -58,6 +58,11 @@ pub(crate) enum FromResident {
         addr: u64,
         #[serde(default)]
         exit_info: bool,
+        /// A `NETLINK_SOCK_DIAG` socket made in the session's network namespace comes along
+        /// (the host finds which command made a proxied connection with it: module
+        /// `exec::net_owners`).
+        #[serde(default)]
+        diag: bool,
     },
     /// Command `id` runs: its pidfd comes along, then its listener when `listener`.
     Started { id: u64, listener: bool },
