@@ -350,6 +350,23 @@ fn a_request_that_sets_home_gets_its_own_git_configuration() {
         assert_eq!(r["exit_code"], 0, "{who:?}: {r}");
         assert_eq!(r["stdout"], "chosen@example.com\n", "{who:?}: {r}");
         std::fs::remove_dir_all(ws.join("r")).unwrap();
+        // Asking for a sandbox home as well contradicts it: refused, naming `home`, and
+        // nothing runs.
+        for mode in ["persistent", "private", "real"] {
+            let mut both = shell("touch ran", &ws);
+            both["env"] = json!({"HOME": mine, "PATH": "/usr/bin:/bin"});
+            both["home"] = json!(mode);
+            let r = exec(who, &data, Some(&host_home), both);
+            assert_eq!(r["error"]["field"], "home", "{who:?}: {mode}: {r}");
+            assert!(
+                r["error"]["reason"]
+                    .as_str()
+                    .unwrap()
+                    .contains("env sets HOME"),
+                "{who:?}: {r}"
+            );
+            assert!(!ws.join("ran").exists(), "{who:?}: {mode}");
+        }
         let without = shell(&format!("export HOME={}; {line}", mine.display()), &ws);
         let r = exec(who, &data, Some(&host_home), without);
         assert_ne!(

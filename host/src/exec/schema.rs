@@ -255,6 +255,15 @@ impl Request {
             "home",
             "must be \"persistent\", \"private\" or \"real\"",
         )? {
+            // The request's own `HOME` decides the job's home and no sandbox home is made
+            // (request.rs): asking for one as well would be ignored without a word.
+            if req.env.contains_key("HOME") {
+                return Err(Refusal::new(
+                    "home",
+                    "the request's env sets HOME, which is then the job's home (no sandbox \
+                     home is made): drop \"home\" or env.HOME",
+                ));
+            }
             req.home = h;
         }
         Ok(req)
