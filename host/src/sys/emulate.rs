@@ -295,3 +295,44 @@ pub(crate) fn tgkill(tgid: i32, tid: i32, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: tgkill takes three integers.
     done(unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) })
 }
+
+/// The kernel's `struct open_how` for `openat2` (libc's is non-exhaustive: it cannot be built
+/// outside libc).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `openat2(root, path, O_PATH | O_CLOEXEC | extra)` resolved as if `root` were the root
+/// directory (`RESOLVE_IN_ROOT`: absolute paths and symlinks start at `root`, `..` never goes
+/// above it) and without magic links (`/proc/PID/fd/N`, `/proc/PID/root`, which would lead out
+/// of it): a path the isolated tier's job gave, resolved in its mount namespace through
+/// `/proc/TID/root`.
+pub(crate) fn open_in_root(
+    root: BorrowedFd<'_>,
+    path: &CStr,
+    extra: libc::c_int,
+) -> io::Result<OwnedFd> {
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC | extra) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: a NUL-terminated path and a properly sized `open_how`, both live for the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+}

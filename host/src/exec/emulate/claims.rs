@@ -76,7 +76,48 @@ pub(crate) fn can_take_descriptors() -> bool {
     *CAN.get_or_init(crate::sys::take_fd_probe)
 }
 
+/// Which tier a filter's claims are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Tier {
+    /// No claims (the filter of a run without Landlock and without namespaces, or a
+    /// recording).
+    None,
+    /// The contained tier (Landlock without namespaces): every claim ([`Claims::of`]).
+    Contained,
+    /// The isolated tier: `connect` and the addressed sends, where the profile lets the job
+    /// make unix sockets ([`Claims::isolated`]); its constructed view keeps the rest.
+    Isolated,
+}
+
 impl Claims {
+    /// The claims of `tier` for a profile whose outer policy is `policy`.
+    pub(crate) fn for_tier(policy: &Policy, tier: Tier) -> Claims {
+        match tier {
+            Tier::None => Claims::default(),
+            Tier::Contained => Claims::of(policy),
+            Tier::Isolated => Claims::isolated(policy),
+        }
+    }
+
+    /// The isolated tier's claims: `connect`, `sendto` with an address, `sendmsg` and
+    /// `sendmmsg`, where the profile lets the job make unix sockets and the host may take its
+    /// descriptors. The view covers the host's sockets bound before the job started, but not
+    /// one bound later, which a read-only mount does not keep from `connect` (module
+    /// `inview`).
+    pub(crate) fn isolated(policy: &Policy) -> Claims {
+        if !can_take_descriptors() || !makes_unix_sockets(policy) {
+            return Claims::default();
+        }
+        let connect = NATIVE
+            .syscall_number("connect")
+            .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
+        Claims {
+            connect,
+            send: sends(policy),
+            ..Claims::default()
+        }
+    }
+
     /// The claims for a profile whose outer policy is `policy`.
     pub(crate) fn of(policy: &Policy) -> Claims {
         let take = can_take_descriptors();
@@ -96,18 +137,7 @@ impl Claims {
             (!allowed.is_empty()).then_some((nr, allowed))
         });
         let send = if take && makes_unix_sockets(policy) {
-            SEND_CALLS
-                .iter()
-                .filter_map(|name| NATIVE.syscall_number(name))
-                // `sendto` with an address (the profiles allow it without one by a rule of
-                // their own, so it has no constant decision); the others whatever their
-                // arguments.
-                .filter(|nr| {
-                    policy.constant_decision(*nr) == Some(Action::Allow)
-                        || (Some(*nr) == NATIVE.syscall_number("sendto")
-                            && policy.decide(*nr, &[0, 0, 0, 0, 1, 16]) == Action::Allow)
-                })
-                .collect()
+            sends(policy)
         } else {
             Vec::new()
         };
@@ -222,6 +252,21 @@ pub(crate) enum Kind {
 /// The calls that may carry a destination address, claimed where the job can make unix
 /// sockets (module `send`).
 const SEND_CALLS: &[&str] = &["sendto", "sendmsg", "sendmmsg"];
+
+/// The [`SEND_CALLS`] `policy` allows: `sendto` with an address (the profiles allow it without
+/// one by a rule of their own, so it has no constant decision), the others whatever their
+/// arguments.
+fn sends(policy: &Policy) -> Vec<u32> {
+    SEND_CALLS
+        .iter()
+        .filter_map(|name| NATIVE.syscall_number(name))
+        .filter(|nr| {
+            policy.constant_decision(*nr) == Some(Action::Allow)
+                || (Some(*nr) == NATIVE.syscall_number("sendto")
+                    && policy.decide(*nr, &[0, 0, 0, 0, 1, 16]) == Action::Allow)
+        })
+        .collect()
+}
 
 /// Whether `policy` lets a job make unix sockets (the only way host sockets are at stake).
 pub(super) fn makes_unix_sockets(policy: &Policy) -> bool {

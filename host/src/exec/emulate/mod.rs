@@ -35,6 +35,7 @@
 mod claims;
 mod decode;
 mod flags;
+mod inview;
 mod peer;
 mod places;
 mod report;
@@ -43,10 +44,10 @@ mod socket;
 mod target;
 
 pub(crate) use claims::can_take_descriptors;
-pub(crate) use claims::{Claims, Kind};
+pub(crate) use claims::{Claims, Kind, Tier};
 pub(crate) use flags::flags;
 pub(crate) use peer::peer;
-pub(crate) use places::{Places, Refused, Why};
+pub(crate) use places::{Places, Refused, View, Why};
 pub(crate) use report::{advice, names, undelegable, unguarded, Tally};
 pub(crate) use send::send;
 

@@ -130,13 +130,20 @@ pub(crate) fn advice(
                 Some(change),
             )
         }
-        Why::Abstract => (
-            "abstract unix sockets cannot be reached without namespaces: the host connects \
-             for the job and cannot keep Landlock's scope; use a pathname socket in the \
-             workspace, or the isolated tier"
-                .to_string(),
-            None,
-        ),
+        Why::Abstract => {
+            let none = match audience {
+                crate::exec::request::Audience::Json => "\"network\": \"none\"",
+                crate::exec::request::Audience::Cli => "--network none",
+            };
+            (
+                format!(
+                    "abstract unix sockets cannot be reached outside a network namespace of the \
+                     job's own: the host connects for the job and cannot keep Landlock's scope; \
+                     use a pathname socket in the workspace, or namespaces with {none}"
+                ),
+                None,
+            )
+        }
         Why::Port(p) => {
             let change = match audience {
                 crate::exec::request::Audience::Json => format!("\"connect_ports\": [{p}]"),

@@ -34,7 +34,7 @@ pub(super) enum Plan {
     Refused(i32, Why),
 }
 
-fn err(e: io::Error) -> i32 {
+pub(super) fn err(e: io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
@@ -104,6 +104,12 @@ pub(super) fn address(
         (libc::AF_UNIX, Some(libc::AF_UNIX)) if addr.len() > 2 && addr[2] != 0 => {
             path_checked(t, &addr[2..], places)
         }
+        // In a network namespace of the job's own, abstract names are the job's.
+        (libc::AF_UNIX, Some(libc::AF_UNIX))
+            if addr.len() > 2 && places.view.as_ref().is_some_and(|v| v.own_network) =>
+        {
+            Checked::Use { addr, object: None }
+        }
         (libc::AF_UNIX, Some(libc::AF_UNIX)) if addr.len() > 2 => {
             Checked::Refused(libc::EPERM, Why::Abstract)
         }
@@ -118,6 +124,9 @@ fn path_checked(t: &Thread, path: &[u8], places: &Places) -> Checked {
     let Ok(path) = CString::new(&path[..end]) else {
         return Checked::Fail(libc::EINVAL);
     };
+    if let Some(view) = &places.view {
+        return super::inview::checked(t, path, places, view);
+    }
     // The host connects with its own credentials: a socket file's permissions decide.
     if !t.same_credentials() {
         return Checked::Refused(libc::EPERM, Why::Credentials);
@@ -145,17 +154,25 @@ fn path_checked(t: &Thread, path: &[u8], places: &Places) -> Checked {
                 return Checked::Refused(libc::EACCES, Why::Socket(name));
             }
         }
-        // The kernel asks for write permission before it looks at the file's type.
-        Ok(_) => {
-            let name = format!("/proc/self/fd/{}", object.as_raw_fd());
-            return Checked::Fail(if crate::sys::may_write(std::path::Path::new(&name)) {
-                libc::ECONNREFUSED
-            } else {
-                libc::EACCES
-            });
-        }
+        Ok(_) => return not_a_socket(object.as_fd()),
         Err(e) => return Checked::Fail(err(e)),
     }
+    through(object)
+}
+
+/// The answer for an address that names a file other than a socket: the kernel asks for write
+/// permission before it looks at the file's type.
+pub(super) fn not_a_socket(object: BorrowedFd<'_>) -> Checked {
+    let name = format!("/proc/self/fd/{}", object.as_raw_fd());
+    Checked::Fail(if crate::sys::may_write(std::path::Path::new(&name)) {
+        libc::ECONNREFUSED
+    } else {
+        libc::EACCES
+    })
+}
+
+/// The address that leads to the checked socket file `object` itself (`/proc/self/fd/N`).
+pub(super) fn through(object: OwnedFd) -> Checked {
     let mut addr = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
     addr.extend_from_slice(format!("/proc/self/fd/{}", object.as_raw_fd()).as_bytes());
     addr.push(0);

@@ -128,6 +128,18 @@ impl Thread {
         self.open_proc(&format!("/proc/{}/cwd", self.tid))
     }
 
+    /// The thread's root directory (`/proc/TID/root`): in the isolated tier, the root of the
+    /// job's mount namespace, where its private `/tmp` and `/dev/shm` are.
+    pub(super) fn root(&self) -> io::Result<OwnedFd> {
+        self.open_proc(&format!("/proc/{}/root", self.tid))
+    }
+
+    /// The name of the thread's working directory as seen from its own root (the kernel names
+    /// an object of another mount namespace from that namespace's root).
+    pub(super) fn cwd_name(&self) -> io::Result<std::path::PathBuf> {
+        std::fs::read_link(format!("/proc/{}/cwd", self.tid))
+    }
+
     /// The object the thread's descriptor `fd` refers to (EBADF when it has none).
     pub(super) fn fd(&self, fd: u64) -> io::Result<OwnedFd> {
         // The argument is a C int: its low 32 bits, as the kernel reads it.
@@ -172,6 +184,41 @@ impl Thread {
         Credentials::of(&theirs)
             .is_some_and(|t| Credentials::of(&ours).is_some_and(|o| t.covers(&o)))
     }
+
+    /// Whether the thread has the host's file-system user, group and groups (its capabilities
+    /// aside).
+    pub(super) fn same_user(&self) -> bool {
+        let read = |p: String| std::fs::read_to_string(p).ok();
+        match (
+            read(format!("/proc/{}/status", self.tid)).and_then(|t| Credentials::of(&t)),
+            read("/proc/thread-self/status".to_string()).and_then(|o| Credentials::of(&o)),
+        ) {
+            (Some(t), Some(o)) => t.same_ids(&o),
+            _ => false,
+        }
+    }
+
+    /// Whether the thread may write the socket file `st` as the kernel would let it connect:
+    /// the host's own credentials where they are the thread's ([`Thread::same_credentials`]);
+    /// else, for a thread with the host's user, group and groups but fewer capabilities (a
+    /// job of root in the isolated tier holds none in its user namespace), the file's mode
+    /// bits for that user. POSIX ACLs are not read: a socket file with one is refused unless
+    /// its mode bits allow.
+    pub(super) fn may_write(&self, st: &libc::stat) -> bool {
+        if self.same_credentials() {
+            return true;
+        }
+        let Ok(theirs) = std::fs::read_to_string(format!("/proc/{}/status", self.tid)) else {
+            return false;
+        };
+        let Ok(ours) = std::fs::read_to_string("/proc/thread-self/status") else {
+            return false;
+        };
+        match (Credentials::of(&theirs), Credentials::of(&ours)) {
+            (Some(t), Some(o)) if t.same_ids(&o) => t.mode_allows_write(st),
+            _ => false,
+        }
+    }
 }
 
 /// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead its group.
@@ -200,6 +247,29 @@ impl Credentials {
             groups: field("Groups:")?.trim().to_string(),
             cap_eff: u64::from_str_radix(field("CapEff:")?.trim(), 16).ok()?,
         })
+    }
+
+    /// Whether `self` and `host` are the same user, group and groups (capabilities aside).
+    fn same_ids(&self, host: &Credentials) -> bool {
+        self.fsuid == host.fsuid && self.fsgid == host.fsgid && self.groups == host.groups
+    }
+
+    /// Whether the mode bits of `st` let this user write it, without any capability.
+    fn mode_allows_write(&self, st: &libc::stat) -> bool {
+        let uid = self.fsuid.parse::<u32>().ok();
+        let gid = self.fsgid.parse::<u32>().ok();
+        let mut groups = self
+            .groups
+            .split_whitespace()
+            .filter_map(|g| g.parse::<u32>().ok());
+        let bit = if uid == Some(st.st_uid) {
+            libc::S_IWUSR
+        } else if gid == Some(st.st_gid) || groups.any(|g| g == st.st_gid) {
+            libc::S_IWGRP
+        } else {
+            libc::S_IWOTH
+        };
+        st.st_mode & bit != 0
     }
 
     /// Whether `self` (the job's thread) may do at least what `host` may.
