@@ -612,6 +612,7 @@ fn isolated_places(
         super::emulate::View {
             private,
             own_network: ns.net,
+            devices: Default::default(),
         },
     )
 }

@@ -21,7 +21,7 @@
 
 use super::places::{Places, View, Why};
 use super::socket::{err, not_a_socket, through, Checked};
-use super::target::Thread;
+use super::target::{Standing, Thread};
 use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -31,7 +31,8 @@ use std::path::PathBuf;
 /// Checks the pathname `path` a thread of an isolated job gave (module doc).
 pub(super) fn checked(t: &Thread, path: CString, places: &Places, view: &View) -> Checked {
     // The host acts for the job: it must be the same user (its capabilities aside, below).
-    if !t.same_user() {
+    let standing = t.standing();
+    if let Standing::Other = standing {
         return Checked::Refused(libc::EPERM, Why::Credentials);
     }
     let root = match t.root() {
@@ -54,7 +55,7 @@ pub(super) fn checked(t: &Thread, path: CString, places: &Places, view: &View) -
             name.unwrap_or_else(|| PathBuf::from(std::ffi::OsStr::from_bytes(path.as_bytes())));
         return Checked::Refused(libc::EACCES, Why::Socket(name));
     }
-    if !t.may_write(&st) {
+    if !standing.may_write(&st) {
         return Checked::Fail(libc::EACCES);
     }
     through(object)
@@ -106,12 +107,8 @@ fn place(
         return Ok(());
     }
     let same = |a: &libc::stat| a.st_dev == st.st_dev && a.st_ino == st.st_ino;
-    for private in &view.private {
-        let on = crate::sys::emulate::open_in_root(root, private, 0)
-            .and_then(|d| crate::sys::emulate::fstat(d.as_fd()));
-        if on.is_ok_and(|d| d.st_dev == st.st_dev) {
-            return Ok(());
-        }
+    if view.private_devices(root).contains(&st.st_dev) {
+        return Ok(());
     }
     // The kernel names an object of another mount namespace from that namespace's root.
     let name =

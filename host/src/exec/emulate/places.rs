@@ -30,6 +30,30 @@ pub(crate) struct View {
     /// they are connected as given. Without one they are refused, as in the contained tier
     /// (the host connecting for the job cannot keep Landlock's scope).
     pub(crate) own_network: bool,
+    /// The devices of the `private` mounts, read at the job's first check: they stay those
+    /// for the job's life.
+    pub(crate) devices: std::sync::OnceLock<Vec<libc::dev_t>>,
+}
+
+impl View {
+    /// The devices of the job's private tmpfs mounts, from its root `root`: kept once every
+    /// one was read (a mount that could not be read is looked up again next time).
+    pub(super) fn private_devices(&self, root: BorrowedFd<'_>) -> Vec<libc::dev_t> {
+        if let Some(d) = self.devices.get() {
+            return d.clone();
+        }
+        let devices: Vec<libc::dev_t> = self
+            .private
+            .iter()
+            .filter_map(|p| crate::sys::emulate::open_in_root(root, p, 0).ok())
+            .filter_map(|d| crate::sys::emulate::fstat(std::os::fd::AsFd::as_fd(&d)).ok())
+            .map(|st| st.st_dev)
+            .collect();
+        if devices.len() == self.private.len() {
+            let _ = self.devices.set(devices.clone());
+        }
+        devices
+    }
 }
 
 impl Places {

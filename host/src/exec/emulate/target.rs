@@ -185,38 +185,43 @@ impl Thread {
             .is_some_and(|t| Credentials::of(&ours).is_some_and(|o| t.covers(&o)))
     }
 
-    /// Whether the thread has the host's file-system user, group and groups (its capabilities
-    /// aside).
-    pub(super) fn same_user(&self) -> bool {
+    /// The thread's credentials against the host's, read once (two `status` reads), for a
+    /// connect or send of the isolated tier ([`Standing`]).
+    pub(super) fn standing(&self) -> Standing {
         let read = |p: String| std::fs::read_to_string(p).ok();
         match (
             read(format!("/proc/{}/status", self.tid)).and_then(|t| Credentials::of(&t)),
             read("/proc/thread-self/status".to_string()).and_then(|o| Credentials::of(&o)),
         ) {
-            (Some(t), Some(o)) => t.same_ids(&o),
-            _ => false,
+            (Some(t), Some(o)) if t.covers(&o) => Standing::Same,
+            (Some(t), Some(o)) if t.same_ids(&o) => Standing::FewerCapabilities(t),
+            _ => Standing::Other,
         }
     }
+}
 
-    /// Whether the thread may write the socket file `st` as the kernel would let it connect:
-    /// the host's own credentials where they are the thread's ([`Thread::same_credentials`]);
-    /// else, for a thread with the host's user, group and groups but fewer capabilities (a
-    /// job of root in the isolated tier holds none in its user namespace), the file's mode
-    /// bits for that user. POSIX ACLs are not read: a socket file with one is refused unless
-    /// its mode bits allow.
+/// How a thread's credentials stand against the host's.
+pub(super) enum Standing {
+    /// The host may act for it as it is ([`Thread::same_credentials`]).
+    Same,
+    /// The same user, group and groups, fewer capabilities: a job of root in the isolated
+    /// tier holds none in its user namespace. What the host does for it is checked against
+    /// these credentials' mode bits.
+    FewerCapabilities(Credentials),
+    /// Another user (or unreadable): the host does not act for it.
+    Other,
+}
+
+impl Standing {
+    /// Whether the thread may write the socket file `st`, as the kernel asks before a connect
+    /// or send to it: the host's own check where the credentials are the same; else the
+    /// file's mode bits for the thread's user, without any capability (POSIX ACLs are not
+    /// read: a socket file with one is refused unless its mode bits allow).
     pub(super) fn may_write(&self, st: &libc::stat) -> bool {
-        if self.same_credentials() {
-            return true;
-        }
-        let Ok(theirs) = std::fs::read_to_string(format!("/proc/{}/status", self.tid)) else {
-            return false;
-        };
-        let Ok(ours) = std::fs::read_to_string("/proc/thread-self/status") else {
-            return false;
-        };
-        match (Credentials::of(&theirs), Credentials::of(&ours)) {
-            (Some(t), Some(o)) if t.same_ids(&o) => t.mode_allows_write(st),
-            _ => false,
+        match self {
+            Standing::Same => true,
+            Standing::FewerCapabilities(c) => c.mode_allows_write(st),
+            Standing::Other => false,
         }
     }
 }
@@ -230,7 +235,7 @@ fn ebadf() -> io::Error {
 
 /// What decides a file-system permission check, from `/proc/TID/status`.
 #[derive(Debug, PartialEq, Eq)]
-struct Credentials {
+pub(super) struct Credentials {
     fsuid: String,
     fsgid: String,
     groups: String,
