@@ -220,11 +220,20 @@ pub(crate) fn connect(fd: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
 }
 
 /// `ioctl(fd, cmd, arg)` for a command that reads its argument from `arg` and writes nothing
-/// back (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`): `arg` is the job's argument, copied.
+/// back (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`, `FS_IOC_SETVERSION`,
+/// `FS_IOC_ENABLE_VERITY`): `arg` is the job's argument, copied (with any buffer it points to:
+/// the caller keeps those alive across the call). An empty `arg` is passed as NULL (the job's
+/// own could not be read: the kernel answers EFAULT where it would read it).
 pub(crate) fn ioctl_in(fd: BorrowedFd<'_>, cmd: u32, arg: &[u8]) -> io::Result<()> {
+    let ptr = if arg.is_empty() {
+        std::ptr::null()
+    } else {
+        arg.as_ptr()
+    };
     // SAFETY: the command only reads its argument (at most `arg.len()` bytes, which the
-    // caller sized for it), and the buffer outlives the call.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, arg.as_ptr()) };
+    // caller sized for it, or none from NULL) and the buffers it points to (live, the
+    // caller's), and the buffer outlives the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, ptr) };
     done(rc.into())
 }
 

@@ -58,12 +58,34 @@ pub(crate) struct Claims {
     flags: Option<(u32, Vec<u32>)>,
 }
 
-/// The `ioctl` commands that change a file's flags (`chattr`: append-only, immutable, ...):
-/// `FS_IOC_SETFLAGS` and `FS_IOC_FSSETXATTR`, as 32-bit commands (the kernel reads an
-/// `unsigned int`). Landlock's `IOCTL_DEV` right covers devices only, so the supervisor makes
-/// them within the writable places (module `flags`). The 32-bit variant `FS_IOC32_SETFLAGS`
-/// answers ENOTTY to a native caller and needs nothing.
-pub(crate) const FLAG_COMMANDS: [u32; 2] = [0x4008_6602, 0x401c_5820];
+/// The `ioctl` commands that change an inode through a descriptor of it, as 32-bit commands
+/// (the kernel reads an `unsigned int`): a file's flags (`chattr`: append-only, immutable,
+/// ...), `FS_IOC_SETFLAGS` and `FS_IOC_FSSETXATTR`; its generation number,
+/// `FS_IOC_SETVERSION` and ext4's own `EXT4_IOC_SETVERSION` (the owner may set it where the
+/// file system keeps no metadata checksums); and `FS_IOC_ENABLE_VERITY`, which makes a file
+/// read-only for good (it asks for write permission on the file, not on the descriptor).
+/// Landlock's `IOCTL_DEV` right covers devices only, so the supervisor makes them within the
+/// writable places (module `flags`). The 32-bit variants (`FS_IOC32_SETFLAGS`,
+/// `FS_IOC32_SETVERSION`, `EXT4_IOC32_SETVERSION`) answer ENOTTY to a native caller and need
+/// nothing.
+pub(crate) const FLAG_COMMANDS: [u32; 5] = [
+    FS_IOC_SETFLAGS,
+    FS_IOC_FSSETXATTR,
+    FS_IOC_SETVERSION,
+    EXT4_IOC_SETVERSION,
+    FS_IOC_ENABLE_VERITY,
+];
+
+/// `FS_IOC_SETFLAGS`: `_IOW('f', 2, long)`.
+pub(crate) const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+/// `FS_IOC_FSSETXATTR`: `_IOW('X', 32, struct fsxattr)`.
+pub(crate) const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+/// `FS_IOC_SETVERSION`: `_IOW('v', 2, long)`.
+pub(crate) const FS_IOC_SETVERSION: u32 = 0x4008_7602;
+/// `EXT4_IOC_SETVERSION`: `_IOW('f', 4, long)`.
+pub(crate) const EXT4_IOC_SETVERSION: u32 = 0x4008_6604;
+/// `FS_IOC_ENABLE_VERITY`: `_IOW('f', 133, struct fsverity_enable_arg)`.
+pub(crate) const FS_IOC_ENABLE_VERITY: u32 = 0x4080_6685;
 
 /// Whether this host may take another process's descriptors (`pidfd_getfd`), which making a
 /// job's `connect` and sends, setting its files' flags and opening its new terminal's peer
