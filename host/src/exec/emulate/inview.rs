@@ -19,8 +19,8 @@
 //! - the job's own credentials decide the socket file's permission: a job of root holds no
 //!   capability in its user namespace, so the file's mode bits are checked for it.
 
+use super::checked::{err, not_a_socket, through, Checked};
 use super::places::{Places, View, Why};
-use super::socket::{err, not_a_socket, through, Checked};
 use super::target::{Standing, Thread};
 use std::ffi::{CStr, CString};
 use std::io;

@@ -31,7 +31,12 @@
 //! user's others stay out of its Landlock domain (module `peer`). Which calls are sent:
 //! module `claims`; their arguments: module `decode`; the thread seen from the host: module
 //! `target`; the raw calls: module `sys`.
+//!
+//! The isolated tier's filter claims `connect` and the addressed sends too (its view covers
+//! only the host's sockets that exist when the job starts): their pathname addresses are
+//! resolved and placed in the job's own mount namespace (module `inview`).
 
+mod checked;
 mod claims;
 mod decode;
 mod flags;

@@ -26,8 +26,9 @@
 //!    of its own, so that a full peer never holds up the supervisor. `sendmmsg`'s per-message
 //!    lengths are written back into the job's vector.
 
+use super::checked::Checked;
 use super::places::{Places, Refused, Why};
-use super::socket::{address, Checked, ADDR_MAX};
+use super::socket::{address, ADDR_MAX};
 use super::target::Thread;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};

@@ -9,6 +9,7 @@
 //! addresses refused (Landlock's scope, which only the job's domain can apply, could not be
 //! kept), anything else as given.
 
+use super::checked::{err, not_a_socket, through, Checked};
 use super::places::{Places, Why};
 use super::target::Thread;
 use std::ffi::CString;
@@ -34,10 +35,6 @@ pub(super) enum Plan {
     Refused(i32, Why),
 }
 
-pub(super) fn err(e: io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
-}
-
 /// Decides the connect of thread `t` (`args` of the call) on the host's side.
 pub(super) fn plan(t: &Thread, tid: u32, args: &[u64; 6], places: &Places) -> Plan {
     let sock = match t.take_fd(tid, args[0]) {
@@ -61,20 +58,6 @@ pub(super) fn plan(t: &Thread, tid: u32, args: &[u64; 6], places: &Places) -> Pl
         Checked::Fail(e) => Plan::Fail(e),
         Checked::Refused(e, why) => Plan::Refused(e, why),
     }
-}
-
-/// Where an address the job gave leads, once checked.
-pub(super) enum Checked {
-    /// Use these address bytes; `object` is the checked socket file they name by its number
-    /// (held open until the call is made).
-    Use {
-        addr: Vec<u8>,
-        object: Option<OwnedFd>,
-    },
-    /// The call's own error.
-    Fail(i32),
-    /// Refused: this errno, named.
-    Refused(i32, Why),
 }
 
 /// Checks the address `addr` a call on a socket of `domain` gives: a pathname unix address
@@ -158,28 +141,6 @@ fn path_checked(t: &Thread, path: &[u8], places: &Places) -> Checked {
         Err(e) => return Checked::Fail(err(e)),
     }
     through(object)
-}
-
-/// The answer for an address that names a file other than a socket: the kernel asks for write
-/// permission before it looks at the file's type.
-pub(super) fn not_a_socket(object: BorrowedFd<'_>) -> Checked {
-    let name = format!("/proc/self/fd/{}", object.as_raw_fd());
-    Checked::Fail(if crate::sys::may_write(std::path::Path::new(&name)) {
-        libc::ECONNREFUSED
-    } else {
-        libc::EACCES
-    })
-}
-
-/// The address that leads to the checked socket file `object` itself (`/proc/self/fd/N`).
-pub(super) fn through(object: OwnedFd) -> Checked {
-    let mut addr = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
-    addr.extend_from_slice(format!("/proc/self/fd/{}", object.as_raw_fd()).as_bytes());
-    addr.push(0);
-    Checked::Use {
-        addr,
-        object: Some(object),
-    }
 }
 
 /// Makes a planned connect.
