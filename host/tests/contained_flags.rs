@@ -223,6 +223,7 @@ const HOSTILE_C: &str = r#"
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <linux/fs.h>
+#include <linux/fsverity.h>
 #define TRY(name, call) { int rc = (call); printf(name " %d\n", rc < 0 ? errno : 0); }
 int main(void) {
     int f = 0, fd = open("own", O_RDONLY), p = open("own", O_PATH), pipes[2];
@@ -238,6 +239,18 @@ int main(void) {
     TRY("every-flag", ioctl(fd, FS_IOC_SETFLAGS, &f));
     x.fsx_xflags = 0xffffffff;
     TRY("every-xflag", ioctl(fd, FS_IOC_FSSETXATTR, &x));
+    /* The generation and fs-verity: ext4 here keeps metadata checksums (ENOTTY before the
+       argument is read) and the kernel has no fs-verity (EOPNOTSUPP before it is read). */
+    int w = open("own", O_RDWR);
+    struct fsverity_enable_arg va = { .version = 1, .hash_algorithm = 1, .block_size = 4096,
+                                      .salt_size = 64, .salt_ptr = 8 };
+    TRY("version-bad-fd", ioctl(9999, FS_IOC_SETVERSION, &f));
+    TRY("version-null", ioctl(fd, FS_IOC_SETVERSION, NULL));
+    TRY("version-o-path", ioctl(p, FS_IOC_SETVERSION, &f));
+    TRY("verity-bad-arg", ioctl(fd, FS_IOC_ENABLE_VERITY, (void *)8));
+    TRY("verity-bad-salt", ioctl(fd, FS_IOC_ENABLE_VERITY, &va));
+    TRY("verity-writable-fd", ioctl(w, FS_IOC_ENABLE_VERITY, &va));
+    TRY("verity-pipe", ioctl(pipes[0], FS_IOC_ENABLE_VERITY, &va));
     f = 0;
     TRY("none", ioctl(fd, FS_IOC_SETFLAGS, &f));
     return 0;
