@@ -5,8 +5,10 @@
 //! listener, a real tmux server) is refused and named, also through a relative path or a
 //! symlink in the workspace; a datagram socket gets nothing; `--allow-unix-socket` lets it
 //! through; the job's own sockets (private `/tmp`, `/dev/shm`, workspace) and TCP work
-//! silently. Controls: the same late socket reached with `--isolation off --landlock off`.
-//! As root and as uid 65534, a dynamic and a static program, through `bash -c`.
+//! silently; a profile file (the filter attached in the child) is supervised the same way;
+//! abstract names are the job's own only in a network namespace of its own. Controls: the
+//! same late socket reached with `--isolation off --landlock off`. As root and as uid 65534,
+//! a dynamic and a static program, through `bash -c`.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -515,6 +517,65 @@ fn abstract_names_are_reached_only_in_a_network_namespace_of_the_jobs_own() {
                 "{who:?} {how}: {}",
                 text(&o)
             );
+        }
+    }
+}
+
+#[test]
+fn a_profile_file_gets_the_same_supervision() {
+    // A profile file refusing a loader call: the child attaches the outer filter, carrying
+    // the claims, and hands its listener to the host (in namespaces, uid 65534 may take it);
+    // the preload stacks the exact filter.
+    let bin = owned_dir(As::Root, "late-custom-bin");
+    let prog = programs(bin.path())[0].display().to_string();
+    let profile = bin.path().join("custom.toml");
+    fs::write(
+        &profile,
+        "description = \"shell-network without statfs\"\n\
+         allow = [\"@base\", \"@fd-io\", \"@fs-read\", \"@fs-write\", \"@threads\", \
+         \"@process\", \"@exec\", \"@network\"]\n\
+         deny = [\"@hardening\", \"statfs\"]\n",
+    )
+    .unwrap();
+    fs::set_permissions(&profile, fs::Permissions::from_mode(0o644)).unwrap();
+    let profile_s = profile.display().to_string();
+    for who in BOTH {
+        let out = owned_dir(who, "late-custom-out");
+        let ws = owned_dir(who, "late-custom-ws");
+        let sock = out.path().join("late.sock");
+        let sock_s = sock.display().to_string();
+        for (how, extra) in ways(&[]) {
+            // uid 65534 may not take a changed profile's listener without namespaces: its
+            // control run is refused (named), so the control is root's.
+            if how == "named" || (how == "control" && who == As::Nobody) {
+                continue;
+            }
+            let mut args = vec!["--profile", &profile_s];
+            args.extend(extra);
+            let job = start(who, ws.path(), &args, &format!("{prog} stream {sock_s}"));
+            let _l = listener(who, &sock, false);
+            let o = finish(ws.path(), job);
+            let stdout = String::from_utf8_lossy(&o.stdout);
+            if how == "control" {
+                assert!(
+                    stdout.contains("stream 0 pong"),
+                    "{who:?} control: {}",
+                    text(&o)
+                );
+            } else {
+                assert!(
+                    stdout.contains(&format!("stream {}", libc::EACCES)),
+                    "{who:?}: {}",
+                    text(&o)
+                );
+                assert_eq!(log_of(&sock), "", "{who:?}: the late socket was reached");
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(
+                    err.contains(&format!("to allow: --allow-unix-socket {sock_s}")),
+                    "{who:?}: {}",
+                    text(&o)
+                );
+            }
         }
     }
 }
