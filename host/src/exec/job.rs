@@ -306,6 +306,9 @@ impl Job {
             ));
         } else if emulated {
             root_warning.extend(super::emulate::undelegable(sandbox));
+        } else if tier == super::emulate::Tier::Isolated && claimed {
+            // Only where a supervisor exists: elsewhere (no listener) the probe is not made.
+            root_warning.extend(super::emulate::late_sockets_undelegable(sandbox));
         }
         // After the mounts the program changes to its directory by name: an inherited working
         // directory would still be the one beneath them.

@@ -127,7 +127,8 @@ impl Claims {
     /// one bound later, which a read-only mount does not keep from `connect` (module
     /// `inview`).
     pub(crate) fn isolated(policy: &Policy) -> Claims {
-        if !can_take_descriptors() || !makes_unix_sockets(policy) {
+        // The profile first: a profile without unix sockets needs no probe.
+        if !makes_unix_sockets(policy) || !can_take_descriptors() {
             return Claims::default();
         }
         let connect = NATIVE

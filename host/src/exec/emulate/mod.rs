@@ -53,7 +53,7 @@ pub(crate) use claims::{Claims, Kind, Tier};
 pub(crate) use flags::flags;
 pub(crate) use peer::peer;
 pub(crate) use places::{Places, Refused, View, Why};
-pub(crate) use report::{advice, names, undelegable, unguarded, Tally};
+pub(crate) use report::{advice, late_sockets_undelegable, names, undelegable, unguarded, Tally};
 pub(crate) use send::send;
 
 use crate::policy::NATIVE;

@@ -81,6 +81,24 @@ pub(crate) fn undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
     ))
 }
 
+/// The warning of an isolated run on a host that may not take a job's descriptors
+/// ([`super::claims::can_take_descriptors`]), under a profile that lets the job make unix
+/// sockets: the view covers the host's sockets that exist at the start, but one bound later
+/// is reachable (no supervisor can make the job's connects); `None` otherwise.
+pub(crate) fn late_sockets_undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
+    let policy = sandbox.profile_policy()?;
+    if !makes_unix_sockets(policy) || super::claims::can_take_descriptors() {
+        return None;
+    }
+    Some(
+        "sandbox: warning: host unix sockets bound after the job started are unguarded in \
+         this run (the view covers only those that exist at its start): the supervisor may not \
+         take the job's descriptors here (pidfd_getfd is refused: Docker's default seccomp \
+         profile allows it only with CAP_SYS_PTRACE; --cap-add SYS_PTRACE gives it)"
+            .to_string(),
+    )
+}
+
 /// The result entry's hint and change for a refused metadata call, in `audience`'s terms.
 pub(crate) fn advice(
     why: &Why,
