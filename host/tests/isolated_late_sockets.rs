@@ -579,3 +579,42 @@ fn a_profile_file_gets_the_same_supervision() {
         }
     }
 }
+
+#[test]
+fn root_without_capabilities_keeps_the_sockets_mode_bits() {
+    // A job of root holds no capability in its user namespace: a socket of another user's
+    // with mode 0700, in the workspace, stays closed to it, although the host (root, every
+    // capability) makes the connect. Control: root without the namespaces reaches it.
+    let ws = owned_dir(As::Root, "late-mode-ws");
+    fs::set_permissions(ws.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let sock = ws.path().join("theirs.sock");
+    let _l = listener(As::Nobody, &sock, false);
+    fs::set_permissions(&sock, fs::Permissions::from_mode(0o700)).unwrap();
+    let code = format!(
+        "import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect('{}'); print('reached')\n\
+         except OSError as e:\n    print('errno', e.errno)\n",
+        sock.display()
+    );
+    for (how, extra, want) in [
+        (
+            "control",
+            &["--isolation", "off", "--landlock", "off"][..],
+            "reached\n".to_string(),
+        ),
+        ("isolated", &[][..], format!("errno {}\n", libc::EACCES)),
+    ] {
+        let o = command(As::Root, SANDBOX)
+            .args(["run", "--allow-root", "--profile", "shell-network"])
+            .args(extra)
+            .args(["--", "python3", "-c", &code])
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            want,
+            "{how}: {}",
+            text(&o)
+        );
+    }
+}

@@ -328,6 +328,36 @@ mod tests {
     }
 
     #[test]
+    fn the_isolated_tier_claims_connects_and_sends_only_where_unix_sockets_are_made() {
+        if !can_take_descriptors() {
+            return;
+        }
+        let nr = |n| NATIVE.syscall_number(n).unwrap();
+        let (connect, sendmsg, chmod, ioctl) =
+            (nr("connect"), nr("sendmsg"), nr("chmod"), nr("ioctl"));
+        let setflags = [3, 0x4008_6602, 0, 0, 0, 0];
+        let p = outer("shell-network");
+        let claims = Claims::for_tier(&p, Tier::Isolated);
+        assert_eq!(
+            claims.kind(connect, &[3, 0, 0, 0, 0, 0]),
+            Some(Kind::Connect)
+        );
+        assert_eq!(claims.kind(sendmsg, &[3, 0, 0, 0, 0, 0]), Some(Kind::Send));
+        // The view keeps metadata and flags: not claimed (the contained tier claims them).
+        assert_eq!(claims.kind(chmod, &[0; 6]), None);
+        assert_eq!(claims.kind(ioctl, &setflags), None);
+        let contained = Claims::for_tier(&p, Tier::Contained);
+        assert_eq!(contained.kind(chmod, &[0; 6]), Some(Kind::Metadata));
+        // A profile that makes no unix sockets: nothing.
+        for name in ["shell", "minimal"] {
+            assert!(
+                !Claims::for_tier(&outer(name), Tier::Isolated).any(),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn an_object_is_placed_by_its_name_and_inode() {
         let ws = tempfile::tempdir().unwrap();
         let out = tempfile::tempdir().unwrap();

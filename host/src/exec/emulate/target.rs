@@ -220,7 +220,9 @@ impl Standing {
     pub(super) fn may_write(&self, st: &libc::stat) -> bool {
         match self {
             Standing::Same => true,
-            Standing::FewerCapabilities(c) => c.mode_allows_write(st),
+            Standing::FewerCapabilities(c) => {
+                c.mode_allows_write((st.st_uid, st.st_gid, st.st_mode))
+            }
             Standing::Other => false,
         }
     }
@@ -259,22 +261,23 @@ impl Credentials {
         self.fsuid == host.fsuid && self.fsgid == host.fsgid && self.groups == host.groups
     }
 
-    /// Whether the mode bits of `st` let this user write it, without any capability.
-    fn mode_allows_write(&self, st: &libc::stat) -> bool {
+    /// Whether the mode bits of a file (its owner, group and mode) let this user write it,
+    /// without any capability.
+    fn mode_allows_write(&self, (owner, group, mode): (u32, u32, u32)) -> bool {
         let uid = self.fsuid.parse::<u32>().ok();
         let gid = self.fsgid.parse::<u32>().ok();
         let mut groups = self
             .groups
             .split_whitespace()
             .filter_map(|g| g.parse::<u32>().ok());
-        let bit = if uid == Some(st.st_uid) {
+        let bit = if uid == Some(owner) {
             libc::S_IWUSR
-        } else if gid == Some(st.st_gid) || groups.any(|g| g == st.st_gid) {
+        } else if gid == Some(group) || groups.any(|g| g == group) {
             libc::S_IWGRP
         } else {
             libc::S_IWOTH
         };
-        st.st_mode & bit != 0
+        mode & bit != 0
     }
 
     /// Whether `self` (the job's thread) may do at least what `host` may.
@@ -321,5 +324,20 @@ mod tests {
         let grouped = ROOT.replace("Groups:\t ", "Groups:\t4 27");
         assert!(!Credentials::of(&grouped).unwrap().covers(&host));
         assert!(Credentials::of("Uid:\t0\n").is_none());
+    }
+
+    #[test]
+    fn without_capabilities_the_mode_bits_decide() {
+        let st = |uid: u32, gid: u32, mode: u32| (uid, gid, libc::S_IFSOCK | mode);
+        let root = Credentials::of(ROOT).unwrap();
+        let grouped = Credentials::of(&ROOT.replace("Groups:\t ", "Groups:\t4 27")).unwrap();
+        // The owner's bit, then the group's (primary or supplementary), then the others'.
+        assert!(root.mode_allows_write(st(0, 0, 0o200)));
+        assert!(!root.mode_allows_write(st(0, 0, 0o022)));
+        assert!(!root.mode_allows_write(st(1000, 1000, 0o700)));
+        assert!(root.mode_allows_write(st(1000, 0, 0o020)));
+        assert!(grouped.mode_allows_write(st(1000, 27, 0o020)));
+        assert!(!grouped.mode_allows_write(st(1000, 28, 0o020)));
+        assert!(root.mode_allows_write(st(1000, 1000, 0o002)));
     }
 }
