@@ -618,3 +618,66 @@ fn root_without_capabilities_keeps_the_sockets_mode_bits() {
         );
     }
 }
+
+/// The job's own datagram socket with a descriptor passed (`SCM_RIGHTS`) and its credentials
+/// (`SCM_CREDENTIALS`), then credentials it may not claim (another process, another user); the
+/// socket at `argv[1]`, in `/tmp`.
+const OWN_DGRAM_PY: &str = r#"
+import array, os, socket, struct, sys
+path = sys.argv[1]
+r = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); r.bind(path)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+f = open('data', 'rb')
+s.sendmsg([b'fd'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [f.fileno()]))], 0, path)
+msg, anc, _, _ = r.recvmsg(10, socket.CMSG_SPACE(4))
+fds = array.array('i'); fds.frombytes(anc[0][2])
+print('passed', msg, os.read(fds[0], 7))
+r.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+for name, pid, uid in [('own', os.getpid(), os.getuid()), ('other-process', 1, os.getuid()),
+                       ('other-user', os.getpid(), 4242)]:
+    creds = struct.pack('iII', pid, uid, os.getgid())
+    try:
+        s.sendmsg([b'cred'], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, creds)], 0, path)
+        msg, anc, _, _ = r.recvmsg(10, 64)
+        got = struct.unpack('iII', anc[0][2])
+        print(name, 'sent', got[1] == uid, got[0] in (pid, 0))
+    except OSError as e:
+        print(name, 'errno', e.errno)
+"#;
+
+#[test]
+fn the_jobs_own_datagrams_keep_descriptors_and_credentials() {
+    let path = format!("/tmp/late-dgram-{}.sock", std::process::id());
+    for who in BOTH {
+        let ws = owned_dir(who, "late-dgram-ws");
+        fs::write(ws.path().join("data"), "payload").unwrap();
+        let outs: Vec<String> = [&["--isolation", "off", "--landlock", "off"][..], &[][..]]
+            .iter()
+            .map(|tier| {
+                let o = command(who, SANDBOX)
+                    .args(["run", "--allow-root", "--profile", "shell-network"])
+                    .args(*tier)
+                    .args(["--", "python3", "-c", OWN_DGRAM_PY, &path])
+                    .current_dir(ws.path())
+                    .output()
+                    .unwrap();
+                assert!(o.status.success(), "{who:?} {tier:?}: {}", text(&o));
+                assert!(o.stderr.is_empty(), "{who:?} {tier:?}: {}", text(&o));
+                String::from_utf8_lossy(&o.stdout).into_owned()
+            })
+            .collect();
+        let e = libc::EPERM;
+        // The isolated tier gives what the kernel gives a sender of this user without
+        // capabilities (the control, as uid 65534); root's control holds them all.
+        let want = format!(
+            "passed b'fd' b'payload'\nown sent True True\nother-process errno {e}\n\
+             other-user errno {e}\n"
+        );
+        assert_eq!(outs[1], want, "{who:?}");
+        if who == As::Nobody {
+            assert_eq!(outs[0], outs[1], "{who:?}: the control");
+        }
+        // /tmp is the host's own in the control.
+        let _ = fs::remove_file(&path);
+    }
+}

@@ -116,6 +116,11 @@ impl Thread {
             .ok_or_else(efault)
     }
 
+    /// The thread's `/proc/TID/status`.
+    pub(super) fn status(&self) -> io::Result<String> {
+        std::fs::read_to_string(format!("/proc/{}/status", self.tid))
+    }
+
     /// The thread's memory opened for writing, for a call's results (`sendmmsg`'s lengths).
     pub(super) fn writer(&self) -> io::Result<File> {
         std::fs::OpenOptions::new()
