@@ -223,6 +223,7 @@ const HOSTILE_C: &str = r#"
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <linux/fs.h>
+#include <linux/fsverity.h>
 #define TRY(name, call) { int rc = (call); printf(name " %d\n", rc < 0 ? errno : 0); }
 int main(void) {
     int f = 0, fd = open("own", O_RDONLY), p = open("own", O_PATH), pipes[2];
@@ -238,6 +239,18 @@ int main(void) {
     TRY("every-flag", ioctl(fd, FS_IOC_SETFLAGS, &f));
     x.fsx_xflags = 0xffffffff;
     TRY("every-xflag", ioctl(fd, FS_IOC_FSSETXATTR, &x));
+    /* The generation and fs-verity: ext4 here keeps metadata checksums (ENOTTY before the
+       argument is read) and the kernel has no fs-verity (EOPNOTSUPP before it is read). */
+    int w = open("own", O_RDWR);
+    struct fsverity_enable_arg va = { .version = 1, .hash_algorithm = 1, .block_size = 4096,
+                                      .salt_size = 64, .salt_ptr = 8 };
+    TRY("version-bad-fd", ioctl(9999, FS_IOC_SETVERSION, &f));
+    TRY("version-null", ioctl(fd, FS_IOC_SETVERSION, NULL));
+    TRY("version-o-path", ioctl(p, FS_IOC_SETVERSION, &f));
+    TRY("verity-bad-arg", ioctl(fd, FS_IOC_ENABLE_VERITY, (void *)8));
+    TRY("verity-bad-salt", ioctl(fd, FS_IOC_ENABLE_VERITY, &va));
+    TRY("verity-writable-fd", ioctl(w, FS_IOC_ENABLE_VERITY, &va));
+    TRY("verity-pipe", ioctl(pipes[0], FS_IOC_ENABLE_VERITY, &va));
     f = 0;
     TRY("none", ioctl(fd, FS_IOC_SETFLAGS, &f));
     return 0;
@@ -277,5 +290,172 @@ fn hostile_ioctl_arguments_get_the_kernels_answers() {
             .collect();
         assert_eq!(outs[0], outs[1], "{who:?}: kernel, then the host");
         assert!(outs[1].contains("none 0"), "{}", outs[1]);
+    }
+}
+
+/// `gen FILE`: sets the generation of FILE to 1000 with `FS_IOC_SETVERSION` and to 1001 with
+/// `EXT4_IOC_SETVERSION`, printing each call's errno; `verity FILE`: enables fs-verity on FILE
+/// (opened read-only, as the kernel requires), printing the errno; `verity-null FILE`: the
+/// same with a NULL argument.
+const VERSION_C: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <linux/fs.h>
+#include <linux/fsverity.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[2], O_RDONLY);
+    if (fd < 0) { printf("open %d\n", errno); return 1; }
+    if (!strcmp(argv[1], "gen")) {
+        int v = 1000;
+        printf("setversion %d\n", ioctl(fd, FS_IOC_SETVERSION, &v) ? errno : 0);
+        v = 1001;
+        printf("ext4-setversion %d\n", ioctl(fd, _IOW('f', 4, long), &v) ? errno : 0);
+    } else {
+        struct fsverity_enable_arg a; memset(&a, 0, sizeof a);
+        unsigned char salt[8] = "saltsalt";
+        a.version = 1; a.hash_algorithm = FS_VERITY_HASH_ALG_SHA256; a.block_size = 4096;
+        a.salt_size = sizeof salt; a.salt_ptr = (unsigned long)salt;
+        void *arg = strcmp(argv[1], "verity") ? NULL : &a;
+        printf("verity %d\n", ioctl(fd, FS_IOC_ENABLE_VERITY, arg) ? errno : 0);
+    }
+    return 0;
+}
+"#;
+
+/// An ext4 image without metadata checksums (where the owner may set a file's generation;
+/// with them ext4 answers ENOTTY) and with the verity feature, loop-mounted while it lives.
+struct Image {
+    dir: tempfile::TempDir,
+}
+
+impl Image {
+    fn new() -> Image {
+        let dir = tempfile::Builder::new()
+            .prefix("contained-version")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let img = dir.path().join("fs.img");
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let ok = |c: &mut Command| assert!(c.status().unwrap().success(), "{c:?}");
+        ok(Command::new("truncate").args(["-s", "64M"]).arg(&img));
+        ok(Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-b", "4096", "-O", "verity,^metadata_csum"])
+            .arg(&img));
+        ok(Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mnt));
+        std::fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        Image { dir }
+    }
+
+    fn mnt(&self) -> PathBuf {
+        self.dir.path().join("mnt")
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.mnt()).status();
+    }
+}
+
+/// The generation of `f` (`lsattr -v`).
+fn generation(f: &Path) -> String {
+    let o = Command::new("lsattr").arg("-vd").arg(f).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// A directory in the image that `who` owns.
+fn owned_in(image: &Image, who: As, name: &str) -> PathBuf {
+    let d = image.mnt().join(name);
+    fs::create_dir_all(&d).unwrap();
+    if who == As::Nobody {
+        std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
+    }
+    d
+}
+
+#[test]
+fn generation_numbers_and_verity_outside_the_writable_places() {
+    let bin = owned_dir(As::Root, "contained-version-bin");
+    let progs = [
+        compile_c(bin.path(), "version", VERSION_C, false),
+        compile_c(bin.path(), "version-static", VERSION_C, true),
+    ];
+    let image = Image::new();
+    for who in BOTH {
+        let home = owned_in(&image, who, &format!("home-{who:?}"));
+        let ws = owned_in(&image, who, &format!("ws-{who:?}"));
+        for prog in &progs {
+            let prog_s = prog.display().to_string();
+            let kind = if prog_s.ends_with("static") {
+                "static"
+            } else {
+                "dynamic"
+            };
+            for (how, dir) in [("control", &home), ("contained", &home), ("workspace", &ws)] {
+                let label = format!("{who:?} {kind} {how}");
+                let f = victim(who, dir, "file");
+                let f_s = f.display().to_string();
+                let before = generation(&f);
+                let script = format!(
+                    "{prog_s} gen {f_s}; {prog_s} verity {f_s}; {prog_s} verity-null {f_s}"
+                );
+                let mut args = vec!["--isolation", "off", "--static-binary", "confine"];
+                if how == "control" {
+                    args.extend(["--landlock", "off"]);
+                }
+                args.extend(["--profile", "shell", "--", "bash", "-c", &script]);
+                let o = run(who, ws.as_path(), &args);
+                assert!(o.status.success(), "{label}: {}", text(&o));
+                let out = String::from_utf8_lossy(&o.stdout);
+                // This kernel has no fs-verity (CONFIG_FS_VERITY): the kernel's answer,
+                // EOPNOTSUPP, with any argument, where the call is made.
+                let nosup = libc::EOPNOTSUPP;
+                if how == "contained" {
+                    let e = libc::EACCES;
+                    assert_eq!(
+                        out,
+                        format!("setversion {e}\next4-setversion {e}\nverity {e}\nverity {e}\n"),
+                        "{label}: {}",
+                        text(&o)
+                    );
+                    assert_eq!(generation(&f), before, "{label}: the generation changed");
+                    let err = String::from_utf8_lossy(&o.stderr);
+                    assert!(
+                        err.lines().any(|l| l.contains("refused ioctl")
+                            && l.contains(&format!("to allow: --allow-write {f_s}"))),
+                        "{label}: {}",
+                        text(&o)
+                    );
+                } else {
+                    // Control (filtered tier), and the workspace: the generation changes
+                    // (ext4's own command last).
+                    assert_eq!(
+                        out,
+                        format!(
+                            "setversion 0\next4-setversion 0\nverity {nosup}\nverity {nosup}\n"
+                        ),
+                        "{label}: {}",
+                        text(&o)
+                    );
+                    assert_eq!(generation(&f), "1001", "{label}: {}", text(&o));
+                    if how == "workspace" && kind == "dynamic" {
+                        assert!(o.stderr.is_empty(), "{label}: {}", text(&o));
+                    }
+                }
+                fs::remove_file(&f).unwrap();
+            }
+        }
     }
 }

@@ -232,26 +232,26 @@ fn hostile_connect_arguments_get_the_kernels_answers() {
     let prog_s = prog.display().to_string();
     for who in BOTH {
         let ws = owned_dir(who, "contained-sock-hostile-ws");
-        // Control: the kernel's answers (filtered tier); then the host's.
-        let outs: Vec<String> = ["off", "preferred"]
-            .iter()
-            .map(|landlock| {
-                let o = run(
-                    who,
-                    ws.path(),
-                    &[
-                        "--landlock",
-                        landlock,
-                        "--profile",
-                        "shell-network",
-                        "--",
-                        &prog_s,
-                    ],
-                );
-                assert!(o.status.success(), "{who:?} {landlock}: {}", text(&o));
-                String::from_utf8_lossy(&o.stdout).into_owned()
-            })
-            .collect();
+        // Control: the kernel's answers (filtered tier); then the host's, in the contained
+        // and in the isolated tier (whose supervisor resolves in the job's namespace).
+        let outs: Vec<String> = [
+            &["--isolation", "off", "--landlock", "off"][..],
+            &["--isolation", "off"][..],
+            &["--isolation", "required"][..],
+        ]
+        .iter()
+        .map(|tier| {
+            let mut args = tier.to_vec();
+            args.extend(["--profile", "shell-network", "--", &prog_s]);
+            let o = common::contained::run(who, ws.path(), &args);
+            assert!(o.status.success(), "{who:?} {tier:?}: {}", text(&o));
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        })
+        .collect();
+        assert_eq!(
+            outs[0], outs[2],
+            "{who:?}: kernel, then the isolated tier's host"
+        );
         assert_eq!(outs[0], outs[1], "{who:?}: kernel, then the host");
         assert!(
             outs[1].contains(&format!("missing {}", libc::ENOENT)),

@@ -246,10 +246,27 @@ impl Job {
             && layer
                 .as_ref()
                 .is_some_and(|l| !l.prepared.status().enforced.is_empty());
+        // The isolated tier: its view covers the host's unix sockets bound before the job
+        // started, and its filter sends `connect` and the addressed sends to the supervisor,
+        // which checks unix socket paths in the job's mount namespace (module `emulate`), so
+        // that one bound later is refused too. Not where Landlock's own unix-socket right
+        // (ABI 9) keeps the job to its writable places, unless sockets are allowed by name
+        // (its rules grant them nothing).
+        let landlock_resolves_unix = layer.as_ref().is_some_and(|l| {
+            let s = l.prepared.status();
+            !s.enforced.is_empty() && s.abi.used >= 9
+        }) && v.paths.allowed_sockets.is_empty();
+        let tier = if contained {
+            super::emulate::Tier::Contained
+        } else if isolated.is_some() && !landlock_resolves_unix {
+            super::emulate::Tier::Isolated
+        } else {
+            super::emulate::Tier::None
+        };
         #[cfg(target_arch = "x86_64")]
         let spawner = match spawner_base {
             Some(base) if plan.planned == Sandboxed::Exact => {
-                Some(Spawner::for_tier(sandbox.key(), base, contained).map_err(ExecError::Setup)?)
+                Some(Spawner::for_tier(sandbox.key(), base, tier).map_err(ExecError::Setup)?)
             }
             _ => None,
         };
@@ -262,13 +279,13 @@ impl Job {
         // answer, and a user notification is stricter than allowing.
         let attached_claims = match (sandbox.profile_policy(), &plan.filter) {
             (Some(policy), Some(_))
-                if contained
+                if tier != super::emulate::Tier::None
                     && spawner.is_none()
                     && plan.notify
                     && recorder.is_none()
                     && !matches!(v.streams, Streams::Session(_)) =>
             {
-                let claims = super::emulate::Claims::of(policy);
+                let claims = super::emulate::Claims::for_tier(policy, tier);
                 match claims.attached_program(policy, path.as_ptr() as u64) {
                     Some(prog) if claims.any() => {
                         plan.filter = Some(prog);
@@ -279,7 +296,8 @@ impl Job {
             }
             _ => None,
         };
-        let emulated = contained && (spawner.is_some() || attached_claims.is_some());
+        let claimed = spawner.is_some() || attached_claims.is_some();
+        let emulated = contained && claimed;
         if contained && !emulated {
             root_warning.extend(super::emulate::unguarded(
                 sandbox,
@@ -288,6 +306,9 @@ impl Job {
             ));
         } else if emulated {
             root_warning.extend(super::emulate::undelegable(sandbox));
+        } else if tier == super::emulate::Tier::Isolated && claimed {
+            // Only where a supervisor exists: elsewhere (no listener) the probe is not made.
+            root_warning.extend(super::emulate::late_sockets_undelegable(sandbox));
         }
         // After the mounts the program changes to its directory by name: an inherited working
         // directory would still be the one beneath them.
@@ -406,6 +427,9 @@ impl Job {
                 &v.paths.allowed_sockets,
                 v.paths.connect_ports.as_deref(),
             ));
+        }
+        if let (super::emulate::Tier::Isolated, true, Some(ns)) = (tier, claimed, &namespaces) {
+            registration.emulate(isolated_places(v, sandbox, &here, layer.as_ref(), ns));
         }
         Ok(Job {
             path,
@@ -573,6 +597,39 @@ impl Job {
             stderr: self.io.stderr.take(),
         })
     }
+}
+
+/// The places an isolated-tier job's connects and sends may reach (module `emulate`): the
+/// writable places its view binds (Landlock's, or the same set without it), its private
+/// `/tmp` and `/dev/shm`, the sockets allowed by name; the TCP port rule only where Landlock
+/// enforces one (the host's connect does not carry the job's domain); abstract names as given
+/// only in a network namespace of its own.
+fn isolated_places(
+    v: &Validated,
+    sandbox: &Sandbox,
+    here: &std::path::Path,
+    layer: Option<&super::paths::Layer>,
+    ns: &super::spawn::Namespaces,
+) -> super::emulate::Places {
+    let writable = match layer {
+        Some(l) => l.writable.clone(),
+        None => super::paths::writable_set(&v.paths, &super::paths::allows(sandbox), here),
+    };
+    let ports = layer.and(v.paths.connect_ports.as_deref());
+    let mut private = Vec::new();
+    if ns.private_tmp {
+        private.push(c"/tmp".to_owned());
+    }
+    if ns.fresh_dev {
+        private.push(c"/dev/shm".to_owned());
+    }
+    super::emulate::Places::new(&writable, &v.paths.allowed_sockets, ports).in_view(
+        super::emulate::View {
+            private,
+            own_network: ns.net,
+            devices: Default::default(),
+        },
+    )
 }
 
 /// Whether a contained run's supervisor could take the job's descriptors (for its connects and

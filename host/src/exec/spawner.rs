@@ -101,7 +101,10 @@ pub(crate) fn program(
         let Some(nr) = NATIVE.syscall_number(name) else {
             continue;
         };
-        if base.constant_decision(nr) == Some(Action::Allow) {
+        // Decided on the claimed policy: a call the profile allows but the tier claims (the
+        // isolated tier's `sendmsg`, which the init makes to hand over the host ports'
+        // listeners) needs its exemption, or the init's own call would go to the supervisor.
+        if policy.constant_decision(nr) == Some(Action::Allow) {
             continue;
         }
         // The rule `name(aN.64 == SECRET)` built directly rather than written out and parsed
@@ -186,20 +189,21 @@ impl Spawner {
     /// (again after a fork: the thread exists only in the process that started it).
     #[cfg(test)]
     pub(crate) fn for_profile(name: &str, base: &Policy) -> std::io::Result<&'static Spawner> {
-        Spawner::for_tier(name, base, false)
+        Spawner::for_tier(name, base, super::emulate::Tier::None)
     }
 
-    /// The spawner for a profile, for the contained tier (`contained`: its filter sends the
-    /// metadata calls the profile allows to the supervisor, which makes them for the job) or
-    /// for the others. A profile has one of each, started on first use.
+    /// The spawner for a profile, for a tier whose filter claims calls (the contained tier:
+    /// the metadata calls the profile allows, its connects and sends; the isolated tier: its
+    /// connects and sends; module `emulate`) or for none. A profile has one per tier,
+    /// started on first use.
     pub(crate) fn for_tier(
         name: &str,
         base: &Policy,
-        contained: bool,
+        tier: super::emulate::Tier,
     ) -> std::io::Result<&'static Spawner> {
-        type Cache = Mutex<HashMap<(String, bool, u32), &'static Spawner>>;
+        type Cache = Mutex<HashMap<(String, super::emulate::Tier, u32), &'static Spawner>>;
         static CACHE: OnceLock<Cache> = OnceLock::new();
-        let key = (name.to_string(), contained, std::process::id());
+        let key = (name.to_string(), tier, std::process::id());
         let mut cache = CACHE
             .get_or_init(Default::default)
             .lock()
@@ -207,12 +211,23 @@ impl Spawner {
         if let Some(s) = cache.get(&key) {
             return Ok(s);
         }
-        let claims = if contained {
-            super::emulate::Claims::of(base)
-        } else {
-            super::emulate::Claims::default()
-        };
-        let s = Spawner::start(name, base, claims)?;
+        let claims = super::emulate::Claims::for_tier(base, tier);
+        // A tier that claims nothing under this profile (the isolated tier of a profile that
+        // makes no unix sockets) shares the unclaimed spawner: the same filter.
+        let unclaimed = (
+            name.to_string(),
+            super::emulate::Tier::None,
+            std::process::id(),
+        );
+        if let (false, Some(s)) = (claims.any(), cache.get(&unclaimed)) {
+            let s = *s;
+            cache.insert(key, s);
+            return Ok(s);
+        }
+        let s = Spawner::start(name, base, claims.clone())?;
+        if !claims.any() {
+            cache.insert(unclaimed, s);
+        }
         cache.insert(key, s);
         Ok(s)
     }

@@ -220,11 +220,20 @@ pub(crate) fn connect(fd: BorrowedFd<'_>, addr: &[u8]) -> io::Result<()> {
 }
 
 /// `ioctl(fd, cmd, arg)` for a command that reads its argument from `arg` and writes nothing
-/// back (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`): `arg` is the job's argument, copied.
+/// back (`FS_IOC_SETFLAGS`, `FS_IOC_FSSETXATTR`, `FS_IOC_SETVERSION`,
+/// `FS_IOC_ENABLE_VERITY`): `arg` is the job's argument, copied (with any buffer it points to:
+/// the caller keeps those alive across the call). An empty `arg` is passed as NULL (the job's
+/// own could not be read: the kernel answers EFAULT where it would read it).
 pub(crate) fn ioctl_in(fd: BorrowedFd<'_>, cmd: u32, arg: &[u8]) -> io::Result<()> {
+    let ptr = if arg.is_empty() {
+        std::ptr::null()
+    } else {
+        arg.as_ptr()
+    };
     // SAFETY: the command only reads its argument (at most `arg.len()` bytes, which the
-    // caller sized for it), and the buffer outlives the call.
-    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, arg.as_ptr()) };
+    // caller sized for it, or none from NULL) and the buffers it points to (live, the
+    // caller's), and the buffer outlives the call.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), cmd as _, ptr) };
     done(rc.into())
 }
 
@@ -294,4 +303,45 @@ pub(crate) fn sendmsg(
 pub(crate) fn tgkill(tgid: i32, tid: i32, sig: libc::c_int) -> io::Result<()> {
     // SAFETY: tgkill takes three integers.
     done(unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) })
+}
+
+/// The kernel's `struct open_how` for `openat2` (libc's is non-exhaustive: it cannot be built
+/// outside libc).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+/// `openat2(root, path, O_PATH | O_CLOEXEC | extra)` resolved as if `root` were the root
+/// directory (`RESOLVE_IN_ROOT`: absolute paths and symlinks start at `root`, `..` never goes
+/// above it) and without magic links (`/proc/PID/fd/N`, `/proc/PID/root`, which would lead out
+/// of it): a path the isolated tier's job gave, resolved in its mount namespace through
+/// `/proc/TID/root`.
+pub(crate) fn open_in_root(
+    root: BorrowedFd<'_>,
+    path: &CStr,
+    extra: libc::c_int,
+) -> io::Result<OwnedFd> {
+    let how = OpenHow {
+        flags: (libc::O_PATH | libc::O_CLOEXEC | extra) as u64,
+        mode: 0,
+        resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+    };
+    // SAFETY: a NUL-terminated path and a properly sized `open_how`, both live for the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            path.as_ptr(),
+            &how as *const OpenHow,
+            std::mem::size_of::<OpenHow>(),
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }

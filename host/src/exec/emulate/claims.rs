@@ -58,12 +58,34 @@ pub(crate) struct Claims {
     flags: Option<(u32, Vec<u32>)>,
 }
 
-/// The `ioctl` commands that change a file's flags (`chattr`: append-only, immutable, ...):
-/// `FS_IOC_SETFLAGS` and `FS_IOC_FSSETXATTR`, as 32-bit commands (the kernel reads an
-/// `unsigned int`). Landlock's `IOCTL_DEV` right covers devices only, so the supervisor makes
-/// them within the writable places (module `flags`). The 32-bit variant `FS_IOC32_SETFLAGS`
-/// answers ENOTTY to a native caller and needs nothing.
-pub(crate) const FLAG_COMMANDS: [u32; 2] = [0x4008_6602, 0x401c_5820];
+/// The `ioctl` commands that change an inode through a descriptor of it, as 32-bit commands
+/// (the kernel reads an `unsigned int`): a file's flags (`chattr`: append-only, immutable,
+/// ...), `FS_IOC_SETFLAGS` and `FS_IOC_FSSETXATTR`; its generation number,
+/// `FS_IOC_SETVERSION` and ext4's own `EXT4_IOC_SETVERSION` (the owner may set it where the
+/// file system keeps no metadata checksums); and `FS_IOC_ENABLE_VERITY`, which makes a file
+/// read-only for good (it asks for write permission on the file, not on the descriptor).
+/// Landlock's `IOCTL_DEV` right covers devices only, so the supervisor makes them within the
+/// writable places (module `flags`). The 32-bit variants (`FS_IOC32_SETFLAGS`,
+/// `FS_IOC32_SETVERSION`, `EXT4_IOC32_SETVERSION`) answer ENOTTY to a native caller and need
+/// nothing.
+pub(crate) const FLAG_COMMANDS: [u32; 5] = [
+    FS_IOC_SETFLAGS,
+    FS_IOC_FSSETXATTR,
+    FS_IOC_SETVERSION,
+    EXT4_IOC_SETVERSION,
+    FS_IOC_ENABLE_VERITY,
+];
+
+/// `FS_IOC_SETFLAGS`: `_IOW('f', 2, long)`.
+pub(crate) const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+/// `FS_IOC_FSSETXATTR`: `_IOW('X', 32, struct fsxattr)`.
+pub(crate) const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+/// `FS_IOC_SETVERSION`: `_IOW('v', 2, long)`.
+pub(crate) const FS_IOC_SETVERSION: u32 = 0x4008_7602;
+/// `EXT4_IOC_SETVERSION`: `_IOW('f', 4, long)`.
+pub(crate) const EXT4_IOC_SETVERSION: u32 = 0x4008_6604;
+/// `FS_IOC_ENABLE_VERITY`: `_IOW('f', 133, struct fsverity_enable_arg)`.
+pub(crate) const FS_IOC_ENABLE_VERITY: u32 = 0x4080_6685;
 
 /// Whether this host may take another process's descriptors (`pidfd_getfd`), which making a
 /// job's `connect` and sends, setting its files' flags and opening its new terminal's peer
@@ -76,7 +98,49 @@ pub(crate) fn can_take_descriptors() -> bool {
     *CAN.get_or_init(crate::sys::take_fd_probe)
 }
 
+/// Which tier a filter's claims are for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Tier {
+    /// No claims (the filter of a run without Landlock and without namespaces, or a
+    /// recording).
+    None,
+    /// The contained tier (Landlock without namespaces): every claim ([`Claims::of`]).
+    Contained,
+    /// The isolated tier: `connect` and the addressed sends, where the profile lets the job
+    /// make unix sockets ([`Claims::isolated`]); its constructed view keeps the rest.
+    Isolated,
+}
+
 impl Claims {
+    /// The claims of `tier` for a profile whose outer policy is `policy`.
+    pub(crate) fn for_tier(policy: &Policy, tier: Tier) -> Claims {
+        match tier {
+            Tier::None => Claims::default(),
+            Tier::Contained => Claims::of(policy),
+            Tier::Isolated => Claims::isolated(policy),
+        }
+    }
+
+    /// The isolated tier's claims: `connect`, `sendto` with an address, `sendmsg` and
+    /// `sendmmsg`, where the profile lets the job make unix sockets and the host may take its
+    /// descriptors. The view covers the host's sockets bound before the job started, but not
+    /// one bound later, which a read-only mount does not keep from `connect` (module
+    /// `inview`).
+    pub(crate) fn isolated(policy: &Policy) -> Claims {
+        // The profile first: a profile without unix sockets needs no probe.
+        if !makes_unix_sockets(policy) || !can_take_descriptors() {
+            return Claims::default();
+        }
+        let connect = NATIVE
+            .syscall_number("connect")
+            .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
+        Claims {
+            connect,
+            send: sends(policy),
+            ..Claims::default()
+        }
+    }
+
     /// The claims for a profile whose outer policy is `policy`.
     pub(crate) fn of(policy: &Policy) -> Claims {
         let take = can_take_descriptors();
@@ -96,18 +160,7 @@ impl Claims {
             (!allowed.is_empty()).then_some((nr, allowed))
         });
         let send = if take && makes_unix_sockets(policy) {
-            SEND_CALLS
-                .iter()
-                .filter_map(|name| NATIVE.syscall_number(name))
-                // `sendto` with an address (the profiles allow it without one by a rule of
-                // their own, so it has no constant decision); the others whatever their
-                // arguments.
-                .filter(|nr| {
-                    policy.constant_decision(*nr) == Some(Action::Allow)
-                        || (Some(*nr) == NATIVE.syscall_number("sendto")
-                            && policy.decide(*nr, &[0, 0, 0, 0, 1, 16]) == Action::Allow)
-                })
-                .collect()
+            sends(policy)
         } else {
             Vec::new()
         };
@@ -222,6 +275,21 @@ pub(crate) enum Kind {
 /// The calls that may carry a destination address, claimed where the job can make unix
 /// sockets (module `send`).
 const SEND_CALLS: &[&str] = &["sendto", "sendmsg", "sendmmsg"];
+
+/// The [`SEND_CALLS`] `policy` allows: `sendto` with an address (the profiles allow it without
+/// one by a rule of their own, so it has no constant decision), the others whatever their
+/// arguments.
+fn sends(policy: &Policy) -> Vec<u32> {
+    SEND_CALLS
+        .iter()
+        .filter_map(|name| NATIVE.syscall_number(name))
+        .filter(|nr| {
+            policy.constant_decision(*nr) == Some(Action::Allow)
+                || (Some(*nr) == NATIVE.syscall_number("sendto")
+                    && policy.decide(*nr, &[0, 0, 0, 0, 1, 16]) == Action::Allow)
+        })
+        .collect()
+}
 
 /// Whether `policy` lets a job make unix sockets (the only way host sockets are at stake).
 pub(super) fn makes_unix_sockets(policy: &Policy) -> bool {

@@ -31,10 +31,16 @@
 //! user's others stay out of its Landlock domain (module `peer`). Which calls are sent:
 //! module `claims`; their arguments: module `decode`; the thread seen from the host: module
 //! `target`; the raw calls: module `sys`.
+//!
+//! The isolated tier's filter claims `connect` and the addressed sends too (its view covers
+//! only the host's sockets that exist when the job starts): their pathname addresses are
+//! resolved and placed in the job's own mount namespace (module `inview`).
 
+mod checked;
 mod claims;
 mod decode;
 mod flags;
+mod inview;
 mod peer;
 mod places;
 mod report;
@@ -43,11 +49,11 @@ mod socket;
 mod target;
 
 pub(crate) use claims::can_take_descriptors;
-pub(crate) use claims::{Claims, Kind};
+pub(crate) use claims::{Claims, Kind, Tier};
 pub(crate) use flags::flags;
 pub(crate) use peer::peer;
-pub(crate) use places::{Places, Refused, Why};
-pub(crate) use report::{advice, names, undelegable, unguarded, Tally};
+pub(crate) use places::{Places, Refused, View, Why};
+pub(crate) use report::{advice, late_sockets_undelegable, names, undelegable, unguarded, Tally};
 pub(crate) use send::send;
 
 use crate::policy::NATIVE;
@@ -319,6 +325,36 @@ mod tests {
         assert_eq!(p.decide(ioctl, &setflags), Action::Trap);
         let getflags = [3, 0x8008_6601, 0, 0, 0, 0];
         assert_eq!(p.decide(ioctl, &getflags), Action::Allow);
+    }
+
+    #[test]
+    fn the_isolated_tier_claims_connects_and_sends_only_where_unix_sockets_are_made() {
+        if !can_take_descriptors() {
+            return;
+        }
+        let nr = |n| NATIVE.syscall_number(n).unwrap();
+        let (connect, sendmsg, chmod, ioctl) =
+            (nr("connect"), nr("sendmsg"), nr("chmod"), nr("ioctl"));
+        let setflags = [3, 0x4008_6602, 0, 0, 0, 0];
+        let p = outer("shell-network");
+        let claims = Claims::for_tier(&p, Tier::Isolated);
+        assert_eq!(
+            claims.kind(connect, &[3, 0, 0, 0, 0, 0]),
+            Some(Kind::Connect)
+        );
+        assert_eq!(claims.kind(sendmsg, &[3, 0, 0, 0, 0, 0]), Some(Kind::Send));
+        // The view keeps metadata and flags: not claimed (the contained tier claims them).
+        assert_eq!(claims.kind(chmod, &[0; 6]), None);
+        assert_eq!(claims.kind(ioctl, &setflags), None);
+        let contained = Claims::for_tier(&p, Tier::Contained);
+        assert_eq!(contained.kind(chmod, &[0; 6]), Some(Kind::Metadata));
+        // A profile that makes no unix sockets: nothing.
+        for name in ["shell", "minimal"] {
+            assert!(
+                !Claims::for_tier(&outer(name), Tier::Isolated).any(),
+                "{name}"
+            );
+        }
     }
 
     #[test]

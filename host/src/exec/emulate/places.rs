@@ -15,6 +15,45 @@ pub(crate) struct Places {
     sockets: Vec<PathBuf>,
     /// The TCP ports the request allows (`--allow-port`), when it limits them.
     pub(super) ports: Option<Vec<u16>>,
+    /// For a job of the isolated tier: its paths are resolved in its own mount namespace.
+    pub(super) view: Option<View>,
+}
+
+/// What the supervisor knows of an isolated-tier job's constructed view (docs/isolation.md):
+/// its paths name objects of its own mount namespace, reached through `/proc/TID/root`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct View {
+    /// The job's private tmpfs mounts (`/tmp`, `/dev/shm`): they exist only in its namespace,
+    /// so every socket on them is the job's own.
+    pub(crate) private: Vec<std::ffi::CString>,
+    /// The job has a network namespace of its own, which confines abstract unix addresses:
+    /// they are connected as given. Without one they are refused, as in the contained tier
+    /// (the host connecting for the job cannot keep Landlock's scope).
+    pub(crate) own_network: bool,
+    /// The devices of the `private` mounts, read at the job's first check: they stay those
+    /// for the job's life.
+    pub(crate) devices: std::sync::OnceLock<Vec<libc::dev_t>>,
+}
+
+impl View {
+    /// The devices of the job's private tmpfs mounts, from its root `root`: kept once every
+    /// one was read (a mount that could not be read is looked up again next time).
+    pub(super) fn private_devices(&self, root: BorrowedFd<'_>) -> Vec<libc::dev_t> {
+        if let Some(d) = self.devices.get() {
+            return d.clone();
+        }
+        let devices: Vec<libc::dev_t> = self
+            .private
+            .iter()
+            .filter_map(|p| crate::sys::emulate::open_in_root(root, p, 0).ok())
+            .filter_map(|d| crate::sys::emulate::fstat(std::os::fd::AsFd::as_fd(&d)).ok())
+            .map(|st| st.st_dev)
+            .collect();
+        if devices.len() == self.private.len() {
+            let _ = self.devices.set(devices.clone());
+        }
+        devices
+    }
 }
 
 impl Places {
@@ -27,7 +66,15 @@ impl Places {
                 .collect(),
             sockets: sockets.to_vec(),
             ports: ports.map(<[u16]>::to_vec),
+            view: None,
         }
+    }
+
+    /// The same places for a job of the isolated tier, whose paths are resolved in its mount
+    /// namespace (module `inview`).
+    pub(crate) fn in_view(mut self, view: View) -> Places {
+        self.view = Some(view);
+        self
     }
 
     /// Whether the socket file `st` is one the request allows by name.

@@ -81,6 +81,24 @@ pub(crate) fn undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
     ))
 }
 
+/// The warning of an isolated run on a host that may not take a job's descriptors
+/// ([`super::claims::can_take_descriptors`]), under a profile that lets the job make unix
+/// sockets: the view covers the host's sockets that exist at the start, but one bound later
+/// is reachable (no supervisor can make the job's connects); `None` otherwise.
+pub(crate) fn late_sockets_undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
+    let policy = sandbox.profile_policy()?;
+    if !makes_unix_sockets(policy) || super::claims::can_take_descriptors() {
+        return None;
+    }
+    Some(
+        "sandbox: warning: host unix sockets bound after the job started are unguarded in \
+         this run (the view covers only those that exist at its start): the supervisor may not \
+         take the job's descriptors here (pidfd_getfd is refused: Docker's default seccomp \
+         profile allows it only with CAP_SYS_PTRACE; --cap-add SYS_PTRACE gives it)"
+            .to_string(),
+    )
+}
+
 /// The result entry's hint and change for a refused metadata call, in `audience`'s terms.
 pub(crate) fn advice(
     why: &Why,
@@ -130,13 +148,20 @@ pub(crate) fn advice(
                 Some(change),
             )
         }
-        Why::Abstract => (
-            "abstract unix sockets cannot be reached without namespaces: the host connects \
-             for the job and cannot keep Landlock's scope; use a pathname socket in the \
-             workspace, or the isolated tier"
-                .to_string(),
-            None,
-        ),
+        Why::Abstract => {
+            let none = match audience {
+                crate::exec::request::Audience::Json => "\"network\": \"none\"",
+                crate::exec::request::Audience::Cli => "--network none",
+            };
+            (
+                format!(
+                    "abstract unix sockets cannot be reached outside a network namespace of the \
+                     job's own: the host connects for the job and cannot keep Landlock's scope; \
+                     use a pathname socket in the workspace, or namespaces with {none}"
+                ),
+                None,
+            )
+        }
         Why::Port(p) => {
             let change = match audience {
                 crate::exec::request::Audience::Json => format!("\"connect_ports\": [{p}]"),

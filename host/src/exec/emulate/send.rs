@@ -26,8 +26,9 @@
 //!    of its own, so that a full peer never holds up the supervisor. `sendmmsg`'s per-message
 //!    lengths are written back into the job's vector.
 
+use super::checked::Checked;
 use super::places::{Places, Refused, Why};
-use super::socket::{address, Checked, ADDR_MAX};
+use super::socket::{address, ADDR_MAX};
 use super::target::Thread;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -214,6 +215,18 @@ impl Reader<'_> {
                     c[o..o + 4].copy_from_slice(&fd.as_raw_fd().to_ne_bytes());
                     held.push(fd);
                 }
+            } else if level == libc::SOL_SOCKET
+                && kind == libc::SCM_CREDENTIALS
+                && self.places.view.is_some()
+            {
+                if len == CMSGHDR + 12 {
+                    let o = at + CMSGHDR;
+                    let mut ucred = [i32_at(c, o), i32_at(c, o + 4), i32_at(c, o + 8)];
+                    namespaced_credentials(self.t, &mut ucred)?;
+                    for (i, v) in ucred.iter().enumerate() {
+                        c[o + 4 * i..o + 4 * i + 4].copy_from_slice(&v.to_ne_bytes());
+                    }
+                }
             } else if level == libc::SOL_SOCKET && kind == libc::SCM_CREDENTIALS {
                 // The host sends with its own credentials: they must be the job's.
                 if !self.t.same_credentials() {
@@ -232,6 +245,53 @@ impl Reader<'_> {
         }
         Ok(())
     }
+}
+
+/// `SCM_CREDENTIALS` (`pid`, `uid`, `gid`) of a thread of the isolated tier, made what the
+/// host may send for it. The job names its process in its own PID namespace, the host's
+/// kernel reads the host's: the job's own process is made the same process seen from the host
+/// where the host may name another (root), else the host's own (the receiver then sees the
+/// supervisor as the sender, as in the contained tier). A job without the host's capabilities
+/// (root's job holds none in its user namespace) gets the kernel's check for such a sender
+/// here, since the host's would pass anything: its own process, user and group only (EPERM).
+fn namespaced_credentials(t: &Thread, ucred: &mut [i32; 3]) -> Result<(), Denied> {
+    let standing = t.standing();
+    if let super::target::Standing::Other = standing {
+        return Err(Denied::Refused(libc::EPERM, Why::Credentials));
+    }
+    let status = t.status().map_err(|_| Denied::Fail(libc::EPERM))?;
+    let field = |key: &str| -> Vec<i64> {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(|v| {
+                v.split_whitespace()
+                    .filter_map(|x| x.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // NStgid: the process in each PID namespace, the host's first and the job's last.
+    let tgids = field("NStgid:");
+    let (Some(host), Some(own)) = (tgids.first(), tgids.last()) else {
+        return Err(Denied::Fail(libc::EPERM));
+    };
+    let ours = i64::from(ucred[0]) == *own;
+    if let super::target::Standing::FewerCapabilities(_) = standing {
+        let (uids, gids) = (field("Uid:"), field("Gid:"));
+        let id_of = |ids: &[i64], v: i32| ids.iter().take(3).any(|i| *i == i64::from(v as u32));
+        if !ours || !id_of(&uids, ucred[1]) || !id_of(&gids, ucred[2]) {
+            return Err(Denied::Fail(libc::EPERM));
+        }
+    }
+    if ours {
+        ucred[0] = if crate::platform::running_as_root() {
+            *host as i32
+        } else {
+            std::process::id() as i32
+        };
+    }
+    Ok(())
 }
 
 /// Where a message's payload is.

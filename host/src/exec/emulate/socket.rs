@@ -9,6 +9,7 @@
 //! addresses refused (Landlock's scope, which only the job's domain can apply, could not be
 //! kept), anything else as given.
 
+use super::checked::{err, not_a_socket, through, Checked};
 use super::places::{Places, Why};
 use super::target::Thread;
 use std::ffi::CString;
@@ -34,10 +35,6 @@ pub(super) enum Plan {
     Refused(i32, Why),
 }
 
-fn err(e: io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
-}
-
 /// Decides the connect of thread `t` (`args` of the call) on the host's side.
 pub(super) fn plan(t: &Thread, tid: u32, args: &[u64; 6], places: &Places) -> Plan {
     let sock = match t.take_fd(tid, args[0]) {
@@ -61,20 +58,6 @@ pub(super) fn plan(t: &Thread, tid: u32, args: &[u64; 6], places: &Places) -> Pl
         Checked::Fail(e) => Plan::Fail(e),
         Checked::Refused(e, why) => Plan::Refused(e, why),
     }
-}
-
-/// Where an address the job gave leads, once checked.
-pub(super) enum Checked {
-    /// Use these address bytes; `object` is the checked socket file they name by its number
-    /// (held open until the call is made).
-    Use {
-        addr: Vec<u8>,
-        object: Option<OwnedFd>,
-    },
-    /// The call's own error.
-    Fail(i32),
-    /// Refused: this errno, named.
-    Refused(i32, Why),
 }
 
 /// Checks the address `addr` a call on a socket of `domain` gives: a pathname unix address
@@ -104,6 +87,12 @@ pub(super) fn address(
         (libc::AF_UNIX, Some(libc::AF_UNIX)) if addr.len() > 2 && addr[2] != 0 => {
             path_checked(t, &addr[2..], places)
         }
+        // In a network namespace of the job's own, abstract names are the job's.
+        (libc::AF_UNIX, Some(libc::AF_UNIX))
+            if addr.len() > 2 && places.view.as_ref().is_some_and(|v| v.own_network) =>
+        {
+            Checked::Use { addr, object: None }
+        }
         (libc::AF_UNIX, Some(libc::AF_UNIX)) if addr.len() > 2 => {
             Checked::Refused(libc::EPERM, Why::Abstract)
         }
@@ -118,6 +107,9 @@ fn path_checked(t: &Thread, path: &[u8], places: &Places) -> Checked {
     let Ok(path) = CString::new(&path[..end]) else {
         return Checked::Fail(libc::EINVAL);
     };
+    if let Some(view) = &places.view {
+        return super::inview::checked(t, path, places, view);
+    }
     // The host connects with its own credentials: a socket file's permissions decide.
     if !t.same_credentials() {
         return Checked::Refused(libc::EPERM, Why::Credentials);
@@ -145,24 +137,10 @@ fn path_checked(t: &Thread, path: &[u8], places: &Places) -> Checked {
                 return Checked::Refused(libc::EACCES, Why::Socket(name));
             }
         }
-        // The kernel asks for write permission before it looks at the file's type.
-        Ok(_) => {
-            let name = format!("/proc/self/fd/{}", object.as_raw_fd());
-            return Checked::Fail(if crate::sys::may_write(std::path::Path::new(&name)) {
-                libc::ECONNREFUSED
-            } else {
-                libc::EACCES
-            });
-        }
+        Ok(_) => return not_a_socket(object.as_fd()),
         Err(e) => return Checked::Fail(err(e)),
     }
-    let mut addr = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
-    addr.extend_from_slice(format!("/proc/self/fd/{}", object.as_raw_fd()).as_bytes());
-    addr.push(0);
-    Checked::Use {
-        addr,
-        object: Some(object),
-    }
+    through(object)
 }
 
 /// Makes a planned connect.

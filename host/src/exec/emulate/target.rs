@@ -116,6 +116,11 @@ impl Thread {
             .ok_or_else(efault)
     }
 
+    /// The thread's `/proc/TID/status`.
+    pub(super) fn status(&self) -> io::Result<String> {
+        std::fs::read_to_string(format!("/proc/{}/status", self.tid))
+    }
+
     /// The thread's memory opened for writing, for a call's results (`sendmmsg`'s lengths).
     pub(super) fn writer(&self) -> io::Result<File> {
         std::fs::OpenOptions::new()
@@ -126,6 +131,18 @@ impl Thread {
     /// The thread's working directory.
     pub(super) fn cwd(&self) -> io::Result<OwnedFd> {
         self.open_proc(&format!("/proc/{}/cwd", self.tid))
+    }
+
+    /// The thread's root directory (`/proc/TID/root`): in the isolated tier, the root of the
+    /// job's mount namespace, where its private `/tmp` and `/dev/shm` are.
+    pub(super) fn root(&self) -> io::Result<OwnedFd> {
+        self.open_proc(&format!("/proc/{}/root", self.tid))
+    }
+
+    /// The name of the thread's working directory as seen from its own root (the kernel names
+    /// an object of another mount namespace from that namespace's root).
+    pub(super) fn cwd_name(&self) -> io::Result<std::path::PathBuf> {
+        std::fs::read_link(format!("/proc/{}/cwd", self.tid))
     }
 
     /// The object the thread's descriptor `fd` refers to (EBADF when it has none).
@@ -172,6 +189,48 @@ impl Thread {
         Credentials::of(&theirs)
             .is_some_and(|t| Credentials::of(&ours).is_some_and(|o| t.covers(&o)))
     }
+
+    /// The thread's credentials against the host's, read once (two `status` reads), for a
+    /// connect or send of the isolated tier ([`Standing`]).
+    pub(super) fn standing(&self) -> Standing {
+        let read = |p: String| std::fs::read_to_string(p).ok();
+        match (
+            read(format!("/proc/{}/status", self.tid)).and_then(|t| Credentials::of(&t)),
+            read("/proc/thread-self/status".to_string()).and_then(|o| Credentials::of(&o)),
+        ) {
+            (Some(t), Some(o)) if t.covers(&o) => Standing::Same,
+            (Some(t), Some(o)) if t.same_ids(&o) => Standing::FewerCapabilities(t),
+            _ => Standing::Other,
+        }
+    }
+}
+
+/// How a thread's credentials stand against the host's.
+pub(super) enum Standing {
+    /// The host may act for it as it is ([`Thread::same_credentials`]).
+    Same,
+    /// The same user, group and groups, fewer capabilities: a job of root in the isolated
+    /// tier holds none in its user namespace. What the host does for it is checked against
+    /// these credentials' mode bits.
+    FewerCapabilities(Credentials),
+    /// Another user (or unreadable): the host does not act for it.
+    Other,
+}
+
+impl Standing {
+    /// Whether the thread may write the socket file `st`, as the kernel asks before a connect
+    /// or send to it: the host's own check where the credentials are the same; else the
+    /// file's mode bits for the thread's user, without any capability (POSIX ACLs are not
+    /// read: a socket file with one is refused unless its mode bits allow).
+    pub(super) fn may_write(&self, st: &libc::stat) -> bool {
+        match self {
+            Standing::Same => true,
+            Standing::FewerCapabilities(c) => {
+                c.mode_allows_write((st.st_uid, st.st_gid, st.st_mode))
+            }
+            Standing::Other => false,
+        }
+    }
 }
 
 /// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead its group.
@@ -183,7 +242,7 @@ fn ebadf() -> io::Error {
 
 /// What decides a file-system permission check, from `/proc/TID/status`.
 #[derive(Debug, PartialEq, Eq)]
-struct Credentials {
+pub(super) struct Credentials {
     fsuid: String,
     fsgid: String,
     groups: String,
@@ -200,6 +259,30 @@ impl Credentials {
             groups: field("Groups:")?.trim().to_string(),
             cap_eff: u64::from_str_radix(field("CapEff:")?.trim(), 16).ok()?,
         })
+    }
+
+    /// Whether `self` and `host` are the same user, group and groups (capabilities aside).
+    fn same_ids(&self, host: &Credentials) -> bool {
+        self.fsuid == host.fsuid && self.fsgid == host.fsgid && self.groups == host.groups
+    }
+
+    /// Whether the mode bits of a file (its owner, group and mode) let this user write it,
+    /// without any capability.
+    fn mode_allows_write(&self, (owner, group, mode): (u32, u32, u32)) -> bool {
+        let uid = self.fsuid.parse::<u32>().ok();
+        let gid = self.fsgid.parse::<u32>().ok();
+        let mut groups = self
+            .groups
+            .split_whitespace()
+            .filter_map(|g| g.parse::<u32>().ok());
+        let bit = if uid == Some(owner) {
+            libc::S_IWUSR
+        } else if gid == Some(group) || groups.any(|g| g == group) {
+            libc::S_IWGRP
+        } else {
+            libc::S_IWOTH
+        };
+        mode & bit != 0
     }
 
     /// Whether `self` (the job's thread) may do at least what `host` may.
@@ -246,5 +329,20 @@ mod tests {
         let grouped = ROOT.replace("Groups:\t ", "Groups:\t4 27");
         assert!(!Credentials::of(&grouped).unwrap().covers(&host));
         assert!(Credentials::of("Uid:\t0\n").is_none());
+    }
+
+    #[test]
+    fn without_capabilities_the_mode_bits_decide() {
+        let st = |uid: u32, gid: u32, mode: u32| (uid, gid, libc::S_IFSOCK | mode);
+        let root = Credentials::of(ROOT).unwrap();
+        let grouped = Credentials::of(&ROOT.replace("Groups:\t ", "Groups:\t4 27")).unwrap();
+        // The owner's bit, then the group's (primary or supplementary), then the others'.
+        assert!(root.mode_allows_write(st(0, 0, 0o200)));
+        assert!(!root.mode_allows_write(st(0, 0, 0o022)));
+        assert!(!root.mode_allows_write(st(1000, 1000, 0o700)));
+        assert!(root.mode_allows_write(st(1000, 0, 0o020)));
+        assert!(grouped.mode_allows_write(st(1000, 27, 0o020)));
+        assert!(!grouped.mode_allows_write(st(1000, 28, 0o020)));
+        assert!(root.mode_allows_write(st(1000, 1000, 0o002)));
     }
 }
