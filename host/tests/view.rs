@@ -692,3 +692,47 @@ print(n, len(ptys))
         assert_eq!((inotify, ptys), (32, 64), "{who:?}");
     }
 }
+
+/// A socket of another user in a directory only that user may search (a session daemon's,
+/// `/run/user/UID/bus`) cannot be covered by root's view, whose root is not the host's; the
+/// job cannot reach it either, so root's run goes on (it failed whole: "mounting in the new
+/// mount namespace: Permission denied"). Control: the host's root reaches it.
+#[test]
+fn another_users_socket_in_a_private_directory_does_not_stop_roots_runs() {
+    let private = owned_dir(As::Nobody, "view-private");
+    fs::set_permissions(private.path(), fs::Permissions::from_mode(0o700)).unwrap();
+    let sock = private.path().join("daemon.sock");
+    let _l = listener(As::Nobody, &sock, false);
+    let ws = workspace();
+    let o = Command::new("python3")
+        .args(["-c", &client(&sock, false)])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "pong\n",
+        "control: {o:?}"
+    );
+    let o = run(
+        As::Root,
+        ws.path(),
+        &[
+            "--profile",
+            "shell-network",
+            "--landlock",
+            "preferred",
+            "--",
+            "sh",
+            "-c",
+            &format!("echo ran; python3 -c \"{}\"", client(&sock, false)),
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(out.starts_with("ran\n"), "{}", text(&o));
+    assert!(!out.contains("pong"), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+        "{}",
+        text(&o)
+    );
+}

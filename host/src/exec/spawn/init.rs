@@ -834,8 +834,19 @@ unsafe fn mount(c: &Ctx, m: &RawMount, slots: &mut [RawFd; MAX_EXPOSED]) {
             HIDE => {
                 let rc = ksys!(c; libc::SYS_mount, c"/dev/null".as_ptr(), m.path, none,
                     libc::MS_BIND, none);
-                // Gone since the host listed it: nothing is left there to reach.
-                if rc < 0 && rc != -libc::ENOENT as isize {
+                // Gone since the host listed it: nothing is left there to reach. Refused:
+                // a socket of another user in a directory this namespace's root may not
+                // search (`/run/user/1000`, another user's session daemon): the job can
+                // reach it no more than the mount could, which the lookup below shows;
+                // anything the job could look up and the mount could not cover fails.
+                if rc == -libc::EACCES as isize {
+                    let fd = ksys!(c; libc::SYS_openat, libc::AT_FDCWD, m.path,
+                        libc::O_PATH | libc::O_CLOEXEC, 0);
+                    if fd >= 0 {
+                        ksys!(c; libc::SYS_close, fd);
+                        fail(c, Stage::Mounts, rc);
+                    }
+                } else if rc < 0 && rc != -libc::ENOENT as isize {
                     fail(c, Stage::Mounts, rc);
                 }
             }
