@@ -6,7 +6,7 @@
 //! symlink in the workspace; a datagram socket gets nothing; `--allow-unix-socket` lets it
 //! through; the job's own sockets (private `/tmp`, `/dev/shm`, workspace) and TCP work
 //! silently; a profile file (the filter attached in the child) is supervised the same way;
-//! abstract names are the job's own only in a network namespace of its own. Controls: the
+//! abstract names of processes outside the job are refused, its own reached. Controls: the
 //! same late socket reached with `--isolation off --landlock off`. As root and as uid 65534,
 //! a dynamic and a static program, through `bash -c`.
 
@@ -454,7 +454,7 @@ fn the_jobs_own_sockets_and_tcp_work_silently() {
 }
 
 #[test]
-fn abstract_names_are_reached_only_in_a_network_namespace_of_the_jobs_own() {
+fn abstract_names_outside_the_job_are_refused_and_its_own_are_reached() {
     use std::os::linux::net::SocketAddrExt;
     let name = format!("late-abstract-{}", std::process::id());
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
@@ -483,12 +483,9 @@ fn abstract_names_are_reached_only_in_a_network_namespace_of_the_jobs_own() {
                 &["--isolation", "off", "--landlock", "off"][..],
                 "own 0\nlat 0\n".to_string(),
             ),
-            // Sharing the host's network namespace: refused, as in the contained tier.
-            (
-                "shared",
-                &[][..],
-                format!("own {0}\nlat {0}\n", libc::EPERM),
-            ),
+            // Sharing the host's network namespace: its own names (held by a process of its
+            // PID namespace) are reached, the host's are refused and named.
+            ("shared", &[][..], format!("own 0\nlat {}\n", libc::EPERM)),
             // In its own: its names are its own, the host's are not there.
             (
                 "own",
@@ -512,7 +509,7 @@ fn abstract_names_are_reached_only_in_a_network_namespace_of_the_jobs_own() {
             );
             let stderr = String::from_utf8_lossy(&o.stderr);
             assert_eq!(
-                stderr.contains("abstract unix sockets cannot be reached"),
+                stderr.contains("abstract unix sockets of processes outside the sandbox"),
                 how == "shared",
                 "{who:?} {how}: {}",
                 text(&o)

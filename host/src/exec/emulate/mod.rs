@@ -36,6 +36,7 @@
 //! only the host's sockets that exist when the job starts): their pathname addresses are
 //! resolved and placed in the job's own mount namespace (module `inview`).
 
+mod abstract_own;
 mod checked;
 mod claims;
 mod decode;

@@ -155,9 +155,10 @@ pub(crate) fn advice(
             };
             (
                 format!(
-                    "abstract unix sockets cannot be reached outside a network namespace of the \
-                     job's own: the host connects for the job and cannot keep Landlock's scope; \
-                     use a pathname socket in the workspace, or namespaces with {none}"
+                    "abstract unix sockets of processes outside the sandbox cannot be reached \
+                     (without namespaces, not even the job's own: the host connects for the job \
+                     and cannot keep Landlock's scope); use a pathname socket in the workspace, \
+                     or namespaces with {none}"
                 ),
                 None,
             )

@@ -93,6 +93,14 @@ pub(super) fn address(
         {
             Checked::Use { addr, object: None }
         }
+        // In the isolated tier (its own PID namespace), a name held by the job's own process.
+        (libc::AF_UNIX, Some(libc::AF_UNIX)) if addr.len() > 2 && places.view.is_some() => {
+            match super::abstract_own::holder(t.tid(), &addr[2..]) {
+                super::abstract_own::Holder::Job => Checked::Use { addr, object: None },
+                super::abstract_own::Holder::Unbound => Checked::Fail(libc::ECONNREFUSED),
+                super::abstract_own::Holder::Other => Checked::Refused(libc::EPERM, Why::Abstract),
+            }
+        }
         (libc::AF_UNIX, Some(libc::AF_UNIX)) if addr.len() > 2 => {
             Checked::Refused(libc::EPERM, Why::Abstract)
         }

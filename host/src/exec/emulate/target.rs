@@ -35,6 +35,11 @@ impl Thread {
         Ok(Thread { tid, mem })
     }
 
+    /// The thread's id in the host's PID namespace.
+    pub(super) fn tid(&self) -> u32 {
+        self.tid
+    }
+
     /// `len` bytes at `addr` (EFAULT where unmapped).
     pub(super) fn bytes(&self, addr: u64, len: usize) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
