@@ -183,6 +183,9 @@ struct Conn {
     pending: AtomicUsize,
     /// The reader saw EOF (or gave up): no more requests will come.
     reader_done: AtomicBool,
+    /// Ends the stream's sessions when its requests are cancelled (their commands are owed
+    /// answers too, which only their end pays).
+    sessions: Mutex<Option<crate::session::serve_ops::Ender>>,
 }
 
 impl Conn {
@@ -194,6 +197,7 @@ impl Conn {
             cancelled: AtomicBool::new(false),
             pending: AtomicUsize::new(0),
             reader_done: AtomicBool::new(false),
+            sessions: Mutex::new(None),
         })
     }
 
@@ -231,6 +235,18 @@ impl Conn {
     fn cancel_all(&self) {
         if !self.cancelled.swap(true, SeqCst) {
             self.cancel.cancel();
+            // On a thread of its own: this may be a session command's thread writing its
+            // output, which ending the session waits for.
+            let ender = self
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(e) = ender {
+                let _ = std::thread::Builder::new()
+                    .name("sandbox-serve-end".into())
+                    .spawn(move || e.end_all());
+            }
         }
     }
 
@@ -404,6 +420,7 @@ fn reader(
         conn: Arc::clone(conn),
         server: Arc::clone(server),
     }));
+    *conn.sessions.lock().unwrap_or_else(|e| e.into_inner()) = Some(ops.ender());
     while !server.shutting_down.load(SeqCst) && !conn.cancelled.load(SeqCst) {
         let Some(line) = next_line(input) else { break };
         let text = match line {
@@ -456,6 +473,16 @@ fn reader(
             break;
         }
     }
+    // EOF waits for the running session commands as it waits for requests: the sessions
+    // (ended when `ops` goes) stay until every owed answer is written, or the stream's
+    // requests are cancelled (a shutdown, a reader of the results gone), which ends them.
+    while conn.pending.load(SeqCst) > 0
+        && !conn.cancelled.load(SeqCst)
+        && !server.shutting_down.load(SeqCst)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    drop(ops);
     conn.reader_done.store(true, SeqCst);
     server.wake.notify();
 }

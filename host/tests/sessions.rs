@@ -1013,3 +1013,76 @@ fn serve_takes_a_commands_own_limits() {
         assert_eq!(s.next("after")["stdout"], "after\n", "{who:?}");
     });
 }
+
+/// `serve` on stdin: EOF waits for a session's running command as for a request (it was
+/// killed at once, `cancelled`, and now and then the server never exited), and SIGTERM ends
+/// the session's commands and the server (it went on while a session lived). Controls: the
+/// same command as a one-shot request, under the same EOF and the same signal.
+#[test]
+fn serve_at_eof_waits_for_session_commands_and_sigterm_ends_them() {
+    as_both(
+        "serve_at_eof_waits_for_session_commands_and_sigterm_ends_them",
+        |who| {
+            use serde_json::json;
+            let dir = project();
+            let ws = dir.path().to_str().unwrap();
+            let session = json!({"op": "session_start", "id": "s", "profile": "shell",
+                                 "workspace": ws, "cwd": ws, "env": {"PATH": common::PATH}});
+            let late = ["sh", "-c", "sleep 0.5; echo done"];
+            for round in 0..5 {
+                let mut s = Served::start(who);
+                s.send(session.clone());
+                let name = s.next("s")["session"].as_str().unwrap().to_string();
+                s.send(json!({"op": "start", "id": "c", "session": name, "argv": late}));
+                s.input.take();
+                let r = s.next("c");
+                assert_eq!(r["stdout"], "done\n", "{who:?} round {round}: {r}");
+                assert_eq!(r["cancelled"], false, "{who:?} round {round}: {r}");
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while s.child.try_wait().unwrap().is_none() {
+                    assert!(
+                        Instant::now() < deadline,
+                        "{who:?}: serve did not exit at EOF"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            // Control: a one-shot request under the same EOF.
+            let mut s = Served::start(who);
+            s.send(
+                json!({"id": "r", "argv": late, "profile": "shell", "workspace": ws,
+                          "cwd": ws, "env": {"PATH": common::PATH}}),
+            );
+            s.input.take();
+            assert_eq!(s.next("r")["stdout"], "done\n", "{who:?}");
+            // SIGTERM with a session command running: answered `cancelled`, and the server
+            // and the command are gone; control: the same for a one-shot request.
+            for (what, setup) in [("session", true), ("request", false)] {
+                let mut s = Served::start(who);
+                let marker = format!("{}", 400 + std::process::id() % 100);
+                let argv = json!(["sleep", marker]);
+                if setup {
+                    s.send(session.clone());
+                    let name = s.next("s")["session"].as_str().unwrap().to_string();
+                    s.send(json!({"op": "start", "id": "c", "session": name, "argv": argv}));
+                } else {
+                    s.send(json!({"id": "c", "argv": argv, "profile": "shell",
+                                  "workspace": ws, "cwd": ws, "env": {"PATH": common::PATH}}));
+                }
+                eventually("the command runs", || !find(&["sleep", &marker]).is_empty());
+                // SAFETY: kill of the server this test started.
+                unsafe { libc::kill(s.child.id() as i32, libc::SIGTERM) };
+                let r = s.next("c");
+                assert_eq!(r["cancelled"], true, "{who:?} {what}: {r}");
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while s.child.try_wait().unwrap().is_none() {
+                    assert!(Instant::now() < deadline, "{who:?} {what}: serve went on");
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                eventually("the command is gone", || {
+                    find(&["sleep", &marker]).is_empty()
+                });
+            }
+        },
+    );
+}

@@ -45,8 +45,34 @@ const SIGNALS: &[(&str, i32)] = &[
 pub(crate) struct Ops {
     sink: Arc<dyn Sink>,
     sessions: HashMap<String, Arc<Session>>,
+    /// The sessions again, for an [`Ender`] on another thread (which must not keep them).
+    live: Arc<Mutex<Vec<std::sync::Weak<Session>>>>,
     processes: Arc<Mutex<HashMap<String, Arc<Process>>>>,
     next: u64,
+}
+
+/// Ends a connection's sessions from another thread (the server's shutdown, a client gone):
+/// their running commands are killed and answered `cancelled`, so that what the connection
+/// owes is paid.
+#[derive(Clone)]
+pub(crate) struct Ender {
+    live: Arc<Mutex<Vec<std::sync::Weak<Session>>>>,
+}
+
+impl Ender {
+    /// Ends every session of the connection still alive.
+    pub(crate) fn end_all(&self) {
+        let live: Vec<Arc<Session>> = self
+            .live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .collect();
+        for s in live {
+            s.end();
+        }
+    }
 }
 
 /// An error naming the field, with the line's `id` and `op`.
@@ -72,8 +98,16 @@ impl Ops {
         Ops {
             sink,
             sessions: HashMap::new(),
+            live: Arc::default(),
             processes: Arc::default(),
             next: 1,
+        }
+    }
+
+    /// What ends this connection's sessions from another thread.
+    pub(crate) fn ender(&self) -> Ender {
+        Ender {
+            live: Arc::clone(&self.live),
         }
     }
 
@@ -157,7 +191,13 @@ impl Ops {
             Session::start(&policy, &options).map_err(|e| (field_static(e.field()), e.reason()))?;
         let name = format!("s{}", self.next);
         self.next += 1;
-        self.sessions.insert(name.clone(), Arc::new(session));
+        let session = Arc::new(session);
+        {
+            let mut live = self.live.lock().unwrap_or_else(|e| e.into_inner());
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(&session));
+        }
+        self.sessions.insert(name.clone(), session);
         let mut obj = Map::new();
         obj.insert("id".into(), Value::from(id));
         obj.insert("session".into(), Value::from(name));
