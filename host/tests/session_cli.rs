@@ -163,6 +163,8 @@ fn holds_a_server_and_ends_with_it(flags: &[&str], offset: usize) {
         } else {
             for l in err.lines() {
                 assert!(l.starts_with("sandbox: warning: "), "{who:?}: {err}");
+                // In a command line's words: flags, not request fields.
+                assert!(!l.contains("\": "), "{who:?}: {l}");
             }
         }
     }

@@ -222,6 +222,9 @@ impl Session {
         // command gets the session's filter attached before its exec, static or not.
         req.static_binary = crate::sandbox::StaticBinaryAction::Allow;
         let mut v = req.validate()?;
+        // The session's own warnings (a layer missing, what is unguarded) in the words of the
+        // front end that started it, as its commands' refusals are.
+        v.audience = options.audience;
         let limits = v.rlimits;
         let (host, child) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
         v.streams = crate::exec::Streams::Session(child.as_raw_fd());
