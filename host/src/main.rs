@@ -206,7 +206,10 @@ fn main() {
                 timeout,
                 sandbox_host::session::client::Own { memory, processes },
             ),
-            None => cmd_run(&policy, &paths, &net, &env, timeout, verbose, &argv),
+            None => {
+                sandbox_host::exec::sole_request();
+                cmd_run(&policy, &paths, &net, &env, timeout, verbose, &argv)
+            }
         },
         Cmd::Env {
             policy,
@@ -218,7 +221,10 @@ fn main() {
         Cmd::Check { json } => cmd_check(json),
         Cmd::Profiles { what } => cmd_profiles(what),
         Cmd::Inspect { program } => cmd_inspect(&program),
-        Cmd::Exec { json: _ } => cmd_exec(),
+        Cmd::Exec { json: _ } => {
+            sandbox_host::exec::sole_request();
+            cmd_exec()
+        }
         Cmd::Learn {
             out,
             base,

@@ -988,8 +988,20 @@ fn read_procs_below(dir: &Path) -> Vec<i32> {
     pids
 }
 
+/// Set by a process that runs one request and starts nothing else (`sandbox run`, `sandbox
+/// exec`): every process it adopts (it is a child subreaper) is that request's.
+static SOLE_REQUEST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says that this process runs one request and starts nothing else (see [`SOLE_REQUEST`]).
+pub(crate) fn sole_request() {
+    SOLE_REQUEST.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The processes of the request led by `child` (fallback mode): its session and process
-/// group, and everything whose parent chain leads to one of them.
+/// group, and everything whose parent chain leads to one of them. In a process that runs one
+/// request (`SOLE_REQUEST`), also what this process adopted: a `setsid cmd &` whose shell has
+/// exited has neither the request's session nor a parent in it any more (re-parented to this
+/// subreaper), and survived the request's end about half the time in containers.
 fn tree(child: i32) -> Vec<(i32, Stat)> {
     if child <= 0 {
         return Vec::new();
@@ -1005,9 +1017,13 @@ fn tree(child: i32) -> Vec<(i32, Stat)> {
         }
     }
     let me = host_pid();
+    let adopted = SOLE_REQUEST.load(std::sync::atomic::Ordering::Relaxed);
     let mut members: HashSet<i32> = all
         .iter()
-        .filter(|(p, s)| *p != me && (*p == child || s.sid == child || s.pgrp == child))
+        .filter(|(p, s)| {
+            *p != me
+                && (*p == child || s.sid == child || s.pgrp == child || (adopted && s.ppid == me))
+        })
         .map(|(p, _)| *p)
         .collect();
     loop {

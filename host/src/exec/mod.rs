@@ -95,6 +95,12 @@ pub use tier::Tier;
 // Used by the other front ends (`sandbox run`, `learn`) and the tests: not part of the API.
 #[doc(hidden)]
 pub use contain::{limit_cgroups, Mechanism};
+/// Says that this process runs one request and starts nothing else (`sandbox run`, `sandbox
+/// exec`): every process it adopts as a child subreaper is that request's, and goes with it.
+#[doc(hidden)]
+pub fn sole_request() {
+    contain::sole_request();
+}
 #[doc(hidden)]
 pub use limits::Rlimits;
 pub(crate) use outcome::{name_refusals, scan_leaks, violation_entries, violation_entry};
