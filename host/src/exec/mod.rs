@@ -26,7 +26,7 @@ pub(crate) mod cgroup_nest;
 pub(crate) mod clone;
 mod conceal;
 pub(crate) mod contain;
-mod emulate;
+pub(crate) mod emulate;
 #[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;
@@ -51,6 +51,8 @@ pub(crate) mod memwatch;
 mod namespaces;
 mod net;
 mod no_listener;
+pub(crate) use job::response_of;
+pub(crate) use no_listener::answer_in_program;
 pub(crate) mod notify;
 mod options;
 mod outcome;
@@ -96,7 +98,9 @@ pub use tier::Tier;
 pub use contain::{limit_cgroups, Mechanism};
 #[doc(hidden)]
 pub use limits::Rlimits;
-pub(crate) use outcome::{name_refusals, scan_leaks, violation_entries, violation_entry};
+pub(crate) use outcome::{
+    emulated_entries, name_refusals, scan_leaks, violation_entries, violation_entry,
+};
 #[doc(hidden)]
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]

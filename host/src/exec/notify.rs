@@ -320,6 +320,20 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
+    /// A slot of one listener's own, registered nowhere: a session's command, whose claimed
+    /// calls the host makes within `places` and whose refusals are counted here.
+    pub(crate) fn own(response: Response, places: super::emulate::Places) -> Arc<Slot> {
+        let slot = Slot {
+            response,
+            main: OnceLock::new(),
+            state: Mutex::default(),
+            places: OnceLock::new(),
+            emulated: Mutex::default(),
+        };
+        let _ = slot.places.set(places);
+        Arc::new(slot)
+    }
+
     /// What was refused so far.
     pub(crate) fn tally(&self) -> Tally {
         self.state

@@ -20,8 +20,21 @@ pub(crate) struct Started {
     /// Where the session's memory and process limits are held (its cgroups), for the
     /// commands' own cgroups below them (module `session::cgroups`).
     pub cgroups: Vec<super::cgroup_nest::LimitDir>,
+    /// In the contained tier, where the session's commands' listeners reach the host: the
+    /// calls their filter sends to the host and the places the host makes them within.
+    pub emulation: Option<Emulation>,
     /// The plan's warnings (broad workspace, root below the isolated tier, ...).
     pub warnings: Vec<String>,
+}
+
+/// The contained tier's supervision of a session's commands (module `emulate`): the claims
+/// their filter carries and the session's writable places, unix sockets and ports.
+#[derive(Debug)]
+pub(crate) struct Emulation {
+    /// The claimed calls.
+    pub claims: super::emulate::Claims,
+    /// Where the host makes them.
+    pub places: super::emulate::Places,
 }
 
 thread_local! {

@@ -170,6 +170,9 @@ pub(crate) struct Inner {
     exit_info: bool,
     /// The session's filter notifies a listener: a filtered command without one is stopped.
     notify: bool,
+    /// In the contained tier: the claims the commands' filter carries and the places within
+    /// which their supervising loops make those calls.
+    emulation: Option<crate::exec::session_hook::Emulation>,
     policy: Request,
     /// The session's own limits (a command's are at or below them).
     limits: crate::exec::Rlimits,
@@ -233,6 +236,7 @@ impl Session {
         };
         let cancel = opts.cancel.clone().expect("set above");
         let sandbox = crate::exec::sandbox_for(&v, &opts)?;
+        let response = crate::exec::response_of(&v, &sandbox);
         let (tx, rx) = channel();
         let (done_tx, done_rx) = channel::<Result<ExecResult, ExecError>>();
         let engine_sandbox = Arc::clone(&sandbox);
@@ -282,11 +286,38 @@ impl Session {
             Err(e) => return Err(fail(e)),
         };
         // The filter depends on the profile and the path buffer only: compiled and sent once,
-        // before any command (the socket keeps the order).
-        let filter = sandbox.attached_filter(addr).map_err(|e| {
-            cancel.cancel();
-            ExecError::from(e)
-        })?;
+        // before any command (the socket keeps the order). In the contained tier it carries
+        // the claims, whose calls each command's supervising loop makes within the session's
+        // places (module `process`), as a one-shot's supervisor does.
+        let emulation = started.emulation;
+        let filter = match (&emulation, sandbox.profile_policy()) {
+            (Some(e), Some(policy)) => match e.claims.attached_program(policy, addr) {
+                Some(prog) => Some((prog, true)),
+                None => {
+                    // Fail closed: the engine found room for the claims; none is a bug.
+                    cancel.cancel();
+                    return Err(ExecError::Setup(std::io::Error::other(
+                        "the session's filter cannot carry the contained tier's claims",
+                    )));
+                }
+            },
+            _ => sandbox.attached_filter(addr).map_err(|e| {
+                cancel.cancel();
+                ExecError::from(e)
+            })?,
+        };
+        let mut filter = filter;
+        // Without a listener (inside another sandbox's supervisor, gVisor), the answers the
+        // host would give are put in the filter itself, as for a one-shot request; the
+        // engine's plan has said so in the session's warnings.
+        if let (Some((prog, notify)), Err(_)) =
+            (filter.as_mut(), crate::platform::seccomp_listener())
+        {
+            if *notify {
+                crate::exec::answer_in_program(prog, response);
+                *notify = false;
+            }
+        }
         let notify = filter.as_ref().is_some_and(|(_, n)| *n);
         if let Some((prog, notify)) = filter {
             let msg = ToResident::Filter {
@@ -310,6 +341,7 @@ impl Session {
             addr,
             exit_info,
             notify,
+            emulation,
             policy: policy.clone(),
             limits,
             cgroups: session_cgroups,
@@ -379,6 +411,9 @@ impl process::Host for Inner {
     }
     fn layers(&self) -> &Layers {
         &self.layers
+    }
+    fn emulation(&self) -> Option<&crate::exec::session_hook::Emulation> {
+        self.emulation.as_ref()
     }
     fn command_ended(&self) {
         self.running.fetch_sub(1, Ordering::AcqRel);

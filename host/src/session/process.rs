@@ -6,7 +6,7 @@
 //! thread of the command's own, no hand-off of the result); a thread of its own runs it when
 //! something needs it running before anyone waits ([`Run`]).
 
-use crate::exec::notify::{MainProgram, Notifier, Response, Tally};
+use crate::exec::notify::{MainProgram, Notifier, Response, Slot, Tally};
 use crate::exec::{ExecResult, OnViolation, SandboxInfo, Tier, Validated};
 use crate::policy::Action;
 use crate::sandbox::Sandboxed;
@@ -35,6 +35,9 @@ pub(crate) trait Host: Send + Sync {
     fn ended(&self) -> bool;
     /// The session's layers.
     fn layers(&self) -> &Layers;
+    /// In the contained tier: the claims the commands' filter carries and the session's
+    /// places, within which the host makes those calls.
+    fn emulation(&self) -> Option<&crate::exec::session_hook::Emulation>;
     /// A command started by the session has ended (its thread is done with it).
     fn command_ended(&self);
 }
@@ -397,9 +400,20 @@ fn supervise(sup: Supervisor) -> ExecResult {
             },
         )),
     };
-    let mut notifier = s
-        .listener
-        .map(|l| Notifier::new(l, response, MainProgram { pid, init: false }));
+    // The contained tier's claimed calls are made within the session's places; a command's
+    // refusals are counted in a slot of its own, so they are named in its result only.
+    let slot = s
+        .inner
+        .emulation()
+        .map(|e| (e.claims.clone(), Slot::own(response, e.places.clone())));
+    let emulated = slot.as_ref().map(|(_, slot)| Arc::clone(slot));
+    let mut notifier = s.listener.map(|l| {
+        let n = Notifier::new(l, response, MainProgram { pid, init: false });
+        match slot {
+            Some((claims, slot)) => n.emulate(claims, slot),
+            None => n,
+        }
+    });
     let events = s.stream.then_some(&tx);
     let mut out = Output::new(s.stdout, s.v.max_output_bytes, true);
     let mut err = Output::new(s.stderr, s.v.max_output_bytes, false);
@@ -528,6 +542,7 @@ fn supervise(sup: Supervisor) -> ExecResult {
     let hits = own.as_mut().map(|c| c.hits()).unwrap_or_default();
     s.inner.command_ended();
     let tally = tally.or(notifier.map(|n| n.tally)).unwrap_or_default();
+    let emulated = emulated.map(|slot| slot.emulated()).unwrap_or_default();
     let status = status.unwrap_or(libc::SIGKILL);
     result(
         s.inner.as_ref(),
@@ -535,7 +550,7 @@ fn supervise(sup: Supervisor) -> ExecResult {
         s.plan_planned,
         s.plan_warnings,
         status,
-        tally,
+        Refused { tally, emulated },
         out,
         err,
         started,
@@ -546,6 +561,12 @@ fn supervise(sup: Supervisor) -> ExecResult {
             hits,
         },
     )
+}
+
+/// What a command had refused: by the filter, and by the contained tier's supervisor.
+struct Refused {
+    tally: Tally,
+    emulated: crate::exec::emulate::Tally,
 }
 
 /// A command's own limits and what they stopped.
@@ -562,13 +583,14 @@ fn result(
     planned: Sandboxed,
     plan_warnings: Vec<String>,
     status: i32,
-    tally: Tally,
+    refused: Refused,
     out: Output,
     err: Output,
     started: Instant,
     timed_out: bool,
     own: Own,
 ) -> ExecResult {
+    let Refused { tally, emulated } = refused;
     let cancelled = inner.ended()
         && libc::WIFSIGNALED(status)
         && libc::WTERMSIG(status) == libc::SIGKILL
@@ -636,7 +658,9 @@ fn result(
         keep_no_network: v.network.mode.is_none()
             && inner.layers().network == crate::network::Mode::None,
     };
-    let violations = crate::exec::violation_entries(&tally, &v.profile, profile, &asker);
+    let mut violations = crate::exec::violation_entries(&tally, &v.profile, profile, &asker);
+    // The calls the contained tier's supervisor refused this command (module `emulate`).
+    violations.extend(crate::exec::emulated_entries(&emulated, v));
     let violation = tally.killer.clone().map(|(nr, program)| {
         violations
             .iter()
@@ -665,7 +689,7 @@ fn result(
         cancelled,
         violation,
         violations,
-        violations_omitted: tally.omitted,
+        violations_omitted: tally.omitted + emulated.omitted,
         sandboxed: SandboxInfo {
             filter: planned,
             profile: v.profile.clone(),
@@ -682,6 +706,6 @@ fn result(
     };
     // Refusals of the view, Landlock and the network mode, named from this command's own
     // stderr as a one-shot's are, in the words of the session's front end.
-    crate::exec::name_refusals(&mut result, v, inner.sandbox());
+    crate::exec::name_refusals(&mut result, v, inner.sandbox(), &emulated);
     result
 }
