@@ -70,7 +70,7 @@ mod schema;
 pub(crate) mod session_hook;
 mod spawn;
 #[cfg(target_arch = "x86_64")]
-mod spawner;
+pub(crate) mod spawner;
 mod stream;
 mod supervise;
 mod tee;

@@ -38,6 +38,8 @@ pub(crate) trait Host: Send + Sync {
     /// In the contained tier: the claims the commands' filter carries and the session's
     /// places, within which the host makes those calls.
     fn emulation(&self) -> Option<&crate::exec::session_hook::Emulation>;
+    /// Command `pid`'s result is made: calls on the session's listener are no longer its.
+    fn unroute(&self, pid: i32);
     /// A command started by the session has ended (its thread is done with it).
     fn command_ended(&self);
 }
@@ -245,6 +247,9 @@ pub(crate) struct Start {
     pub plan_warnings: Vec<String>,
     pub pidfd: OwnedFd,
     pub listener: Option<OwnedFd>,
+    /// Where the command inherited the spawner thread's filter: its slot on the session's
+    /// one listener (module `shared`), where its refused calls are counted.
+    pub routed: Option<Arc<Slot>>,
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
@@ -541,8 +546,16 @@ fn supervise(sup: Supervisor) -> ExecResult {
     let mut own = s.own;
     let hits = own.as_mut().map(|c| c.hits()).unwrap_or_default();
     s.inner.command_ended();
-    let tally = tally.or(notifier.map(|n| n.tally)).unwrap_or_default();
-    let emulated = emulated.map(|slot| slot.emulated()).unwrap_or_default();
+    let (tally, emulated) = match &s.routed {
+        Some(slot) => {
+            s.inner.unroute(pid);
+            (slot.tally(), slot.emulated())
+        }
+        None => (
+            tally.or(notifier.map(|n| n.tally)).unwrap_or_default(),
+            emulated.map(|slot| slot.emulated()).unwrap_or_default(),
+        ),
+    };
     let status = status.unwrap_or(libc::SIGKILL);
     result(
         s.inner.as_ref(),
