@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The argument that makes the `sandbox` binary the resident process.
 pub const ARG: &str = "__session-resident";
@@ -624,7 +624,7 @@ fn clone_by_spawner(
         ..Default::default()
     };
     // Released by the spawner thread only when the clone fails; nobody waits on it here.
-    let phase = AtomicU32::new(1);
+    let phase = std::sync::atomic::AtomicU32::new(1);
     // SAFETY: `args`, `child` (and what it points to), `pidfd` and `stack` live until the
     // ticket is waited for, which is after the child has exec'd or exited (CLONE_VFORK
     // suspends the spawner thread until then); the stack is used by one child at a time.
