@@ -742,6 +742,9 @@ impl Inner {
                 // Fail closed: a memory limit that cannot be watched does not let it run.
                 let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
                 unroute();
+                if let (Some(r), Some(_)) = (&self.routes, &routed) {
+                    r.remove(pid);
+                }
                 return Err(ExecError::Setup(std::io::Error::other(format!(
                     "the command's memory watchdog could not be started: {e}"
                 ))));
