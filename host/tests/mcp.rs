@@ -875,6 +875,11 @@ fn session_tools_write_stdin_and_signal() {
                 {"tool": "write_stdin", "arguments": {"process_id": "$last", "data": "x = 1\n", "eof": true}},
                 {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
                 {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
+                // Python writes its prompts, `42`, its newline and the newline at end of file
+                // apart (unbuffered): each call may take one of those five chunks, a sixth its
+                // end (a read after the end is refused, which the checks skip).
+                {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
+                {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 5}},
                 // The control: a sleep not signalled is still running a second later.
                 {"tool": "start", "arguments": {"argv": ["sleep", "100"]}},
                 {"tool": "read_output", "arguments": {"process_id": "$last", "wait_s": 1}},
@@ -898,21 +903,21 @@ fn session_tools_write_stdin_and_signal() {
         assert!(text(&c[3]).contains("process_id: no process 1"), "{}", c[3]);
         // The answer comes after the prompt, in this read or the next ones; the process ends
         // at end of file, reported once (a read after that is refused).
-        let answered: String = (5..=8).filter_map(|i| s(i)["stdout"].as_str()).collect();
+        let answered: String = (5..=10).filter_map(|i| s(i)["stdout"].as_str()).collect();
         assert!(answered.contains("42"), "{who:?}: {c:?}");
         assert!(
-            (5..=8).any(|i| s(i)["exit_code"] == 0 && s(i)["running"] == false),
+            (5..=10).any(|i| s(i)["exit_code"] == 0 && s(i)["running"] == false),
             "{who:?}: {c:?}"
         );
-        assert_eq!(s(10)["running"], true, "{who:?}: {}", c[10]);
-        assert_eq!(s(11)["running"], false, "{who:?}: {}", c[11]);
-        assert_eq!(s(11)["signal"], 2, "{who:?}: {}", c[11]);
+        assert_eq!(s(12)["running"], true, "{who:?}: {}", c[12]);
+        assert_eq!(s(13)["running"], false, "{who:?}: {}", c[13]);
+        assert_eq!(s(13)["signal"], 2, "{who:?}: {}", c[13]);
         assert!(
-            text(&c[11]).contains("killed by signal 2 (SIGINT)"),
+            text(&c[13]).contains("killed by signal 2 (SIGINT)"),
             "{}",
-            c[11]
+            c[13]
         );
-        assert!(is_error(&c[12]));
+        assert!(is_error(&c[14]));
     }
 }
 

@@ -77,6 +77,8 @@ pub(super) struct Job {
     /// The contained tier's claims when the job's own filter carries them (its listener's
     /// supervisor makes them; module `emulate`).
     attached_claims: Option<super::emulate::Claims>,
+    /// A session's claims and places in the contained tier, handed to the session.
+    session_emulation: Option<super::session_hook::Emulation>,
     join_v1: Vec<RawFd>,
 }
 
@@ -134,13 +136,6 @@ impl Job {
         let spawner_base: Option<&crate::policy::Policy> = None;
         let attach = spawner_base.is_none().then_some(path.as_ptr() as u64);
         let mut plan = sandbox.plan(&v.program, attach)?;
-        // A session's resident process runs no filter of its own: it installs the profile's
-        // in each command it starts, between fork and exec (module `session`).
-        if matches!(v.streams, Streams::Session(_)) {
-            plan.filter = None;
-            plan.notify = false;
-            plan.preload_env.clear();
-        }
         if let Some(r) = recorder {
             // Learning is the listener: every call goes to the recorder.
             if let Err(why) = crate::platform::seccomp_listener() {
@@ -206,6 +201,18 @@ impl Job {
             if let Err(why) = crate::platform::seccomp_listener() {
                 super::no_listener::answer_in_filter(&mut plan, response, &why);
             }
+        }
+        // Whether the filter the session's commands install notifies the host (the profile
+        // allows the handover calls and has `trap` rules, and a listener can be had; without
+        // one the warning above is the session's): only then can it carry the contained
+        // tier's claims.
+        let session_notify = matches!(v.streams, Streams::Session(_)) && plan.notify;
+        // A session's resident process runs no filter of its own: it installs the profile's
+        // in each command it starts, between fork and exec (module `session`).
+        if matches!(v.streams, Streams::Session(_)) {
+            plan.filter = None;
+            plan.notify = false;
+            plan.preload_env.clear();
         }
         if let Response::Errno(e) = response {
             for (k, val) in plan.preload_env.iter_mut() {
@@ -297,6 +304,25 @@ impl Job {
             _ => None,
         };
         let claimed = spawner.is_some() || attached_claims.is_some();
+        // A session's commands install the filter the resident was sent: in the contained
+        // and isolated tiers it carries the claims, and the host makes them within the
+        // session's places (module `session`). Decided here, where the tier is known, so
+        // that the session's warnings say whether they are guarded.
+        let session_claims = match sandbox.profile_policy() {
+            Some(policy)
+                if tier != super::emulate::Tier::None
+                    && session_notify
+                    && recorder.is_none()
+                    && crate::platform::seccomp_listener().is_ok() =>
+            {
+                let claims = super::emulate::Claims::for_tier(policy, tier);
+                // The rule tables' room does not depend on the path buffer's address, which
+                // the resident tells only once it runs.
+                (claims.any() && claims.attached_program(policy, 0).is_some()).then_some(claims)
+            }
+            _ => None,
+        };
+        let claimed = claimed || session_claims.is_some();
         let emulated = contained && claimed;
         if contained && !emulated {
             root_warning.extend(super::emulate::unguarded(
@@ -421,16 +447,29 @@ impl Job {
         // cgroup or its child.
         let join_v1 = group.v1_dirs();
         let mut registration = Registration::new(group.cgroup_name(), response);
-        if let (true, Some(l)) = (emulated, &layer) {
-            registration.emulate(super::emulate::Places::new(
+        let places = match (emulated, &layer) {
+            (true, Some(l)) => Some(super::emulate::Places::new(
                 &l.writable,
                 &v.paths.allowed_sockets,
                 v.paths.connect_ports.as_deref(),
-            ));
-        }
-        if let (super::emulate::Tier::Isolated, true, Some(ns)) = (tier, claimed, &namespaces) {
-            registration.emulate(isolated_places(v, sandbox, &here, layer.as_ref(), ns));
-        }
+            )),
+            _ => None,
+        };
+        let places = match (tier, claimed, &namespaces) {
+            (super::emulate::Tier::Isolated, true, Some(ns)) => {
+                Some(isolated_places(v, sandbox, &here, layer.as_ref(), ns))
+            }
+            _ => places,
+        };
+        // A session's places go to the session, whose commands' calls it answers itself.
+        let session_emulation = match (session_claims, places) {
+            (Some(claims), Some(places)) => Some(super::session_hook::Emulation { claims, places }),
+            (None, Some(places)) => {
+                registration.emulate(places);
+                None
+            }
+            _ => None,
+        };
         Ok(Job {
             path,
             argv,
@@ -459,6 +498,7 @@ impl Job {
             memory,
             registration,
             attached_claims,
+            session_emulation,
             join_v1,
         })
     }
@@ -539,6 +579,7 @@ impl Job {
                 isolation: isolated.map(|l| l.status.clone()),
                 network: self.net.mode,
                 cgroups: self.group.limit_dirs(),
+                emulation: self.session_emulation.take(),
                 namespaces_unavailable: self
                     .isolation
                     .as_ref()
@@ -642,7 +683,7 @@ fn delegable() -> bool {
 
 /// How the supervisor answers the job's refused calls: kill, or the errno asked for, else the
 /// one the profile's default action names, else EPERM.
-fn response_of(v: &Validated, sandbox: &Sandbox) -> Response {
+pub(crate) fn response_of(v: &Validated, sandbox: &Sandbox) -> Response {
     match v.on_violation {
         OnViolation::Kill => Response::Kill,
         OnViolation::Report => Response::Errno(v.deny_errno.unwrap_or(

@@ -26,7 +26,7 @@ pub(crate) mod cgroup_nest;
 pub(crate) mod clone;
 mod conceal;
 pub(crate) mod contain;
-mod emulate;
+pub(crate) mod emulate;
 #[doc(hidden)]
 pub mod env;
 pub(crate) mod exec_events;
@@ -52,6 +52,8 @@ mod namespaces;
 mod net;
 pub(crate) mod net_owners;
 mod no_listener;
+pub(crate) use job::response_of;
+pub(crate) use no_listener::answer_in_program;
 pub(crate) mod notify;
 mod options;
 mod outcome;
@@ -69,7 +71,7 @@ mod schema;
 pub(crate) mod session_hook;
 mod spawn;
 #[cfg(target_arch = "x86_64")]
-mod spawner;
+pub(crate) mod spawner;
 mod stream;
 mod supervise;
 mod tee;
@@ -103,7 +105,9 @@ pub fn sole_request() {
 }
 #[doc(hidden)]
 pub use limits::Rlimits;
-pub(crate) use outcome::{name_refusals, scan_leaks, violation_entries, violation_entry};
+pub(crate) use outcome::{
+    emulated_entries, name_refusals, scan_leaks, violation_entries, violation_entry,
+};
 #[doc(hidden)]
 pub use paths::{preload_layer, PreloadLayer};
 #[doc(hidden)]

@@ -21,6 +21,18 @@ pub(super) fn answer_in_filter(plan: &mut Plan, response: Response, why: &str) {
     let Some(prog) = plan.filter.as_mut() else {
         return;
     };
+    let what = answer_in_program(prog, response);
+    plan.notify = false;
+    plan.warnings.push(format!(
+        "sandbox: warning: {why}; {what}, and the host cannot name the refused call (results \
+         have no violation entry); every other protection is unchanged"
+    ));
+}
+
+/// Puts `response` into `prog` in place of the notifications it would send (a session's
+/// filter, compiled after its job was planned, where the plan's warning was given); returns
+/// what refused calls then do, in words.
+pub(crate) fn answer_in_program(prog: &mut [crate::policy::Insn], response: Response) -> String {
     let (to, what) = match response {
         Response::Errno(e) => (
             RET_ERRNO | u32::from(e),
@@ -32,11 +44,7 @@ pub(super) fn answer_in_filter(plan: &mut Plan, response: Response, why: &str) {
         ),
     };
     crate::policy::bpf::retarget(prog, RET_USER_NOTIF, to);
-    plan.notify = false;
-    plan.warnings.push(format!(
-        "sandbox: warning: {why}; {what}, and the host cannot name the refused call (results \
-         have no violation entry); every other protection is unchanged"
-    ));
+    what
 }
 
 /// The warning for a program that died of SIGSYS when no listener could name the call.

@@ -320,6 +320,44 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
+    /// A slot of one listener's own, registered nowhere: a session's command, whose claimed
+    /// calls the host makes within `places` and whose refusals are counted here.
+    pub(crate) fn own(response: Response, places: super::emulate::Places) -> Arc<Slot> {
+        let slot = Slot {
+            response,
+            main: OnceLock::new(),
+            state: Mutex::default(),
+            places: OnceLock::new(),
+            emulated: Mutex::default(),
+        };
+        let _ = slot.places.set(places);
+        Arc::new(slot)
+    }
+
+    /// A slot of a process tree that a routed listener's calls go to ([`serve_routed`]): a
+    /// session's command (`main`: its first process) or the session's processes no running
+    /// command owns (`main`: none), with the places its claimed calls are made within.
+    pub(crate) fn routed(
+        response: Response,
+        main: Option<MainProgram>,
+        places: Option<super::emulate::Places>,
+    ) -> Arc<Slot> {
+        let slot = Slot {
+            response,
+            main: OnceLock::new(),
+            state: Mutex::default(),
+            places: OnceLock::new(),
+            emulated: Mutex::default(),
+        };
+        if let Some(m) = main {
+            let _ = slot.main.set(m);
+        }
+        if let Some(p) = places {
+            let _ = slot.places.set(p);
+        }
+        Arc::new(slot)
+    }
+
     /// What was refused so far.
     pub(crate) fn tally(&self) -> Tally {
         self.state
@@ -657,6 +695,59 @@ pub(crate) fn supervise(
             }
         })?;
     Ok(())
+}
+
+/// Serves one listener shared by several process trees (a session's commands, whose filter
+/// the resident's spawner thread holds) until every process using its filter is gone: each
+/// refused call is counted in, and answered by the rules of, the slot `route` gives its
+/// thread (read while the call waits; the answer is given only if it still waits, so the
+/// thread id was not reused meanwhile); claimed calls are made within that slot's places.
+pub(crate) fn serve_routed(
+    name: &str,
+    listener: OwnedFd,
+    claims: super::emulate::Claims,
+    route: Box<dyn Fn(i32) -> Arc<Slot> + Send>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("sandbox-notify-{name}"))
+        .spawn(move || {
+            let fd = listener.as_fd();
+            crate::sys::notif_sync_wake_up(fd);
+            loop {
+                // POLLHUP without a call: no process uses the filter any more.
+                match crate::sys::poll_one(fd, libc::POLLIN, -1) {
+                    Ok(r) if r & libc::POLLIN != 0 => {}
+                    Ok(r) if r != 0 => return,
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(_) => return,
+                }
+                let c = match receive(fd) {
+                    Received::Call(c) => c,
+                    Received::Gone => continue,
+                    Received::Closed => return,
+                };
+                let slot = route(c.pid as i32);
+                if !still_waiting(fd, &c) {
+                    continue;
+                }
+                if claims.kind(c.data.nr as u32, &c.data.args).is_some() {
+                    answer_emulated(fd, &c, &claims, &slot, &mut |pid| program_of(pid as u32));
+                    continue;
+                }
+                let mut state = slot.state.lock().unwrap_or_else(|e| e.into_inner());
+                let (tally, signalled) = &mut *state;
+                respond(
+                    fd,
+                    &c,
+                    slot.response,
+                    program_of(c.pid),
+                    slot.main.get(),
+                    tally,
+                    signalled,
+                );
+            }
+        })
 }
 
 /// Answers a call sent by the contained tier's filter: a terminal's peer is opened for the

@@ -323,21 +323,7 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
     };
     let mut violations = violation_entries(&tally, &v.profile, profile, &asker);
     // Metadata calls the supervisor refused in the contained tier (module `emulate`).
-    violations.extend(emulated_refused.seen.iter().map(|s| {
-        let (hint, change) = super::emulate::advice(&s.refused.why, v.audience);
-        Violation {
-            syscall: NATIVE
-                .syscall_name(s.refused.nr)
-                .unwrap_or("unknown")
-                .to_string(),
-            number: Some(s.refused.nr),
-            count: s.count,
-            program: s.program.clone(),
-            profile: v.profile.clone(),
-            hint,
-            change,
-        }
-    }));
+    violations.extend(emulated_entries(&emulated_refused, v));
     let violation = match (signal, tally.killer.clone()) {
         (_, Some((nr, program))) => Some(
             violations
@@ -427,10 +413,41 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
     }
 }
 
+/// The violation entries of the calls the contained tier's supervisor refused (module
+/// `emulate`), each with the change that allows it, in `v`'s audience's words.
+pub(crate) fn emulated_entries(refused: &super::emulate::Tally, v: &Validated) -> Vec<Violation> {
+    refused
+        .seen
+        .iter()
+        .map(|s| {
+            let (hint, change) = super::emulate::advice(&s.refused.why, v.audience);
+            Violation {
+                syscall: NATIVE
+                    .syscall_name(s.refused.nr)
+                    .unwrap_or("unknown")
+                    .to_string(),
+                number: Some(s.refused.nr),
+                count: s.count,
+                program: s.program.clone(),
+                profile: v.profile.clone(),
+                hint,
+                change,
+            }
+        })
+        .collect()
+}
+
 /// Names the refusals a command's stderr reports in a result built outside this module (a
 /// session's command), as `run` names them for a one-shot request: `refusals`, and one
-/// `warnings` line each. Does nothing when the result has them already.
-pub(crate) fn name_refusals(result: &mut ExecResult, v: &Validated, sandbox: &Sandbox) {
+/// `warnings` line each; a path the supervisor refused (`emulated`, named by its violation
+/// entry) is not named twice; the destinations the session's proxy refused the command come
+/// first, as a one-shot's do. Does nothing when the result has them already.
+pub(crate) fn name_refusals(
+    result: &mut ExecResult,
+    v: &Validated,
+    sandbox: &Sandbox,
+    emulated: &super::emulate::Tally,
+) {
     let refused_destinations = result.network.destinations.iter().any(|d| !d.allowed);
     if !result.refusals.is_empty()
         || (!refused_destinations && !super::refusals::is_candidate(result.stderr.as_bytes()))
@@ -459,6 +476,11 @@ pub(crate) fn name_refusals(result: &mut ExecResult, v: &Validated, sandbox: &Sa
     };
     // The destinations the session's proxy refused this command (its own record).
     super::refusals::proxied(&mut found, &result.network.destinations, v.audience);
+    found.entries.retain(|e| {
+        !e.path
+            .as_deref()
+            .is_some_and(|p| super::emulate::names(emulated, std::path::Path::new(p)))
+    });
     result.warnings.extend(super::refusals::warnings(
         &found,
         v.audience,

@@ -20,6 +20,9 @@ pub(crate) struct Started {
     /// Where the session's memory and process limits are held (its cgroups), for the
     /// commands' own cgroups below them (module `session::cgroups`).
     pub cgroups: Vec<super::cgroup_nest::LimitDir>,
+    /// In the contained tier, where the session's commands' listeners reach the host: the
+    /// calls their filter sends to the host and the places the host makes them within.
+    pub emulation: Option<Emulation>,
     /// The plan's warnings (broad workspace, root below the isolated tier, ...).
     pub warnings: Vec<String>,
     /// Who of the session made each proxied connection, where the session has a proxy or
@@ -27,6 +30,16 @@ pub(crate) struct Started {
     pub owners: Option<std::sync::Arc<super::net_owners::Owners>>,
     /// The proxy's address inside (`proxy` mode).
     pub proxy: Option<String>,
+}
+
+/// The contained tier's supervision of a session's commands (module `emulate`): the claims
+/// their filter carries and the session's writable places, unix sockets and ports.
+#[derive(Debug)]
+pub(crate) struct Emulation {
+    /// The claimed calls.
+    pub claims: super::emulate::Claims,
+    /// Where the host makes them.
+    pub places: super::emulate::Places,
 }
 
 thread_local! {

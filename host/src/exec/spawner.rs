@@ -240,6 +240,21 @@ impl Spawner {
         let secret = random_secret()?;
         let prog = program(base, secret, &claims)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        let (sp, listener) = Spawner::with_program(name, prog, secret)?;
+        super::notify::supervise(name, listener, claims)?;
+        tracing::debug!(profile = name, "spawner thread ready");
+        Ok(sp)
+    }
+
+    /// Starts a spawner thread that installs `prog` (a [`program`] for `secret`) on itself,
+    /// and returns it with the filter's listener, for the caller to serve: a session's
+    /// resident process sends it to the session's host once (module `session`), where the
+    /// host's own spawners serve theirs with [`super::notify::supervise`].
+    pub(crate) fn with_program(
+        name: &str,
+        prog: Vec<Insn>,
+        secret: u64,
+    ) -> std::io::Result<(&'static Spawner, OwnedFd)> {
         let sp: &'static Spawner = Box::leak(Box::new(Spawner {
             secret,
             turn: Mutex::new(()),
@@ -266,9 +281,7 @@ impl Spawner {
         };
         // SAFETY: the thread created this descriptor in the host's table and gave it to us.
         let listener = unsafe { OwnedFd::from_raw_fd(listener) };
-        super::notify::supervise(name, listener, claims)?;
-        tracing::debug!(profile = name, "spawner thread ready");
-        Ok(sp)
+        Ok((sp, listener))
     }
 
     /// The secret this spawner's children pass.
@@ -436,7 +449,7 @@ extern "C" fn noop(_: *mut c_void) -> std::os::raw::c_int {
 fn noop_after(_: *mut c_void, _: isize) {}
 
 /// 64 random bits, never zero (zero is what unused arguments usually hold).
-fn random_secret() -> std::io::Result<u64> {
+pub(crate) fn random_secret() -> std::io::Result<u64> {
     let mut buf = [0u8; 8];
     loop {
         // SAFETY: getrandom writes at most buf.len() bytes into buf.

@@ -191,7 +191,7 @@ fn relay(
     };
     let mut result = process.wait();
     if let Some((sandbox, v)) = &named {
-        crate::exec::name_refusals(&mut result, v, sandbox);
+        crate::exec::name_refusals(&mut result, v, sandbox, &Default::default());
     }
     if gone {
         return;

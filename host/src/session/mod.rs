@@ -24,6 +24,7 @@ mod process;
 #[doc(hidden)]
 pub mod resident;
 pub(crate) mod serve_ops;
+mod shared;
 mod wire;
 
 use process::Layers;
@@ -170,6 +171,12 @@ pub(crate) struct Inner {
     exit_info: bool,
     /// The session's filter notifies a listener: a filtered command without one is stopped.
     notify: bool,
+    /// In the contained tier: the claims the commands' filter carries and the places within
+    /// which their supervising loops make those calls.
+    emulation: Option<crate::exec::session_hook::Emulation>,
+    /// Where the resident has a spawner thread: which command each call of its one listener
+    /// belongs to.
+    routes: Option<Arc<shared::Routes>>,
     policy: Request,
     /// The session's own limits (a command's are at or below them).
     limits: crate::exec::Rlimits,
@@ -236,6 +243,7 @@ impl Session {
         };
         let cancel = opts.cancel.clone().expect("set above");
         let sandbox = crate::exec::sandbox_for(&v, &opts)?;
+        let response = crate::exec::response_of(&v, &sandbox);
         let (tx, rx) = channel();
         let (done_tx, done_rx) = channel::<Result<ExecResult, ExecError>>();
         let engine_sandbox = Arc::clone(&sandbox);
@@ -266,42 +274,102 @@ impl Session {
             ExecError::Setup(e)
         };
         let mut buf = Vec::new();
-        let (addr, exit_info) = match wait_readable(host.as_fd(), Duration::from_secs(30))
-            .and_then(|()| wire::recv::<FromResident>(host.as_fd(), &mut buf))
-        {
-            Ok(Some((
-                FromResident::Hello {
-                    addr,
-                    exit_info,
-                    diag,
-                },
-                fds,
-            ))) => {
-                if let (true, Some(o), Some(fd)) = (diag, &started.owners, fds.into_iter().next()) {
-                    o.diagnose_with(fd);
+        let (addr, exit_info, resident_pid) =
+            match wait_readable(host.as_fd(), Duration::from_secs(30))
+                .and_then(|()| wire::recv::<FromResident>(host.as_fd(), &mut buf))
+            {
+                Ok(Some((
+                    FromResident::Hello {
+                        addr,
+                        exit_info,
+                        diag,
+                    },
+                    fds,
+                ))) => {
+                    let mut fds = fds.into_iter();
+                    let resident_pid = fds.next().as_ref().map_or(-1, process::pid_of);
+                    if let (true, Some(o), Some(fd)) = (diag, &started.owners, fds.next()) {
+                        o.diagnose_with(fd);
+                    }
+                    (addr, exit_info, resident_pid)
                 }
-                (addr, exit_info)
-            }
-            Ok(_) => {
-                cancel.cancel();
-                let _ = engine.join();
-                let why = match done_rx.recv() {
-                    Ok(Ok(r)) => r.stderr.trim().to_string(),
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => String::new(),
-                };
-                return Err(ExecError::Setup(std::io::Error::other(format!(
-                    "the session's resident process ended before it was ready: {why}"
-                ))));
-            }
-            Err(e) => return Err(fail(e)),
-        };
+                Ok(_) => {
+                    cancel.cancel();
+                    let _ = engine.join();
+                    let why = match done_rx.recv() {
+                        Ok(Ok(r)) => r.stderr.trim().to_string(),
+                        Ok(Err(e)) => e.to_string(),
+                        Err(_) => String::new(),
+                    };
+                    return Err(ExecError::Setup(std::io::Error::other(format!(
+                        "the session's resident process ended before it was ready: {why}"
+                    ))));
+                }
+                Err(e) => return Err(fail(e)),
+            };
         // The filter depends on the profile and the path buffer only: compiled and sent once,
-        // before any command (the socket keeps the order).
-        let filter = sandbox.attached_filter(addr).map_err(|e| {
-            cancel.cancel();
-            ExecError::from(e)
-        })?;
+        // before any command (the socket keeps the order). In the contained tier it carries
+        // the claims, whose calls each command's supervising loop makes within the session's
+        // places (module `process`), as a one-shot's supervisor does.
+        let emulation = started.emulation;
+        // The spawner thread in the resident: the filter installed once, on that thread, and
+        // inherited by every filtered command; its one listener is served here for the whole
+        // session (module `shared`). Where it cannot be had, each command installs the filter.
+        let routes = spawner(&host, &sandbox, emulation.as_ref(), &mut buf)
+            .map_err(fail)?
+            .map(|listener| {
+                let routes = Arc::new(shared::Routes::new(
+                    resident_pid,
+                    crate::exec::notify::Slot::routed(
+                        response,
+                        None,
+                        emulation.as_ref().map(|e| e.places.clone()),
+                    ),
+                ));
+                let r = Arc::clone(&routes);
+                let claims = emulation
+                    .as_ref()
+                    .map(|e| e.claims.clone())
+                    .unwrap_or_default();
+                crate::exec::notify::serve_routed(
+                    "session",
+                    listener,
+                    claims,
+                    Box::new(move |tid| r.route(tid)),
+                )
+                .map(|_| routes)
+            })
+            .transpose()
+            .map_err(fail)?;
+        let filter = match (&emulation, sandbox.profile_policy()) {
+            _ if routes.is_some() => None,
+            (Some(e), Some(policy)) => match e.claims.attached_program(policy, addr) {
+                Some(prog) => Some((prog, true)),
+                None => {
+                    // Fail closed: the engine found room for the claims; none is a bug.
+                    cancel.cancel();
+                    return Err(ExecError::Setup(std::io::Error::other(
+                        "the session's filter cannot carry the contained tier's claims",
+                    )));
+                }
+            },
+            _ => sandbox.attached_filter(addr).map_err(|e| {
+                cancel.cancel();
+                ExecError::from(e)
+            })?,
+        };
+        let mut filter = filter;
+        // Without a listener (inside another sandbox's supervisor, gVisor), the answers the
+        // host would give are put in the filter itself, as for a one-shot request; the
+        // engine's plan has said so in the session's warnings.
+        if let (Some((prog, notify)), Err(_)) =
+            (filter.as_mut(), crate::platform::seccomp_listener())
+        {
+            if *notify {
+                crate::exec::answer_in_program(prog, response);
+                *notify = false;
+            }
+        }
         let notify = filter.as_ref().is_some_and(|(_, n)| *n);
         if let Some((prog, notify)) = filter {
             let msg = ToResident::Filter {
@@ -327,6 +395,8 @@ impl Session {
             addr,
             exit_info,
             notify,
+            emulation,
+            routes,
             policy: policy.clone(),
             limits,
             cgroups: session_cgroups,
@@ -397,6 +467,14 @@ impl process::Host for Inner {
     fn layers(&self) -> &Layers {
         &self.layers
     }
+    fn emulation(&self) -> Option<&crate::exec::session_hook::Emulation> {
+        self.emulation.as_ref()
+    }
+    fn unroute(&self, pid: i32) {
+        if let Some(r) = &self.routes {
+            r.remove(pid);
+        }
+    }
     fn command_ended(&self) {
         self.running.fetch_sub(1, Ordering::AcqRel);
         self.touch();
@@ -405,9 +483,26 @@ impl process::Host for Inner {
 
 impl Inner {
     fn end(&self) {
-        self.ended.store(true, Ordering::Release);
+        if self.ended.swap(true, Ordering::AcqRel) {
+            return;
+        }
         crate::sys::shutdown(self.sock.as_raw_fd());
         self.cancel.cancel();
+        // Calls of processes no running command owned (background processes of commands that
+        // had ended) were refused by the session's rules and are named here, once.
+        if let Some(r) = &self.routes {
+            let t = r.unowned().tally();
+            for seen in &t.seen {
+                tracing::warn!(
+                    syscall = crate::policy::NATIVE
+                        .syscall_name(seen.nr)
+                        .unwrap_or("unknown"),
+                    program = seen.program.as_deref().unwrap_or("unknown"),
+                    count = seen.count,
+                    "a process of the session that no running command owned was refused a call"
+                );
+            }
+        }
     }
 
     fn touch(&self) {
@@ -635,7 +730,7 @@ impl Inner {
                 "the resident sent no pidfd",
             )));
         };
-        if filtered && self.notify && listener.is_none() {
+        if filtered && self.routes.is_none() && self.notify && listener.is_none() {
             // Fail closed: the filter's refused calls would have no one to answer them.
             let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
             unroute();
@@ -649,12 +744,30 @@ impl Inner {
             .owners
             .as_ref()
             .map(|o| process::NetRecord::start(o, process::pid_of(&pidfd)));
+        // Its calls on the session's one listener are its own from here on (a refused call it
+        // made meanwhile waits for this, module `shared`).
+        let routed = match &self.routes {
+            Some(routes) if filtered => {
+                let pid = process::pid_of(&pidfd);
+                let slot = crate::exec::notify::Slot::routed(
+                    crate::exec::response_of(&v, &self.sandbox),
+                    Some(crate::exec::notify::MainProgram { pid, init: false }),
+                    self.emulation.as_ref().map(|e| e.places.clone()),
+                );
+                routes.add(pid, Arc::clone(&slot));
+                Some(slot)
+            }
+            _ => None,
+        };
         if let Some(c) = own.as_mut() {
             let pid = process::pid_of(&pidfd);
             if let Err(e) = c.started(pid, &pidfd) {
                 // Fail closed: a memory limit that cannot be watched does not let it run.
                 let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
                 unroute();
+                if let (Some(r), Some(_)) = (&self.routes, &routed) {
+                    r.remove(pid);
+                }
                 return Err(ExecError::Setup(std::io::Error::other(format!(
                     "the command's memory watchdog could not be started: {e}"
                 ))));
@@ -668,6 +781,7 @@ impl Inner {
             plan_warnings: plan.warnings,
             pidfd,
             listener,
+            routed,
             stdin: Some(stdin_w),
             stdout: stdout_r,
             stderr: stderr_r,
@@ -755,6 +869,54 @@ impl Inner {
     /// Sends `sig` to command `id`'s process group.
     pub(crate) fn signal(&self, id: u64, sig: i32) -> std::io::Result<()> {
         wire::send(self.sock.as_fd(), &ToResident::Signal { id, sig }, &[])
+    }
+}
+
+/// Asks the resident for a spawner thread holding the session's filter (x86_64, a profile
+/// whose outer filter is exact, where a listener can be had): the filter is the profile's with
+/// the exemptions for a fresh secret, and the contained tier's claims when `emulation` has
+/// them. Returns its listener, or `None` when the session's commands install the filter each
+/// (no spawner here, or the resident could not start one).
+fn spawner(
+    sock: &OwnedFd,
+    sandbox: &Sandbox,
+    emulation: Option<&crate::exec::session_hook::Emulation>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<OwnedFd>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let Some(base) = sandbox.exact_outer_policy() else {
+            return Ok(None);
+        };
+        if crate::platform::seccomp_listener().is_err() {
+            return Ok(None);
+        }
+        let claims = emulation.map(|e| e.claims.clone()).unwrap_or_default();
+        let secret = crate::exec::spawner::random_secret()?;
+        let Ok(prog) = crate::exec::spawner::program(base, secret, &claims) else {
+            return Ok(None);
+        };
+        let msg = ToResident::Spawner {
+            filter: prog.iter().map(wire::pack).collect(),
+            secret,
+        };
+        wire::send(sock.as_fd(), &msg, &[])?;
+        wait_readable(sock.as_fd(), Duration::from_secs(30))?;
+        match wire::recv::<FromResident>(sock.as_fd(), buf)? {
+            Some((FromResident::Spawner { errno: 0 }, fds)) => Ok(fds.into_iter().next()),
+            Some((FromResident::Spawner { errno }, _)) => {
+                tracing::debug!(errno, "the session's spawner thread did not start");
+                Ok(None)
+            }
+            _ => Err(std::io::Error::other(
+                "the session's resident did not answer for its spawner thread",
+            )),
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (sock, sandbox, emulation, buf);
+        Ok(None)
     }
 }
 

@@ -6,7 +6,7 @@
 //! thread of the command's own, no hand-off of the result); a thread of its own runs it when
 //! something needs it running before anyone waits ([`Run`]).
 
-use crate::exec::notify::{MainProgram, Notifier, Response, Tally};
+use crate::exec::notify::{MainProgram, Notifier, Response, Slot, Tally};
 use crate::exec::{ExecResult, OnViolation, SandboxInfo, Tier, Validated};
 use crate::policy::Action;
 use crate::sandbox::Sandboxed;
@@ -64,6 +64,11 @@ pub(crate) trait Host: Send + Sync {
     fn ended(&self) -> bool;
     /// The session's layers.
     fn layers(&self) -> &Layers;
+    /// In the contained tier: the claims the commands' filter carries and the session's
+    /// places, within which the host makes those calls.
+    fn emulation(&self) -> Option<&crate::exec::session_hook::Emulation>;
+    /// Command `pid`'s result is made: calls on the session's listener are no longer its.
+    fn unroute(&self, pid: i32);
     /// A command started by the session has ended (its thread is done with it).
     fn command_ended(&self);
 }
@@ -271,6 +276,9 @@ pub(crate) struct Start {
     pub plan_warnings: Vec<String>,
     pub pidfd: OwnedFd,
     pub listener: Option<OwnedFd>,
+    /// Where the command inherited the spawner thread's filter: its slot on the session's
+    /// one listener (module `shared`), where its refused calls are counted.
+    pub routed: Option<Arc<Slot>>,
     pub stdin: Option<OwnedFd>,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
@@ -428,9 +436,20 @@ fn supervise(sup: Supervisor) -> ExecResult {
             },
         )),
     };
-    let mut notifier = s
-        .listener
-        .map(|l| Notifier::new(l, response, MainProgram { pid, init: false }));
+    // The contained tier's claimed calls are made within the session's places; a command's
+    // refusals are counted in a slot of its own, so they are named in its result only.
+    let slot = s
+        .inner
+        .emulation()
+        .map(|e| (e.claims.clone(), Slot::own(response, e.places.clone())));
+    let emulated = slot.as_ref().map(|(_, slot)| Arc::clone(slot));
+    let mut notifier = s.listener.map(|l| {
+        let n = Notifier::new(l, response, MainProgram { pid, init: false });
+        match slot {
+            Some((claims, slot)) => n.emulate(claims, slot),
+            None => n,
+        }
+    });
     let events = s.stream.then_some(&tx);
     let mut out = Output::new(s.stdout, s.v.max_output_bytes, true);
     let mut err = Output::new(s.stderr, s.v.max_output_bytes, false);
@@ -558,7 +577,16 @@ fn supervise(sup: Supervisor) -> ExecResult {
     let mut own = s.own;
     let hits = own.as_mut().map(|c| c.hits()).unwrap_or_default();
     s.inner.command_ended();
-    let tally = tally.or(notifier.map(|n| n.tally)).unwrap_or_default();
+    let (tally, emulated) = match &s.routed {
+        Some(slot) => {
+            s.inner.unroute(pid);
+            (slot.tally(), slot.emulated())
+        }
+        None => (
+            tally.or(notifier.map(|n| n.tally)).unwrap_or_default(),
+            emulated.map(|slot| slot.emulated()).unwrap_or_default(),
+        ),
+    };
     let status = status.unwrap_or(libc::SIGKILL);
     result(
         s.inner.as_ref(),
@@ -566,7 +594,7 @@ fn supervise(sup: Supervisor) -> ExecResult {
         s.plan_planned,
         s.plan_warnings,
         status,
-        tally,
+        Refused { tally, emulated },
         out,
         err,
         started,
@@ -578,6 +606,12 @@ fn supervise(sup: Supervisor) -> ExecResult {
         },
         s.net.as_ref(),
     )
+}
+
+/// What a command had refused: by the filter, and by the contained tier's supervisor.
+struct Refused {
+    tally: Tally,
+    emulated: crate::exec::emulate::Tally,
 }
 
 /// A command's own limits and what they stopped.
@@ -594,7 +628,7 @@ fn result(
     planned: Sandboxed,
     plan_warnings: Vec<String>,
     status: i32,
-    tally: Tally,
+    refused: Refused,
     out: Output,
     err: Output,
     started: Instant,
@@ -602,6 +636,7 @@ fn result(
     own: Own,
     net: Option<&NetRecord>,
 ) -> ExecResult {
+    let Refused { tally, emulated } = refused;
     let cancelled = inner.ended()
         && libc::WIFSIGNALED(status)
         && libc::WTERMSIG(status) == libc::SIGKILL
@@ -669,7 +704,9 @@ fn result(
         keep_no_network: v.network.mode.is_none()
             && inner.layers().network == crate::network::Mode::None,
     };
-    let violations = crate::exec::violation_entries(&tally, &v.profile, profile, &asker);
+    let mut violations = crate::exec::violation_entries(&tally, &v.profile, profile, &asker);
+    // The calls the contained tier's supervisor refused this command (module `emulate`).
+    violations.extend(crate::exec::emulated_entries(&emulated, v));
     let violation = tally.killer.clone().map(|(nr, program)| {
         violations
             .iter()
@@ -698,7 +735,7 @@ fn result(
         cancelled,
         violation,
         violations,
-        violations_omitted: tally.omitted,
+        violations_omitted: tally.omitted + emulated.omitted,
         sandboxed: SandboxInfo {
             filter: planned,
             profile: v.profile.clone(),
@@ -720,6 +757,6 @@ fn result(
     };
     // Refusals of the view, Landlock and the network mode, named from this command's own
     // stderr as a one-shot's are, in the words of the session's front end.
-    crate::exec::name_refusals(&mut result, v, inner.sandbox());
+    crate::exec::name_refusals(&mut result, v, inner.sandbox(), &emulated);
     result
 }

@@ -106,6 +106,10 @@ struct Resident {
     filter: Option<(Vec<libc::sock_filter>, bool)>,
     /// The session's environment.
     env: Vec<(OsString, OsString)>,
+    /// The session's spawner thread and its secret, when the host sent its filter: filtered
+    /// commands are cloned by that thread and inherit the filter it installed on itself once.
+    #[cfg(target_arch = "x86_64")]
+    spawner: Option<(&'static crate::exec::spawner::Spawner, u64)>,
 }
 
 fn serve() -> std::io::Result<()> {
@@ -136,6 +140,8 @@ fn serve() -> std::io::Result<()> {
         ],
         filter: None,
         env: std::env::vars_os().collect(),
+        #[cfg(target_arch = "x86_64")]
+        spawner: None,
     };
     // Where the kernel keeps a reaped command's status for its pidfd, it reaps the commands
     // itself and the host reads their status there: a command's exit then wakes the thread
@@ -146,6 +152,9 @@ fn serve() -> std::io::Result<()> {
     // Made here, in the session's network namespace, for the host: a socket answers for the
     // namespace it was made in.
     let diag = crate::sys::netlink_bound(libc::NETLINK_SOCK_DIAG, 0).ok();
+    // The host routes the calls of the spawner's listener by process: its pidfd of this
+    // process tells it the pid its commands' parent has.
+    let me_fd = crate::sys::pidfd_open(std::process::id() as i32, 0)?;
     wire::send(
         sock.as_fd(),
         &FromResident::Hello {
@@ -153,12 +162,12 @@ fn serve() -> std::io::Result<()> {
             exit_info,
             diag: diag.is_some(),
         },
-        &diag
-            .as_ref()
-            .map(|d| d.as_raw_fd())
-            .into_iter()
+        // This process's pidfd first, then the diagnosis socket when `diag`.
+        &std::iter::once(me_fd.as_raw_fd())
+            .chain(diag.as_ref().map(|d| d.as_raw_fd()))
             .collect::<Vec<_>>(),
     )?;
+    drop(me_fd);
     drop(diag);
     // Running commands by pid.
     let mut running: HashMap<i32, Running> = HashMap::new();
@@ -191,6 +200,10 @@ fn serve() -> std::io::Result<()> {
         match msg {
             ToResident::Filter { filter, notify } => {
                 me.filter = Some((filter.into_iter().map(wire::unpack).collect(), notify));
+            }
+            ToResident::Spawner { filter, secret } => {
+                let prog = filter.into_iter().map(wire::unpack_insn).collect();
+                start_spawner(sock.as_fd(), prog, secret, &mut me)?;
             }
             ToResident::Start {
                 id,
@@ -273,6 +286,52 @@ fn serve() -> std::io::Result<()> {
             }
         }
     }
+}
+
+/// Starts the session's spawner thread with `prog` and answers the host: `Spawner` with the
+/// filter's listener (this process keeps no copy of it), or the errno that stopped it.
+#[cfg(target_arch = "x86_64")]
+fn start_spawner(
+    sock: BorrowedFd<'_>,
+    prog: Vec<crate::policy::Insn>,
+    secret: u64,
+    me: &mut Resident,
+) -> std::io::Result<()> {
+    match crate::exec::spawner::Spawner::with_program("session", prog, secret) {
+        Ok((sp, listener)) => {
+            me.spawner = Some((sp, secret));
+            wire::send(
+                sock,
+                &FromResident::Spawner { errno: 0 },
+                &[listener.as_raw_fd()],
+            )
+        }
+        Err(e) => wire::send(
+            sock,
+            &FromResident::Spawner {
+                errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+            },
+            &[],
+        ),
+    }
+}
+
+/// Elsewhere there is no spawner thread (`exec/clone.rs` has no raw clone for it): the host
+/// sends the plain filter instead.
+#[cfg(not(target_arch = "x86_64"))]
+fn start_spawner(
+    sock: BorrowedFd<'_>,
+    _prog: Vec<crate::policy::Insn>,
+    _secret: u64,
+    _me: &mut Resident,
+) -> std::io::Result<()> {
+    wire::send(
+        sock,
+        &FromResident::Spawner {
+            errno: libc::ENOSYS,
+        },
+        &[],
+    )
 }
 
 /// A signalfd for SIGCHLD, which is blocked (children unblock it before exec).
@@ -472,8 +531,14 @@ fn start(
     if stdio.len() != 3 {
         return Err(std::io::Error::from_raw_os_error(libc::EBADF));
     }
+    // A filtered command is cloned by the spawner thread, whose filter it inherits, when the
+    // session has one; else it installs the session's filter itself.
+    #[cfg(target_arch = "x86_64")]
+    let spawner = me.spawner.filter(|_| filtered);
+    #[cfg(not(target_arch = "x86_64"))]
+    let spawner: Option<((), u64)> = None;
     // Fail closed: a filtered command needs the session's filter.
-    let filter = match (filtered, &me.filter) {
+    let filter = match (filtered && spawner.is_none(), &me.filter) {
         (false, _) => None,
         (true, Some(f)) => Some(f),
         (true, None) => {
@@ -517,30 +582,38 @@ fn start(
         cwd: cmd.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
         fprog: fprog.as_ref().map_or(std::ptr::null(), |p| p as *const _),
         notify: filter.is_some_and(|(_, n)| *n),
+        secret: spawner.map_or(0, |(_, s)| s),
         path: me.buffer.as_ptr().cast(),
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         report: &report,
     };
-    let top = me.stack.as_mut_ptr_range().end.cast::<libc::c_void>();
     let mut pidfd: libc::c_int = -1;
-    // SAFETY: the child shares this memory and runs `child_entry` on the leaked stack, which
-    // nothing else uses; CLONE_VFORK suspends this (only) thread until the child has exec'd
-    // or exited, so `child`, `report`, the buffer and the stack outlive its use of them.
-    let pid = unsafe {
-        libc::clone(
-            child_entry,
-            top,
-            libc::CLONE_VM
-                | libc::CLONE_VFORK
-                | libc::CLONE_FILES
-                | libc::CLONE_PIDFD
-                | libc::SIGCHLD,
-            &child as *const Child as *mut libc::c_void,
-            &mut pidfd as *mut libc::c_int,
-        )
+    let (pid, clone_errno) = match spawner {
+        #[cfg(target_arch = "x86_64")]
+        Some((sp, _)) => clone_by_spawner(sp, &child, &mut pidfd, me.stack),
+        _ => {
+            let top = me.stack.as_mut_ptr_range().end.cast::<libc::c_void>();
+            // SAFETY: the child shares this memory and runs `child_entry` on the leaked
+            // stack, which nothing else uses; CLONE_VFORK suspends this thread until the
+            // child has exec'd or exited, so `child`, `report`, the buffer and the stack
+            // outlive its use of them.
+            let pid = unsafe {
+                libc::clone(
+                    child_entry,
+                    top,
+                    libc::CLONE_VM
+                        | libc::CLONE_VFORK
+                        | libc::CLONE_FILES
+                        | libc::CLONE_PIDFD
+                        | libc::SIGCHLD,
+                    &child as *const Child as *mut libc::c_void,
+                    &mut pidfd as *mut libc::c_int,
+                )
+            };
+            (pid, std::io::Error::last_os_error())
+        }
     };
-    let clone_errno = std::io::Error::last_os_error();
     // The child replaced 0, 1 and 2 of the shared table with the command's streams (its exec
     // took a copy of the table first): the resident's own come back.
     for (i, fd) in me.std.iter().enumerate() {
@@ -597,6 +670,51 @@ fn start(
     Ok(Some((pid, pidfd)))
 }
 
+/// Has the session's spawner thread clone the child (`CLONE_VM | CLONE_VFORK | CLONE_FILES`,
+/// as this process does itself otherwise) on `stack`; the child inherits the thread's filter.
+/// This thread waits until the spawner thread is back (the child has exec'd or exited).
+#[cfg(target_arch = "x86_64")]
+fn clone_by_spawner(
+    sp: &'static crate::exec::spawner::Spawner,
+    child: &Child,
+    pidfd: &mut libc::c_int,
+    stack: &mut [u128],
+) -> (i32, std::io::Error) {
+    let args = crate::exec::clone::CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::CLONE_PIDFD) as u64,
+        pidfd: pidfd as *mut libc::c_int as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: stack.as_mut_ptr() as u64,
+        stack_size: std::mem::size_of_val(stack) as u64,
+        ..Default::default()
+    };
+    // Released by the spawner thread only when the clone fails; nobody waits on it here.
+    let phase = std::sync::atomic::AtomicU32::new(1);
+    // SAFETY: `args`, `child` (and what it points to), `pidfd` and `stack` live until the
+    // ticket is waited for, which is after the child has exec'd or exited (CLONE_VFORK
+    // suspends the spawner thread until then); the stack is used by one child at a time.
+    let r = unsafe {
+        sp.post(
+            &args,
+            child as *const Child as *mut libc::c_void,
+            &phase,
+            child_entry,
+            after_clone,
+        )
+    }
+    .wait();
+    if r < 0 {
+        (-1, std::io::Error::from_raw_os_error(-r as i32))
+    } else {
+        (r as i32, std::io::Error::from_raw_os_error(0))
+    }
+}
+
+/// The spawner thread's step after a session's clone: nothing (the resident reads the
+/// child's report itself).
+#[cfg(target_arch = "x86_64")]
+fn after_clone(_: *mut libc::c_void, _: isize) {}
+
 /// What the cloned child needs, all prepared before the clone.
 struct Child {
     /// `cgroup.procs` of the command's own cgroups (-1: none), joined first.
@@ -605,6 +723,10 @@ struct Child {
     cwd: *const libc::c_char,
     fprog: *const libc::sock_fprog,
     notify: bool,
+    /// The spawner's secret, which every call of the child carries in an argument the kernel
+    /// ignores for it (0 when the child installs the filter itself): the spawner thread's
+    /// filter, which the child inherits, exempts exactly those calls.
+    secret: u64,
     path: *const libc::c_char,
     argv: *const *const libc::c_char,
     envp: *const *const libc::c_char,
@@ -617,8 +739,11 @@ extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
 }
 
 /// The cloned child: joins its streams and its own session, installs the filter (its listener
-/// lands in the table it shares with the resident), execs. Raw calls only, and no allocation:
-/// it runs on the resident's memory.
+/// lands in the table it shares with the resident) unless it inherited the spawner thread's,
+/// execs. Raw calls only, and no allocation: it runs on the resident's memory. Each call
+/// carries the spawner's secret (`c.secret`) in the argument `exec/spawner.rs`'s
+/// `SECRET_CALLS` names for it, so that the inherited filter lets it through; without a
+/// spawner the secret is 0 and those arguments are ignored.
 ///
 /// # Safety
 /// Called once, in the child of `clone(CLONE_VM | CLONE_VFORK | CLONE_FILES)`, with `c`'s
@@ -628,42 +753,70 @@ unsafe fn child_main(c: &Child) -> ! {
     // memory.
     unsafe {
         let report = &*c.report;
+        let secret = c.secret;
         let fail = |stage: i32| -> ! {
             report
                 .errno
                 .store(*libc::__errno_location(), Ordering::Relaxed);
             report.stage.store(stage, Ordering::Release);
+            libc::syscall(libc::SYS_exit_group, 127, secret);
             libc::_exit(127)
         };
-        // The resident blocks SIGCHLD and std ignores SIGPIPE: a command starts with neither.
-        let mut none: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut none);
-        if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0
-            || libc::signal(libc::SIGPIPE, libc::SIG_DFL) == libc::SIG_ERR
+        // The resident blocks SIGCHLD (the spawner thread every signal) and std ignores
+        // SIGPIPE: a command starts with neither. The kernel's sigset is 8 bytes; its
+        // sigaction all zeros is SIG_DFL with no flags and an empty mask.
+        let none = 0u64;
+        let default = [0u64; 4];
+        if libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &none as *const u64,
+            std::ptr::null::<u64>(),
+            8usize,
+            secret,
+        ) != 0
+            || libc::syscall(
+                libc::SYS_rt_sigaction,
+                libc::SIGPIPE,
+                default.as_ptr(),
+                std::ptr::null::<u64>(),
+                8usize,
+                secret,
+            ) != 0
         {
             fail(0);
         }
         // The command's own cgroups (its limits), before it can start anything: `0` moves
         // the writer. The host opened the files; the kernel checks the opener's rights.
         for &fd in &c.cgroups {
-            if fd >= 0 && libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+            if fd >= 0 && libc::syscall(libc::SYS_write, fd, b"0".as_ptr(), 1usize, secret) != 1 {
                 fail(6);
             }
         }
-        if libc::setsid() < 0 {
+        if libc::syscall(libc::SYS_setsid, secret) < 0 {
             fail(0);
         }
         for (i, &fd) in c.stdio.iter().enumerate() {
-            if libc::dup2(fd, i as i32) < 0 {
+            // The streams came with the start message, above 2 (the resident's own 0, 1 and
+            // 2 are open): dup3 never meets its own source.
+            if libc::syscall(libc::SYS_dup3, fd, i as libc::c_int, 0, secret) < 0 {
                 fail(1);
             }
         }
         // A terminal as stdin (a command started with a pty) becomes the controlling
         // terminal of the new session, so that it gets SIGWINCH and ^C like a shell's job.
-        if libc::isatty(0) == 1 && libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+        let mut term: libc::termios = std::mem::zeroed();
+        let tty = libc::syscall(
+            libc::SYS_ioctl,
+            0,
+            libc::TCGETS,
+            &mut term as *mut libc::termios,
+            secret,
+        ) == 0;
+        if tty && libc::syscall(libc::SYS_ioctl, 0, libc::TIOCSCTTY, 0, secret) != 0 {
             fail(1);
         }
-        if !c.cwd.is_null() && libc::chdir(c.cwd) != 0 {
+        if !c.cwd.is_null() && libc::syscall(libc::SYS_chdir, c.cwd, secret) != 0 {
             fail(2);
         }
         if !c.fprog.is_null() {
@@ -690,7 +843,7 @@ unsafe fn child_main(c: &Child) -> ! {
                 report.listener.store(rc as i32, Ordering::Release);
             }
         }
-        libc::execve(c.path, c.argv, c.envp);
+        libc::syscall(libc::SYS_execve, c.path, c.argv, c.envp, secret);
         fail(5)
     }
 }

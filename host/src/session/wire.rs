@@ -25,6 +25,16 @@ pub(crate) enum ToResident {
         /// The filter notifies a listener, which goes to the host with the command's pidfd.
         notify: bool,
     },
+    /// The session's spawner filter (x86_64), sent once before any command instead of
+    /// [`ToResident::Filter`]: the resident starts a thread that installs it on itself with a
+    /// listener and clones every filtered command, which inherits it; the calls the thread and
+    /// a child before its exec make carry `secret` (`exec/spawner.rs`). The resident answers
+    /// [`FromResident::Spawner`].
+    Spawner {
+        /// Each instruction packed as for `Filter`.
+        filter: Vec<u64>,
+        secret: u64,
+    },
     /// Start a command; its stdin, stdout and stderr come as descriptors, then the resident's
     /// end of the command's own reply socket, on which it answers `Started` or `Failed` and,
     /// once the command has ended, `Exited` (the command's thread reads it directly: no
@@ -53,7 +63,9 @@ pub(crate) enum ToResident {
 pub(crate) enum FromResident {
     /// The resident is ready; commands' `execve` names the path buffer at `addr`. With
     /// `exit_info`, the kernel reaps its commands and keeps each one's exit status for its
-    /// pidfd (Linux 6.15): no `Exited` comes, the host reads the status from the pidfd.
+    /// pidfd (Linux 6.15): no `Exited` comes, the host reads the status from the pidfd. A
+    /// pidfd of the resident itself comes along (its pid as the host sees it: commands are
+    /// its children).
     Hello {
         addr: u64,
         #[serde(default)]
@@ -64,6 +76,9 @@ pub(crate) enum FromResident {
         #[serde(default)]
         diag: bool,
     },
+    /// The spawner thread's answer: `errno` 0 and its filter's listener alongside, or why it
+    /// could not start (the host then sends `Filter`, and each command installs it).
+    Spawner { errno: i32 },
     /// Command `id` runs: its pidfd comes along, then its listener when `listener`.
     Started { id: u64, listener: bool },
     /// Command `id` could not be started: the step and its errno.
@@ -113,6 +128,17 @@ pub(crate) fn recv_at_most<T: for<'de> Deserialize<'de>>(
 /// A filter instruction packed into one number.
 pub(crate) fn pack(i: &crate::policy::Insn) -> u64 {
     (i.code as u64) << 48 | (i.jt as u64) << 40 | (i.jf as u64) << 32 | i.k as u64
+}
+
+/// A packed instruction as the filter compiler's (for the spawner thread, which takes those).
+pub(crate) fn unpack_insn(w: u64) -> crate::policy::Insn {
+    let f = unpack(w);
+    crate::policy::Insn {
+        code: f.code,
+        jt: f.jt,
+        jf: f.jf,
+        k: f.k,
+    }
 }
 
 /// The kernel's form of a packed instruction.

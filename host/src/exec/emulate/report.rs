@@ -5,8 +5,8 @@ use super::claims::{makes_unix_sockets, numbers};
 use super::places::{Refused, Why};
 
 /// The warning of a contained-tier run whose metadata calls and connects cannot reach the host
-/// (a session's commands install their own filter; a filter attached in the child that cannot
-/// hand its listener to the host, or cannot carry the claims): the protection is missing, and
+/// (a filter attached in the child that cannot hand its listener to the host, or cannot carry
+/// the claims; a session without a listener): the protection is missing, and
 /// the run says so. `None` when the profile allows none of the calls (nothing is missing).
 /// `listener` is false where seccomp filters can have no listener (inside another sandbox,
 /// whose supervisor holds it): the warning then says that instead.
@@ -47,8 +47,8 @@ pub(crate) fn unguarded(
         ));
     }
     Some(format!(
-        "sandbox: warning: {what} (a session's commands, or a filter that cannot hand its \
-         listener to the host, have no supervisor to make those calls); {isolated} where \
+        "sandbox: warning: {what} (a filter that cannot hand its listener to the host, or \
+         cannot carry the claimed calls, has no supervisor to make those calls); {isolated} where \
          namespaces are available keeps them"
     ))
 }
