@@ -1230,6 +1230,10 @@ fn a_session_works_inside(shape: Shape) {
             sleep 0.2
         done
         echo hi | /t/sandbox run --session "$id" -- cat
+        # A file of the user's outside the workspace keeps its mode (the supervisor refuses
+        # the session command's chmod, as a one-shot's).
+        f=/home/u/rc-$(id -u); echo x > $f; chmod 600 $f
+        /t/sandbox run --session "$id" -- chmod 666 $f 2>/dev/null; stat -c %a $f
         /t/sandbox run --session "$id" -- pgrep -f 'http[.]server' >/dev/null && echo server-alive
         /t/sandbox session end "$id" && echo ended
         pgrep -f 'http[.]server' >/dev/null || echo server-gone
@@ -1254,7 +1258,7 @@ fn a_session_works_inside(shape: Shape) {
         let o = b.run(shape, uid, &args, None);
         let out = text(&o.stdout);
         assert_eq!(
-            out, "served-from-the-workspace\nhi\nserver-alive\nended\nserver-gone\n",
+            out, "served-from-the-workspace\nhi\n600\nserver-alive\nended\nserver-gone\n",
             "{who}: {o:?}"
         );
         assert_eq!(o.status.code(), Some(0), "{who}: {o:?}");

@@ -377,3 +377,56 @@ fn without_a_listener_the_session_says_the_calls_are_unguarded() {
         assert!(!warned_unguarded(&r), "{who:?}: {r}");
     }
 }
+
+/// In the isolated tier the view hides the host's sockets that exist when the session starts;
+/// one bound after that is refused by the supervisor as a one-shot's is
+/// (`isolated_late_sockets.rs`): a session's commands carry the isolated tier's claims too.
+/// Control: the filtered tier (`--isolation off --landlock off`) reaches the same late socket.
+#[test]
+fn an_isolated_sessions_command_cannot_reach_a_socket_bound_after_it_started() {
+    for who in BOTH {
+        let ws = owned_dir(who, "sess-isolated-ws");
+        let out = owned_dir(who, "sess-isolated-sock");
+        for (flags, expected) in [
+            (&[][..], "errno 13\n"),
+            (&["--isolation", "off", "--landlock", "off"][..], "hello\n"),
+        ] {
+            let o = sandbox(who)
+                .args([
+                    "session",
+                    "start",
+                    "--allow-root",
+                    "--profile",
+                    "shell-network",
+                ])
+                .args(["--workspace", ws.path().to_str().unwrap()])
+                .args(flags)
+                .current_dir(ws.path())
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            assert_eq!(o.status.code(), Some(0), "{who:?} {flags:?}: {}", text(&o));
+            let id = String::from_utf8_lossy(&o.stdout).trim().to_string();
+            let _ended = Ended(who, id.clone());
+            // Bound after the session started: its view could not hide it.
+            let (_server, sock) = listener(who, out.path());
+            let o = run(who, &id, &["python3", "-c", CONNECT, &sock]);
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout),
+                expected,
+                "{who:?} {flags:?}: {}",
+                text(&o)
+            );
+            if flags.is_empty() {
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(
+                    err.contains("was refused connect")
+                        && err.contains(&format!("--allow-unix-socket {sock}")),
+                    "{who:?}: {}",
+                    text(&o)
+                );
+            }
+            end(who, &id);
+        }
+    }
+}
