@@ -305,7 +305,7 @@ fn cgroup_delegation() -> Result<String, String> {
     let mount = crate::mountinfo::read().and_then(|t| crate::mountinfo::cgroup2(&t));
     let Some(mount) = mount else {
         return Err(format!(
-            "no cgroup v2 hierarchy is mounted: {WHY}; boot with the unified hierarchy"
+            "no cgroup v2 hierarchy is mounted: {WHY}; boot with the unified hierarchy (in a container: a cgroup v2 of its own at /sys/fs/cgroup, which Docker and Kubernetes mount on a cgroup v2 host)"
         ));
     };
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();

@@ -323,15 +323,7 @@ impl Slot {
     /// A slot of one listener's own, registered nowhere: a session's command, whose claimed
     /// calls the host makes within `places` and whose refusals are counted here.
     pub(crate) fn own(response: Response, places: super::emulate::Places) -> Arc<Slot> {
-        let slot = Slot {
-            response,
-            main: OnceLock::new(),
-            state: Mutex::default(),
-            places: OnceLock::new(),
-            emulated: Mutex::default(),
-        };
-        let _ = slot.places.set(places);
-        Arc::new(slot)
+        Slot::routed(response, None, Some(places))
     }
 
     /// A slot of a process tree that a routed listener's calls go to ([`serve_routed`]): a
