@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::contained::{compile_c, owned_dir, text};
+use common::unix_listener::{listener, suffixed, wait_for};
 use common::{command, As, BOTH, SANDBOX};
 
 /// `late stream PATH`: connects to PATH and prints `stream 0 <answer>` or `stream ERRNO`;
@@ -68,22 +69,6 @@ int main(int argc, char **argv) {
 }
 "#;
 
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_for(p: &Path) {
-    let until = Instant::now() + Duration::from_secs(20);
-    while !p.exists() {
-        assert!(Instant::now() < until, "{} never appeared", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The dynamic and the static build of [`LATE_C`], in a directory every user may read.
 fn programs(dir: &Path) -> [PathBuf; 2] {
     fs::set_permissions(dir, fs::Permissions::from_mode(0o755)).unwrap();
@@ -91,53 +76,6 @@ fn programs(dir: &Path) -> [PathBuf; 2] {
         compile_c(dir, "late", LATE_C, false),
         compile_c(dir, "late-static", LATE_C, true),
     ]
-}
-
-/// A python3 listener run by `who` at `path`, bound when this is called: a stream one answers
-/// `pong` and logs `connected`, a datagram one logs what it gets, in `path.log`.
-fn listener(who: As, path: &Path, datagram: bool) -> Killed {
-    let script = r#"
-import os, socket, sys
-path, kind = sys.argv[1], sys.argv[2]
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM if kind == "dgram" else socket.SOCK_STREAM)
-s.bind(path)
-os.chmod(path, 0o777)
-if kind == "dgram":
-    open(path + ".ready", "w").close()
-    while True:
-        data = s.recv(100)
-        with open(path + ".log", "ab") as f:
-            f.write(data + b"\n")
-else:
-    s.listen(8)
-    open(path + ".ready", "w").close()
-    while True:
-        c, _ = s.accept()
-        with open(path + ".log", "ab") as f:
-            f.write(b"connected\n")
-        c.sendall(b"pong")
-        c.close()
-"#;
-    for p in [
-        path.to_path_buf(),
-        suffixed(path, ".ready"),
-        suffixed(path, ".log"),
-    ] {
-        let _ = fs::remove_file(p);
-    }
-    let child = command(who, "python3")
-        .args(["-c", script])
-        .arg(path)
-        .arg(if datagram { "dgram" } else { "stream" })
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(&suffixed(path, ".ready"));
-    Killed(child)
-}
-
-fn suffixed(p: &Path, s: &str) -> PathBuf {
-    PathBuf::from(format!("{}{s}", p.display()))
 }
 
 /// The listener's log once it has something (a datagram arrives after its sender exits), or

@@ -9,11 +9,12 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 
+use common::unix_listener::{listener, wait_for, Killed};
 use common::{command, As, BOTH, SANDBOX};
 
 /// `sandbox run ARGS` as `who` in `cwd`: Landlock off unless ARGS name it.
@@ -56,63 +57,6 @@ fn workspace() -> tempfile::TempDir {
         .unwrap();
     fs::set_permissions(d.path(), fs::Permissions::from_mode(0o777)).unwrap();
     d
-}
-
-struct Killed(Child);
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_for(path: &Path) {
-    let start = Instant::now();
-    while !path.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A unix listener at `path` run by `who`, answering `pong` on stream connections and
-/// recording datagrams in `path.log`.
-fn listener(who: As, path: &Path, datagram: bool) -> Killed {
-    let script = r#"
-import os, socket, sys
-path, kind = sys.argv[1], sys.argv[2]
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM if kind == "dgram" else socket.SOCK_STREAM)
-s.bind(path)
-os.chmod(path, 0o777)
-if kind == "dgram":
-    open(path + ".ready", "w").close()
-    while True:
-        data = s.recv(100)
-        with open(path + ".log", "ab") as f:
-            f.write(data + b"\n")
-else:
-    s.listen(8)
-    open(path + ".ready", "w").close()
-    while True:
-        c, _ = s.accept()
-        with open(path + ".log", "ab") as f:
-            f.write(b"connected\n")
-        c.sendall(b"pong")
-        c.close()
-"#;
-    let child = command(who, "python3")
-        .args(["-c", script])
-        .arg(path)
-        .arg(if datagram { "dgram" } else { "stream" })
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let ready = PathBuf::from(format!("{}.ready", path.display()));
-    wait_for(&ready);
-    Killed(child)
 }
 
 /// A python client line that reaches the socket at `path` (stream: prints the answer;

@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 pub mod contained;
 pub mod moby;
 pub mod runc;
+pub mod unix_listener;
 
 /// The `sandbox` binary under test.
 pub const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
