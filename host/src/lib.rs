@@ -49,8 +49,9 @@ pub use sandbox::{SandboxError, Sandboxed, StaticBinaryAction};
 pub use sandbox_policy::profile::{Profile, ProfileError};
 
 // Internals used by the `sandbox` command and the tests: not part of the API.
-#[doc(hidden)]
 pub mod admission;
+#[doc(hidden)]
+mod aside;
 #[doc(hidden)]
 pub mod check;
 #[doc(hidden)]

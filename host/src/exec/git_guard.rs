@@ -143,11 +143,7 @@ fn replace(path: &Path, bytes: &[u8], like: Owner) -> std::io::Result<()> {
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::other("no file name"))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.sandbox-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = path.with_file_name(crate::aside::name(&name.to_string_lossy(), "restore"));
     let mode = like.mode;
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()

@@ -41,7 +41,7 @@ const HOLD_WAIT: Duration = Duration::from_secs(2);
 
 /// How often covering starts over when the path changes under it (made or removed by another
 /// job meanwhile).
-const ATTEMPTS: usize = 8;
+const ATTEMPTS: usize = 32;
 
 /// (device, inode): what a record names and a removal checks.
 type Id = (u64, u64);
@@ -204,13 +204,13 @@ pub(crate) fn cover(path: &Path, dir: bool) -> std::io::Result<Covered> {
             // Written aside and linked into place: the placeholder appears with its text or
             // not at all (an empty `commondir` makes every git command in the repository fail).
             use std::io::Write;
-            let tmp = missing.with_file_name(format!(
-                ".{}.sandbox-{}",
-                missing
+            // Named for this call alone (module `aside`).
+            let tmp = missing.with_file_name(crate::aside::name(
+                &missing
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default(),
-                std::process::id()
+                "made",
             ));
             let made = std::fs::OpenOptions::new()
                 .write(true)

@@ -201,7 +201,7 @@ pub fn write(root: &OwnedFd, path: &str, bytes: &[u8], mode: u32) -> Result<(), 
     let dir = parent(root, &parts, true)?;
     no_escape(&dir, name)?;
     // A directory's descriptor opened with O_PATH serves as the base of the *at calls.
-    let tmp_name = format!(".{name}.sandbox-put-{}", std::process::id());
+    let tmp_name = crate::aside::name(name, "put");
     let tmp = cstr(&tmp_name)?;
     let target = cstr(name)?;
     // O_EXCL|O_NOFOLLOW: an existing file or symlink of that name is never written through.
