@@ -48,10 +48,11 @@ pub use network::Mode as NetworkMode;
 pub use sandbox::{SandboxError, Sandboxed, StaticBinaryAction};
 pub use sandbox_policy::profile::{Profile, ProfileError};
 
-// Internals used by the `sandbox` command and the tests: not part of the API.
-pub mod admission;
-#[doc(hidden)]
 mod aside;
+
+// Internals used by the `sandbox` command and the tests: not part of the API.
+#[doc(hidden)]
+pub mod admission;
 #[doc(hidden)]
 pub mod check;
 #[doc(hidden)]
