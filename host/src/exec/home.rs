@@ -320,7 +320,25 @@ fn empty_file(p: &Path) -> std::io::Result<()> {
         match std::fs::symlink_metadata(p) {
             Ok(m) if m.is_file() && m.len() == 0 => return Ok(()),
             Ok(m) if m.is_dir() => gone(std::fs::remove_dir_all(p))?,
-            Ok(_) => gone(std::fs::remove_file(p))?,
+            // Replaced by an empty file in one rename: the name never goes missing for a
+            // concurrent job whose view binds it read-only at that moment (removing it first
+            // failed such a job's mounts with ENOENT now and then).
+            Ok(_) => {
+                let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+                let tmp = p.with_file_name(crate::aside::name(&name.unwrap_or_default(), "empty"));
+                let made = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o444)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&tmp)
+                    .and_then(|_| std::fs::rename(&tmp, p));
+                if made.is_err() {
+                    let _ = std::fs::remove_file(&tmp);
+                }
+                made?;
+                return Ok(());
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
@@ -561,6 +579,33 @@ mod tests {
 
     /// A job that replaced `.config` or `.cargo` with a link out of the home gets the link
     /// removed, never what it points to.
+    #[test]
+    fn a_changed_configuration_file_is_emptied_in_place_and_a_link_replaced() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("gitconfig");
+        std::fs::write(&f, "[core]\n\tfsmonitor = evil\n").unwrap();
+        empty_file(&f).unwrap();
+        let m = std::fs::symlink_metadata(&f).unwrap();
+        assert!(m.is_file() && m.len() == 0);
+        assert_eq!(m.permissions().mode() & 0o777, 0o444);
+        // A link is replaced itself; what it pointed to is left as it was.
+        let outside = t.path().join("outside");
+        std::fs::write(&outside, "keep").unwrap();
+        let _ = std::fs::remove_file(&f);
+        std::os::unix::fs::symlink(&outside, &f).unwrap();
+        empty_file(&f).unwrap();
+        assert!(std::fs::symlink_metadata(&f).unwrap().is_file());
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+        // Nothing written aside is left beside it.
+        let left: Vec<_> = std::fs::read_dir(t.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left.len(), 2, "{left:?}");
+    }
+
     #[test]
     fn prepare_follows_no_link_out_of_the_home() {
         let t = tempfile::tempdir().unwrap();
