@@ -27,6 +27,7 @@ pub mod oci;
 pub mod policy;
 #[cfg(feature = "std")]
 pub mod profile;
+pub mod spawner;
 pub mod syscalls;
 
 pub use action::Action;

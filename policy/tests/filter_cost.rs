@@ -4,6 +4,7 @@
 
 use sandbox_policy::bpf::{self, Insn};
 use sandbox_policy::profile::Profile;
+use sandbox_policy::spawner::SECRET_CALLS;
 use sandbox_policy::{Policy, NATIVE};
 
 /// Instructions executed for `nr` with zero arguments, and whether the walk stayed on the
@@ -44,47 +45,6 @@ fn builtin(name: &str) -> Option<Box<Policy>> {
         .policy(NATIVE, None)
         .unwrap()
 }
-
-/// The calls the host's spawner exempts when they carry its secret, and the argument holding
-/// it (a copy of `SECRET_CALLS` in host/src/exec/spawner.rs): its program is the profile's
-/// with these rules first.
-const SECRET_CALLS: &[(&str, u8)] = &[
-    ("clone3", 2),
-    ("clone", 5),
-    ("futex", 4),
-    ("rt_sigaction", 4),
-    ("setsid", 0),
-    ("chdir", 1),
-    ("dup3", 3),
-    ("close_range", 3),
-    ("prlimit64", 4),
-    ("landlock_restrict_self", 2),
-    ("exit_group", 1),
-    ("rt_sigprocmask", 4),
-    ("execve", 3),
-    ("prctl", 4),
-    ("capset", 2),
-    ("openat", 4),
-    ("write", 3),
-    ("close", 1),
-    ("socket", 3),
-    ("ioctl", 3),
-    ("setsockopt", 5),
-    ("bind", 3),
-    ("listen", 2),
-    ("sendmsg", 3),
-    ("mount", 5),
-    ("mount_setattr", 5),
-    ("mkdirat", 3),
-    ("open_tree", 3),
-    ("move_mount", 5),
-    ("symlinkat", 3),
-    ("landlock_create_ruleset", 3),
-    ("landlock_add_rule", 4),
-    ("rt_sigtimedwait", 4),
-    ("wait4", 4),
-    ("kill", 2),
-];
 
 /// `name`'s policy with the spawner's exemptions, as the engine attaches it.
 fn exempted(name: &str) -> Option<Box<Policy>> {

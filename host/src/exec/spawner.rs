@@ -40,48 +40,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// Every call the spawner thread and a child before exec make, with the position of the first
 /// argument the kernel ignores for it (where the secret goes; `spawn.rs`'s `ksys!` puts it
-/// there).
-pub const SECRET_CALLS: &[(&str, u8)] = &[
-    // The spawner thread.
-    ("clone3", 2),
-    // Where `clone3` is refused (`clone::clone3_works`); clone uses five arguments.
-    ("clone", 5),
-    ("futex", 4),
-    // The child.
-    ("rt_sigaction", 4),
-    ("setsid", 0),
-    ("chdir", 1),
-    ("dup3", 3),
-    ("close_range", 3),
-    ("prlimit64", 4),
-    ("landlock_restrict_self", 2),
-    ("exit_group", 1),
-    ("rt_sigprocmask", 4),
-    ("execve", 3),
-    // With namespaces: the init (spawn/init.rs) and the program's capability drop.
-    ("prctl", 4),
-    ("capset", 2),
-    ("openat", 4),
-    ("write", 3),
-    ("close", 1),
-    ("socket", 3),
-    ("ioctl", 3),
-    ("setsockopt", 5),
-    ("bind", 3),
-    ("listen", 2),
-    ("sendmsg", 3),
-    ("mount", 5),
-    ("mount_setattr", 5),
-    ("mkdirat", 3),
-    ("open_tree", 3),
-    ("move_mount", 5),
-    ("symlinkat", 3),
-    ("landlock_create_ruleset", 3),
-    ("landlock_add_rule", 4),
-    ("rt_sigtimedwait", 4),
-    ("wait4", 4),
-    ("kill", 2),
-];
+/// there). The list is the policy crate's, which measures the filter it makes too.
+pub use crate::policy::spawner::SECRET_CALLS;
 
 /// The spawner thread's filter: `base` (the profile's exact outer policy) with the calls of
 /// [`SECRET_CALLS`] exempted when they carry `secret`, and `trap` turned into a user
