@@ -4,42 +4,11 @@
 
 mod common;
 
-use common::{As, BOTH, NOBODY, SANDBOX};
+use common::{as_both, As, SANDBOX};
 use sandbox_host::exec::{ExecResult, Request};
 use sandbox_host::session::{Command, Session, SessionOptions};
 
-/// Set in the re-executed test binary that runs one test as uid 65534.
-const INNER: &str = "SESSION_LIMITS_TEST_AS_NOBODY";
-
 const MIB: u64 = 1024 * 1024;
-
-/// Runs `body` as root here, then this very test as uid 65534 in a bare environment.
-fn as_both(name: &str, body: impl Fn(As)) {
-    if std::env::var_os(INNER).is_some() {
-        body(As::Nobody);
-        return;
-    }
-    for who in BOTH {
-        match who {
-            As::Root => body(As::Root),
-            As::Nobody => {
-                let exe = std::env::current_exe().expect("the test binary");
-                let out = common::command(As::Nobody, exe)
-                    .args(["--exact", name, "--nocapture", "--test-threads=1"])
-                    .env(INNER, "1")
-                    .current_dir("/")
-                    .output()
-                    .expect("run the test as uid 65534");
-                let text = String::from_utf8_lossy(&out.stdout).into_owned()
-                    + &String::from_utf8_lossy(&out.stderr);
-                assert!(
-                    out.status.success() && text.contains("1 passed"),
-                    "as uid {NOBODY}: {text}"
-                );
-            }
-        }
-    }
-}
 
 /// A directory of the test's user in /var/tmp (uid 65534 owns its own).
 fn tempdir(prefix: &str) -> tempfile::TempDir {

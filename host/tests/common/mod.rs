@@ -82,3 +82,36 @@ pub fn output_with_input(cmd: &mut Command, input: &[u8]) -> std::process::Outpu
         .expect("write the input");
     child.wait_with_output().expect("wait for the command")
 }
+
+/// Set in a re-executed test binary that runs one test as uid 65534 ([`as_both`]).
+const AS_NOBODY: &str = "SANDBOX_TEST_AS_NOBODY";
+
+/// Runs `body` as root here, then the test `name` of this very binary again as uid 65534 in
+/// a bare environment (for tests whose body uses the library in-process: it must run as that
+/// user itself, not only start commands as it).
+pub fn as_both(name: &str, body: impl Fn(As)) {
+    if std::env::var_os(AS_NOBODY).is_some() {
+        body(As::Nobody);
+        return;
+    }
+    for who in BOTH {
+        match who {
+            As::Root => body(As::Root),
+            As::Nobody => {
+                let exe = std::env::current_exe().expect("the test binary");
+                let out = command(As::Nobody, exe)
+                    .args(["--exact", name, "--nocapture", "--test-threads=1"])
+                    .env(AS_NOBODY, "1")
+                    .current_dir("/")
+                    .output()
+                    .expect("run the test as uid 65534");
+                let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                    + &String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success() && text.contains("1 passed"),
+                    "as uid {NOBODY}: {text}"
+                );
+            }
+        }
+    }
+}
