@@ -67,6 +67,11 @@ mod tests {
     const HOST: &[(&str, &str)] = &[
         ("sys.rs", "the boundary module"),
         (
+            "sys/raw.rs",
+            "the boundary module's raw system call, which returns -errno and touches no libc \
+             state (a child sharing its parent's memory and TLS makes it)",
+        ),
+        (
             "sys/emulate.rs",
             "the boundary module's part for the supervisor's emulated calls (changes through `O_PATH` \
              descriptors, a pty peer handed into the job)",
@@ -93,8 +98,18 @@ mod tests {
         (
             "session/resident.rs",
             "a session's resident: clones each command sharing its memory and descriptor \
-             table, and runs the child between clone and exec (its process group, the \
-             profile's filter, the listener made in the shared table), raw calls only",
+             table (the commands its main thread starts)",
+        ),
+        (
+            "session/child.rs",
+            "a session command's child between clone and exec (its process group, the \
+             profile's filter, the listener made in the shared table): it shares the \
+             resident's memory, so raw calls only, on memory prepared before the clone",
+        ),
+        (
+            "session/start_socket.rs",
+            "a session's spawner thread under its filter: receives starts and clones each \
+             command onto a slot's memory, in raw calls that carry the secret, no allocation",
         ),
         (
             "exec/spawner.rs",

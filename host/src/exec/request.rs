@@ -391,6 +391,25 @@ impl Request {
         })
     }
 
+    /// This request's validation with `base`, the validation of the same request with other
+    /// arguments: only `argv` and the program it names are checked and resolved again. A
+    /// session's command that changes nothing but its arguments is validated so, without
+    /// redoing its session's environment, home and paths on every command.
+    pub(crate) fn validate_argv_on(&self, base: &Validated) -> Result<Validated, Refusal> {
+        let argv = validate_argv(&self.argv)?;
+        let search = base
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .map_or("", |(_, v)| v.as_str());
+        let program = resolve_program(&argv[0], search)?;
+        Ok(Validated {
+            program,
+            argv,
+            ..base.clone()
+        })
+    }
+
     /// The `secret_env` names resolved to their values in `env`: each must name a variable of
     /// the request once, with a value long enough to be told apart from ordinary output.
     fn secrets(&self) -> Result<Vec<(String, String)>, Refusal> {

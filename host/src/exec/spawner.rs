@@ -200,7 +200,7 @@ impl Spawner {
         let secret = random_secret()?;
         let prog = program(base, secret, &claims)
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-        let (sp, listener) = Spawner::with_program(name, prog, secret)?;
+        let (sp, listener) = Spawner::with_program(name, prog, secret, None)?;
         super::notify::supervise(name, listener, claims)?;
         tracing::debug!(profile = name, "spawner thread ready");
         Ok(sp)
@@ -210,10 +210,14 @@ impl Spawner {
     /// and returns it with the filter's listener, for the caller to serve: a session's
     /// resident process sends it to the session's host once (module `session`), where the
     /// host's own spawners serve theirs with [`super::notify::supervise`].
+    ///
+    /// With `then`, the thread runs that loop once its filter is on instead of taking
+    /// [`Spawner::post`]ed jobs (a session's start socket, module `session::start_socket`).
     pub(crate) fn with_program(
         name: &str,
         prog: Vec<Insn>,
         secret: u64,
+        then: Option<Then>,
     ) -> std::io::Result<(&'static Spawner, OwnedFd)> {
         let sp: &'static Spawner = Box::leak(Box::new(Spawner {
             secret,
@@ -231,7 +235,7 @@ impl Spawner {
         }));
         std::thread::Builder::new()
             .name(format!("sandbox-spawn-{name}"))
-            .spawn(move || serve(sp, prog))?;
+            .spawn(move || serve(sp, prog, then))?;
         let listener = loop {
             match sp.ready.load(Ordering::Acquire) {
                 0 => futex(&sp.ready, libc::FUTEX_WAIT, 0, 0),
@@ -287,6 +291,17 @@ impl Spawner {
     }
 }
 
+/// A loop a spawner thread runs instead of taking jobs, once its filter is on: `run(ctx,
+/// secret)`, which never returns, makes raw calls carrying the secret only and does not
+/// allocate.
+pub(crate) struct Then {
+    pub(crate) run: unsafe fn(*mut c_void, u64) -> !,
+    pub(crate) ctx: *mut c_void,
+}
+
+// SAFETY: `ctx` is handed to the one thread that runs `run`, and used by it alone.
+unsafe impl Send for Then {}
+
 /// A posted clone; [`Ticket::wait`] gives its result and frees the spawner for the next one.
 /// Dropped without waiting, it still waits: the spawner thread may be reading the caller's
 /// clone arguments.
@@ -333,7 +348,7 @@ impl Drop for Ticket<'_> {
 /// The spawner thread: install the filter on itself, then clone children on request. After
 /// the filter is installed it makes only `futex` and `clone3` (or `clone`) calls carrying the
 /// secret, and never allocates, blocks a signal handler or exits.
-fn serve(sp: &'static Spawner, prog: Vec<Insn>) {
+fn serve(sp: &'static Spawner, prog: Vec<Insn>, then: Option<Then>) {
     // SAFETY: signal mask, no_new_privs and seccomp of this thread only, on locals and `prog`.
     let rc = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
@@ -369,6 +384,10 @@ fn serve(sp: &'static Spawner, prog: Vec<Insn>) {
     futex(&sp.ready, libc::FUTEX_WAKE, 1, sp.secret);
     if rc < 0 {
         return;
+    }
+    if let Some(t) = then {
+        // SAFETY: `Then`'s contract: the loop was made for this thread and this filter.
+        unsafe { (t.run)(t.ctx, sp.secret) }
     }
     loop {
         let s = sp.state.load(Ordering::Acquire);

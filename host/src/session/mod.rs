@@ -15,6 +15,7 @@
 //! every process of the PID namespace). See `docs/sessions.md`.
 
 mod cgroups;
+mod child;
 #[doc(hidden)]
 pub mod client;
 mod control;
@@ -25,6 +26,8 @@ mod process;
 pub mod resident;
 pub(crate) mod serve_ops;
 mod shared;
+#[cfg(target_arch = "x86_64")]
+mod start_socket;
 mod wire;
 
 use process::Layers;
@@ -165,6 +168,10 @@ pub(crate) struct Inner {
     /// threads starting commands at once send their messages side by side, each naming its
     /// command.
     sock: OwnedFd,
+    /// The start socket the resident's spawner thread reads, where it has one: filtered
+    /// commands start there (module `start_socket`), the others on `sock`.
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    starts: Option<OwnedFd>,
     addr: u64,
     /// The kernel reaps the commands and keeps their status for their pidfds (the resident's
     /// hello says so): a command's end is read from its pidfd, not its reply socket.
@@ -178,6 +185,9 @@ pub(crate) struct Inner {
     /// belongs to.
     routes: Option<Arc<shared::Routes>>,
     policy: Request,
+    /// The validation of the first command that changed only its arguments, which the next
+    /// such commands are validated on ([`Request::validate_argv_on`]).
+    argv_only: std::sync::OnceLock<crate::exec::Validated>,
     /// The session's own limits (a command's are at or below them).
     limits: crate::exec::Rlimits,
     /// The session's cgroups, where commands with limits of their own get theirs.
@@ -315,9 +325,11 @@ impl Session {
         // The spawner thread in the resident: the filter installed once, on that thread, and
         // inherited by every filtered command; its one listener is served here for the whole
         // session (module `shared`). Where it cannot be had, each command installs the filter.
-        let routes = spawner(&host, &sandbox, emulation.as_ref(), &mut buf)
+        let mut starts = None;
+        let routes = spawner(&host, &sandbox, emulation.as_ref(), exit_info, &mut buf)
             .map_err(fail)?
-            .map(|listener| {
+            .map(|(listener, start_socket)| {
+                starts = start_socket;
                 let routes = Arc::new(shared::Routes::new(
                     resident_pid,
                     crate::exec::notify::Slot::routed(
@@ -392,12 +404,14 @@ impl Session {
         };
         let inner = Arc::new(Inner {
             sock: host,
+            starts,
             addr,
             exit_info,
             notify,
             emulation,
             routes,
             policy: policy.clone(),
+            argv_only: std::sync::OnceLock::new(),
             limits,
             cgroups: session_cgroups,
             sandbox,
@@ -455,8 +469,14 @@ impl Drop for Session {
 }
 
 impl process::Host for Inner {
-    fn signal(&self, id: u64, sig: i32) -> std::io::Result<()> {
-        Inner::signal(self, id, sig)
+    fn signal(
+        &self,
+        id: u64,
+        sig: i32,
+        pidfd: std::os::fd::BorrowedFd<'_>,
+        ns_pid: i32,
+    ) -> std::io::Result<()> {
+        Inner::signal(self, id, sig, pidfd, ns_pid)
     }
     fn sandbox(&self) -> &Sandbox {
         &self.sandbox
@@ -617,8 +637,20 @@ impl Inner {
         if let Some(t) = cmd.timeout {
             req.timeout_s = t.as_secs_f64();
         }
-        let mut v = req.validate()?;
-        v.audience = self.audience;
+        // A command that changes only the arguments is validated on the first such one's
+        // validation (the session's environment, home and paths are the same).
+        let argv_only = cmd.env.is_empty() && cmd.cwd.is_none() && cmd.timeout.is_none();
+        let v = match self.argv_only.get() {
+            Some(base) if argv_only => req.validate_argv_on(base)?,
+            _ => {
+                let mut v = req.validate()?;
+                v.audience = self.audience;
+                if argv_only {
+                    let _ = self.argv_only.set(v.clone());
+                }
+                v
+            }
+        };
         // The filter was compiled and sent at the start; per command only the program's
         // admission is decided. A profile whose outer filter is not exact plans in full (its
         // preload variables are refused below).
@@ -659,19 +691,11 @@ impl Inner {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut own = self.own_limits(id, cmd.own)?;
         let procs = own.as_ref().map(|c| c.procs_fds()).unwrap_or_default();
-        let start = ToResident::Start {
-            id,
-            path: v.program.to_string_lossy().into_owned(),
-            argv: v.argv.clone(),
-            env: cmd
-                .env
-                .iter()
-                .map(|(k, val)| format!("{k}={val}"))
-                .collect(),
-            cwd: v.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
-            filtered,
-            cgroups: procs.len(),
-        };
+        let env: Vec<String> = cmd
+            .env
+            .iter()
+            .map(|(k, val)| format!("{k}={val}"))
+            .collect();
         // The command's own reply socket: the resident answers the start and, later, the
         // command's exit on it, read directly by this thread and then the command's.
         let (reply, reply_resident) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
@@ -687,7 +711,7 @@ impl Inner {
             reply_resident.as_raw_fd(),
         ];
         fds.extend(&procs);
-        let sent = wire::send(self.sock.as_fd(), &start, &fds);
+        let sent = self.send_start(id, &v, env, filtered, procs.len(), &fds);
         drop((stdin_r, stdout_w, stderr_w, reply_resident));
         if let Err(e) = sent {
             unroute();
@@ -695,14 +719,18 @@ impl Inner {
         }
         // One answer: `Started` with the pidfd (and the listener), or `Failed`.
         let mut buf = Vec::new();
-        let answer = wait_readable(reply.as_fd(), Duration::from_secs(30)).and_then(|()| {
-            wire::recv_at_most::<FromResident>(reply.as_fd(), &mut buf, wire::MAX_REPLY)
-        });
-        let (pidfd, listener) = match answer {
-            Ok(Some((FromResident::Started { listener, .. }, fds))) => {
+        let answer = if filtered && self.starts.is_some() {
+            started_on_socket(reply.as_fd(), &mut buf)
+        } else {
+            wait_readable(reply.as_fd(), Duration::from_secs(30)).and_then(|()| {
+                wire::recv_at_most::<FromResident>(reply.as_fd(), &mut buf, wire::MAX_REPLY)
+            })
+        };
+        let (pidfd, listener, ns_pid) = match answer {
+            Ok(Some((FromResident::Started { listener, pid, .. }, fds))) => {
                 let mut fds = fds.into_iter();
                 let pidfd = fds.next();
-                (pidfd, if listener { fds.next() } else { None })
+                (pidfd, if listener { fds.next() } else { None }, pid)
             }
             Ok(Some((FromResident::Failed { stage, errno, .. }, _))) => {
                 unroute();
@@ -738,17 +766,18 @@ impl Inner {
                 "the command's seccomp listener was not handed over",
             )));
         }
+        let pids = process::pids_knowing(&pidfd, ns_pid);
+        let pid = pids.0;
         // Its proxied destinations are recorded for it from here on (module `net_owners`).
         let net = self
             .layers
             .owners
             .as_ref()
-            .map(|o| process::NetRecord::start(o, process::pid_of(&pidfd)));
+            .map(|o| process::NetRecord::start(o, pid));
         // Its calls on the session's one listener are its own from here on (a refused call it
         // made meanwhile waits for this, module `shared`).
         let routed = match &self.routes {
             Some(routes) if filtered => {
-                let pid = process::pid_of(&pidfd);
                 let slot = crate::exec::notify::Slot::routed(
                     crate::exec::response_of(&v, &self.sandbox),
                     Some(crate::exec::notify::MainProgram { pid, init: false }),
@@ -760,7 +789,6 @@ impl Inner {
             _ => None,
         };
         if let Some(c) = own.as_mut() {
-            let pid = process::pid_of(&pidfd);
             if let Err(e) = c.started(pid, &pidfd) {
                 // Fail closed: a memory limit that cannot be watched does not let it run.
                 let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
@@ -779,7 +807,8 @@ impl Inner {
             v,
             plan_planned: plan.planned,
             plan_warnings: plan.warnings,
-            pidfd,
+            pidfd: Arc::new(pidfd),
+            pids,
             listener,
             routed,
             stdin: Some(stdin_w),
@@ -797,6 +826,52 @@ impl Inner {
             self.watch(process.run());
         }
         Ok(process)
+    }
+
+    /// Sends command `id`'s start with its descriptors `fds`: to the spawner thread's start
+    /// socket when it is filtered and the session has one, else to the resident.
+    fn send_start(
+        &self,
+        id: u64,
+        v: &crate::exec::Validated,
+        env: Vec<String>,
+        filtered: bool,
+        cgroups: usize,
+        fds: &[std::os::fd::RawFd],
+    ) -> std::io::Result<()> {
+        #[cfg(target_arch = "x86_64")]
+        if let (Some(starts), true) = (&self.starts, filtered) {
+            use std::os::unix::ffi::OsStrExt;
+            let body = start_socket::encode(
+                id,
+                v.program.as_os_str().as_bytes(),
+                &v.argv,
+                &env,
+                v.cwd.as_ref().map(|c| c.as_os_str().as_bytes()),
+                cgroups,
+            )
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "the command's arguments, variables and paths take more than {} KiB, \
+                         which a session's command start carries at most",
+                        start_socket::MAX_START / 1024
+                    ),
+                )
+            })?;
+            return crate::sys::send_with_fds(starts.as_fd(), &body, fds);
+        }
+        let start = ToResident::Start {
+            id,
+            path: v.program.to_string_lossy().into_owned(),
+            argv: v.argv.clone(),
+            env,
+            cwd: v.cwd.as_ref().map(|c| c.to_string_lossy().into_owned()),
+            filtered,
+            cgroups,
+        };
+        wire::send(self.sock.as_fd(), &start, fds)
     }
 
     /// Checks a command's own limits against the session's and makes what holds them: a
@@ -866,23 +941,37 @@ impl Inner {
         })
     }
 
-    /// Sends `sig` to command `id`'s process group.
-    pub(crate) fn signal(&self, id: u64, sig: i32) -> std::io::Result<()> {
-        wire::send(self.sock.as_fd(), &ToResident::Signal { id, sig }, &[])
+    /// Sends `sig` to command `id`'s process group (`ns_pid` in the session) while its
+    /// `pidfd` says it runs: an ended command's pid may be another's by now.
+    pub(crate) fn signal(
+        &self,
+        id: u64,
+        sig: i32,
+        pidfd: std::os::fd::BorrowedFd<'_>,
+        ns_pid: i32,
+    ) -> std::io::Result<()> {
+        if crate::sys::pidfd_exited(pidfd) {
+            return Ok(());
+        }
+        let pid = Some(ns_pid);
+        wire::send(self.sock.as_fd(), &ToResident::Signal { id, sig, pid }, &[])
     }
 }
 
 /// Asks the resident for a spawner thread holding the session's filter (x86_64, a profile
 /// whose outer filter is exact, where a listener can be had): the filter is the profile's with
 /// the exemptions for a fresh secret, and the contained tier's claims when `emulation` has
-/// them. Returns its listener, or `None` when the session's commands install the filter each
-/// (no spawner here, or the resident could not start one).
+/// them. Returns its listener and, where the kernel reaps the commands (`exit_info`), the
+/// host's end of the start socket the thread serves (module `start_socket`); `None` when the
+/// session's commands install the filter each (no spawner here, or the resident could not
+/// start one).
 fn spawner(
     sock: &OwnedFd,
     sandbox: &Sandbox,
     emulation: Option<&crate::exec::session_hook::Emulation>,
+    exit_info: bool,
     buf: &mut Vec<u8>,
-) -> std::io::Result<Option<OwnedFd>> {
+) -> std::io::Result<Option<(OwnedFd, Option<OwnedFd>)>> {
     #[cfg(target_arch = "x86_64")]
     {
         let Some(base) = sandbox.exact_outer_policy() else {
@@ -896,15 +985,35 @@ fn spawner(
         let Ok(prog) = crate::exec::spawner::program(base, secret, &claims) else {
             return Ok(None);
         };
+        let starts = if exit_info {
+            Some(crate::sys::seqpacket_pair()?)
+        } else {
+            None
+        };
         let msg = ToResident::Spawner {
             filter: prog.iter().map(wire::pack).collect(),
             secret,
+            starts: starts.is_some(),
         };
-        wire::send(sock.as_fd(), &msg, &[])?;
+        let passed: Vec<_> = starts.iter().map(|(_, r)| r.as_raw_fd()).collect();
+        wire::send(sock.as_fd(), &msg, &passed)?;
+        drop(passed);
+        let starts = starts.map(|(host, _resident)| host);
         wait_readable(sock.as_fd(), Duration::from_secs(30))?;
         match wire::recv::<FromResident>(sock.as_fd(), buf)? {
-            Some((FromResident::Spawner { errno: 0 }, fds)) => Ok(fds.into_iter().next()),
-            Some((FromResident::Spawner { errno }, _)) => {
+            Some((
+                FromResident::Spawner {
+                    errno: 0,
+                    starts: serving,
+                },
+                fds,
+            )) => {
+                let Some(listener) = fds.into_iter().next() else {
+                    return Ok(None);
+                };
+                Ok(Some((listener, starts.filter(|_| serving))))
+            }
+            Some((FromResident::Spawner { errno, .. }, _)) => {
                 tracing::debug!(errno, "the session's spawner thread did not start");
                 Ok(None)
             }
@@ -915,7 +1024,7 @@ fn spawner(
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (sock, sandbox, emulation, buf);
+        let _ = (sock, sandbox, emulation, exit_info, buf);
         Ok(None)
     }
 }
@@ -937,6 +1046,34 @@ fn wait_either(
         0 => Err(std::io::Error::from(std::io::ErrorKind::TimedOut)),
         _ => Ok(p[0].revents != 0),
     }
+}
+
+/// The answer to a start on the start socket (module `start_socket`): the spawner thread
+/// sends `Started` at the clone, and a child whose step fails sends `Failed` before it exits,
+/// so the answer is known once no end but this one is left (the child's closes at its exec):
+/// one wake-up. `Failed` wins over `Started`.
+fn started_on_socket(
+    reply: std::os::fd::BorrowedFd<'_>,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Option<(FromResident, Vec<OwnedFd>)>> {
+    let mut p = [libc::pollfd {
+        fd: reply.as_raw_fd(),
+        events: libc::POLLRDHUP,
+        revents: 0,
+    }];
+    if crate::sys::poll_for(&mut p, 30_000)? == 0 {
+        return Err(std::io::Error::from(std::io::ErrorKind::TimedOut));
+    }
+    let mut started = None;
+    // At most two messages come; the end of the stream after them.
+    for _ in 0..2 {
+        match wire::recv_at_most::<FromResident>(reply, buf, wire::MAX_REPLY)? {
+            Some((m @ FromResident::Failed { .. }, fds)) => return Ok(Some((m, fds))),
+            Some(m) if started.is_none() => started = Some(m),
+            _ => break,
+        }
+    }
+    Ok(started)
 }
 
 /// Waits until `fd` is readable (or hung up); `TimedOut` after `t`.

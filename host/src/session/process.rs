@@ -56,8 +56,15 @@ impl Drop for NetRecord {
 /// What a command needs of its session (the session implements it): a trait, so this
 /// module does not import its parent.
 pub(crate) trait Host: Send + Sync {
-    /// Sends `sig` to command `id`'s process group.
-    fn signal(&self, id: u64, sig: i32) -> std::io::Result<()>;
+    /// Sends `sig` to command `id`'s process group, unless its `pidfd` says it has ended;
+    /// `ns_pid` is its pid in the session.
+    fn signal(
+        &self,
+        id: u64,
+        sig: i32,
+        pidfd: std::os::fd::BorrowedFd<'_>,
+        ns_pid: i32,
+    ) -> std::io::Result<()>;
     /// The session's sandbox.
     fn sandbox(&self) -> &crate::sandbox::Sandbox;
     /// Whether the session has ended.
@@ -89,6 +96,10 @@ pub enum Event {
 pub struct Process {
     id: u64,
     pid: i32,
+    /// Its pid in the session, and its pidfd (shared with its supervising loop): signals are
+    /// for it only while it runs.
+    ns_pid: i32,
+    pidfd: Arc<OwnedFd>,
     inner: Arc<dyn Host>,
     stdin: Mutex<Option<std::fs::File>>,
     events: Mutex<Receiver<Event>>,
@@ -200,7 +211,8 @@ impl Process {
                 format!("{sig} is not a signal number (1 to 64)"),
             ));
         }
-        self.inner.signal(self.id, sig)
+        self.inner
+            .signal(self.id, sig, self.pidfd.as_fd(), self.ns_pid)
     }
 
     /// The next output chunk, waiting at most `timeout`; `None` when none came or the output
@@ -274,7 +286,9 @@ pub(crate) struct Start {
     pub v: Validated,
     pub plan_planned: Sandboxed,
     pub plan_warnings: Vec<String>,
-    pub pidfd: OwnedFd,
+    pub pidfd: Arc<OwnedFd>,
+    /// Its pid in the host's PID namespace and in the session's ([`pids_of`]).
+    pub pids: (i32, i32),
     pub listener: Option<OwnedFd>,
     /// Where the command inherited the spawner thread's filter: its slot on the session's
     /// one listener (module `shared`), where its refused calls are counted.
@@ -297,15 +311,32 @@ pub(crate) struct Start {
 
 /// The process's pid in the host's PID namespace, from its pidfd.
 pub(crate) fn pid_of(pidfd: &OwnedFd) -> i32 {
-    std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("Pid:")
-                    .map(|p| p.trim().parse().unwrap_or(-1))
-            })
-        })
-        .unwrap_or(-1)
+    pids_of(pidfd).0
+}
+
+/// The process's pid in the host's PID namespace and in its own (the session's, where it has
+/// one), from its pidfd: one read of its `fdinfo` (`Pid:`, and `NSpid:`'s last entry). -1
+/// where unknown.
+pub(crate) fn pids_of(pidfd: &OwnedFd) -> (i32, i32) {
+    pids_knowing(pidfd, None)
+}
+
+/// [`pids_of`], where the pid in the session may be known already (`own`, from the
+/// resident): then one `PIDFD_GET_INFO` call gives the host's, without reading `fdinfo`.
+pub(crate) fn pids_knowing(pidfd: &OwnedFd, own: Option<i32>) -> (i32, i32) {
+    if let (Some(own), Ok(host)) = (own, crate::sys::pidfd_pid(pidfd.as_fd())) {
+        return (host, own);
+    }
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))
+        .unwrap_or_default();
+    let field = |name: &str| info.lines().find_map(|l| l.strip_prefix(name));
+    let host = field("Pid:")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or(-1);
+    let own = field("NSpid:")
+        .and_then(|p| p.split_whitespace().last()?.parse().ok())
+        .unwrap_or(host);
+    (host, own)
 }
 
 /// A command's supervising loop, before it runs.
@@ -320,7 +351,8 @@ pub(crate) struct Supervisor {
 /// (its events must flow whether or not anyone waits); any other is supervised by the first
 /// thread that waits for it, or given a thread by [`attend`].
 pub(crate) fn start(mut s: Start) -> Process {
-    let pid = pid_of(&s.pidfd);
+    let (pid, ns_pid) = s.pids;
+    let pidfd = Arc::clone(&s.pidfd);
     let (tx, rx) = channel();
     let inner = Arc::clone(&s.inner);
     let id = s.id;
@@ -339,12 +371,20 @@ pub(crate) fn start(mut s: Start) -> Process {
     Process {
         id,
         pid,
+        ns_pid,
+        pidfd,
         inner,
         stdin: Mutex::new(stdin),
         events: Mutex::new(rx),
         run,
         tty,
     }
+}
+
+thread_local! {
+    /// The buffer a thread's supervising loops read output into, kept between commands
+    /// (zeroing 64 KiB for each was a tenth of the host's work for a short command).
+    static SCRATCH: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
 
 /// Time after SIGTERM before SIGKILL, at a timeout.
@@ -465,7 +505,10 @@ fn supervise(sup: Supervisor) -> ExecResult {
     // has not reaped it yet, the reap (POLLHUP, reported whatever is asked).
     let mut pidfd_events = libc::POLLIN;
     let mut reply_buf = Vec::new();
-    let mut scratch = vec![0u8; 64 * 1024];
+    let mut scratch = SCRATCH.with(std::cell::Cell::take);
+    if scratch.is_empty() {
+        scratch = vec![0u8; 64 * 1024];
+    }
     loop {
         let now = Instant::now();
         if let Some(at) = exited {
@@ -475,12 +518,16 @@ fn supervise(sup: Supervisor) -> ExecResult {
         }
         if exited.is_none() && !timed_out && deadline.is_some_and(|d| now >= d) {
             timed_out = true;
-            let _ = s.inner.signal(s.id, libc::SIGTERM);
+            let _ = s
+                .inner
+                .signal(s.id, libc::SIGTERM, s.pidfd.as_fd(), s.pids.1);
             kill_at = Some(now + GRACE);
         }
         if exited.is_none() && kill_at.is_some_and(|k| now >= k) {
             kill_at = None;
-            let _ = s.inner.signal(s.id, libc::SIGKILL);
+            let _ = s
+                .inner
+                .signal(s.id, libc::SIGKILL, s.pidfd.as_fd(), s.pids.1);
             let _ = crate::sys::pidfd_signal(s.pidfd.as_fd(), libc::SIGKILL);
         }
         let mut wake = now + Duration::from_secs(3600);
@@ -572,6 +619,7 @@ fn supervise(sup: Supervisor) -> ExecResult {
         }
     }
     drop(tx);
+    SCRATCH.with(|c| c.set(scratch));
     // Every process of the command is counted once it has ended; its cgroups go (or wait for
     // the background processes it left) when `own` is dropped, after this.
     let mut own = s.own;

@@ -14,10 +14,11 @@
 //! died); being the init's program, its end makes the init kill every process of the PID
 //! namespace.
 
+use super::child::{child_entry, Child, Report, STACK_WORDS, STAGES};
 use super::wire::{self, FromResident, ToResident};
 use std::collections::HashMap;
 use std::ffi::{CString, OsString};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -26,9 +27,6 @@ pub const ARG: &str = "__session-resident";
 
 /// The size of the buffer commands' paths are copied to before `execve`.
 const PATH_MAX: usize = 4096;
-
-/// The stack a command's child runs on until it execs (raw calls only: a few frames).
-const STACK_WORDS: usize = 64 * 1024 / 16;
 
 /// Runs the resident process on descriptor 0 (the control socket); never returns.
 pub fn main() -> ! {
@@ -148,7 +146,15 @@ fn serve() -> std::io::Result<()> {
     // waiting for it and nothing here. Elsewhere this process reaps them on SIGCHLD and sends
     // each one's status.
     let exit_info = exit_info_works(me.stack);
-    let sfd = if exit_info { None } else { Some(sigchld_fd()?) };
+    let sfd = if exit_info {
+        // The kernel still signals each exit, to this thread: the spawner thread, whose
+        // children the commands are, blocks every signal. Blocked here too, it stays pending
+        // and wakes nobody (it woke this thread once per command, for nothing).
+        block_sigchld();
+        None
+    } else {
+        Some(sigchld_fd()?)
+    };
     // Made here, in the session's network namespace, for the host: a socket answers for the
     // namespace it was made in.
     let diag = crate::sys::netlink_bound(libc::NETLINK_SOCK_DIAG, 0).ok();
@@ -201,9 +207,16 @@ fn serve() -> std::io::Result<()> {
             ToResident::Filter { filter, notify } => {
                 me.filter = Some((filter.into_iter().map(wire::unpack).collect(), notify));
             }
-            ToResident::Spawner { filter, secret } => {
+            ToResident::Spawner {
+                filter,
+                secret,
+                starts,
+            } => {
                 let prog = filter.into_iter().map(wire::unpack_insn).collect();
-                start_spawner(sock.as_fd(), prog, secret, &mut me)?;
+                // The start socket only where the kernel reaps the commands: the spawner
+                // thread then hands nothing to this thread.
+                let starts = passed.into_iter().next().filter(|_| starts && exit_info);
+                start_spawner(sock.as_fd(), prog, secret, starts, &mut me)?;
             }
             ToResident::Start {
                 id,
@@ -271,10 +284,19 @@ fn serve() -> std::io::Result<()> {
                     }
                 }
             }
-            ToResident::Signal { id, sig } => {
+            ToResident::Signal { id, sig, pid } => {
                 // A command the kernel has reaped is not signalled: its pid may be another's.
                 let live = |r: &Running| !exit_info || !crate::sys::pidfd_exited(r.pidfd.as_fd());
-                if let Some((&pid, _)) = running.iter().find(|(_, r)| r.id == id && live(r)) {
+                let known = running
+                    .iter()
+                    .find(|(_, r)| r.id == id)
+                    .map(|(p, r)| (*p, r));
+                let target = match known {
+                    Some((p, r)) => live(r).then_some(p),
+                    // Started on the start socket: the host found it running.
+                    None => pid.filter(|p| *p > 0),
+                };
+                if let Some(pid) = target {
                     // The command leads its own process group: the signal reaches what it
                     // started there too, as a terminal's would.
                     // SAFETY: kill with a negative pid signals that process group.
@@ -289,20 +311,38 @@ fn serve() -> std::io::Result<()> {
 }
 
 /// Starts the session's spawner thread with `prog` and answers the host: `Spawner` with the
-/// filter's listener (this process keeps no copy of it), or the errno that stopped it.
+/// filter's listener (this process keeps no copy of it), or the errno that stopped it. With
+/// `starts`, the thread serves that start socket (module `start_socket`) and takes no jobs
+/// from this thread; without, this thread posts it each filtered command.
 #[cfg(target_arch = "x86_64")]
 fn start_spawner(
     sock: BorrowedFd<'_>,
     prog: Vec<crate::policy::Insn>,
     secret: u64,
+    starts: Option<OwnedFd>,
     me: &mut Resident,
 ) -> std::io::Result<()> {
-    match crate::exec::spawner::Spawner::with_program("session", prog, secret) {
+    use crate::exec::spawner::{Spawner, Then};
+    let serving = starts.is_some();
+    let then = starts.map(|s| {
+        let lp: &'static mut super::start_socket::Loop =
+            Box::leak(Box::new(super::start_socket::Loop::new(s, &me.env)));
+        Then {
+            run: serve_starts,
+            ctx: (lp as *mut super::start_socket::Loop).cast(),
+        }
+    });
+    match Spawner::with_program("session", prog, secret, then) {
         Ok((sp, listener)) => {
-            me.spawner = Some((sp, secret));
+            if !serving {
+                me.spawner = Some((sp, secret));
+            }
             wire::send(
                 sock,
-                &FromResident::Spawner { errno: 0 },
+                &FromResident::Spawner {
+                    errno: 0,
+                    starts: serving,
+                },
                 &[listener.as_raw_fd()],
             )
         }
@@ -310,10 +350,21 @@ fn start_spawner(
             sock,
             &FromResident::Spawner {
                 errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+                starts: false,
             },
             &[],
         ),
     }
+}
+
+/// The spawner thread's loop on the start socket.
+///
+/// # Safety
+/// `Then`'s contract; `ctx` is the leaked [`super::start_socket::Loop`] made for it.
+#[cfg(target_arch = "x86_64")]
+unsafe fn serve_starts(ctx: *mut libc::c_void, secret: u64) -> ! {
+    // SAFETY: the caller's contract: the loop is this thread's alone.
+    unsafe { super::start_socket::serve(&mut *ctx.cast::<super::start_socket::Loop>(), secret) }
 }
 
 /// Elsewhere there is no spawner thread (`exec/clone.rs` has no raw clone for it): the host
@@ -323,15 +374,28 @@ fn start_spawner(
     sock: BorrowedFd<'_>,
     _prog: Vec<crate::policy::Insn>,
     _secret: u64,
+    _starts: Option<OwnedFd>,
     _me: &mut Resident,
 ) -> std::io::Result<()> {
     wire::send(
         sock,
         &FromResident::Spawner {
             errno: libc::ENOSYS,
+            starts: false,
         },
         &[],
     )
+}
+
+/// Blocks SIGCHLD for this thread (children unblock every signal before exec).
+fn block_sigchld() {
+    // SAFETY: sigset operations on a local, then blocking it for this (only) thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGCHLD);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// A signalfd for SIGCHLD, which is blocked (children unblock it before exec).
@@ -495,22 +559,6 @@ impl Prepared {
     }
 }
 
-/// Stages a child reports in its [`Report`].
-const STAGES: [&str; 7] = [
-    "signals", "streams", "cwd", "filter", "handover", "exec", "cgroup",
-];
-
-/// What the child writes in the memory it shares with the resident, read once the resident
-/// resumes (the child has exec'd or exited).
-struct Report {
-    /// The stage that failed (an index into [`STAGES`]), or -1.
-    stage: AtomicI32,
-    /// Its errno.
-    errno: AtomicI32,
-    /// The listener's descriptor in the shared table, or -1.
-    listener: AtomicI32,
-}
-
 /// Starts one command, answering on its `reply` socket. `Ok(Some((pid, pidfd)))`: it runs and
 /// the host has a copy of its pidfd (and its listener); `Ok(None)`: it failed and the host
 /// was told.
@@ -587,6 +635,8 @@ fn start(
         argv: argv.as_ptr(),
         envp: envp.as_ptr(),
         report: &report,
+        id,
+        reply: -1,
     };
     let mut pidfd: libc::c_int = -1;
     let (pid, clone_errno) = match spawner {
@@ -660,6 +710,7 @@ fn start(
         &FromResident::Started {
             id,
             listener: listener.is_some(),
+            pid: Some(pid),
         },
         &fds,
     ) {
@@ -714,136 +765,3 @@ fn clone_by_spawner(
 /// child's report itself).
 #[cfg(target_arch = "x86_64")]
 fn after_clone(_: *mut libc::c_void, _: isize) {}
-
-/// What the cloned child needs, all prepared before the clone.
-struct Child {
-    /// `cgroup.procs` of the command's own cgroups (-1: none), joined first.
-    cgroups: [RawFd; 2],
-    stdio: [RawFd; 3],
-    cwd: *const libc::c_char,
-    fprog: *const libc::sock_fprog,
-    notify: bool,
-    /// The spawner's secret, which every call of the child carries in an argument the kernel
-    /// ignores for it (0 when the child installs the filter itself): the spawner thread's
-    /// filter, which the child inherits, exempts exactly those calls.
-    secret: u64,
-    path: *const libc::c_char,
-    argv: *const *const libc::c_char,
-    envp: *const *const libc::c_char,
-    report: *const Report,
-}
-
-extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
-    // SAFETY: `arg` is the `Child` the resident passed to clone, valid while it is suspended.
-    unsafe { child_main(&*(arg as *const Child)) }
-}
-
-/// The cloned child: joins its streams and its own session, installs the filter (its listener
-/// lands in the table it shares with the resident) unless it inherited the spawner thread's,
-/// execs. Raw calls only, and no allocation: it runs on the resident's memory. Each call
-/// carries the spawner's secret (`c.secret`) in the argument `exec/spawner.rs`'s
-/// `SECRET_CALLS` names for it, so that the inherited filter lets it through; without a
-/// spawner the secret is 0 and those arguments are ignored.
-///
-/// # Safety
-/// Called once, in the child of `clone(CLONE_VM | CLONE_VFORK | CLONE_FILES)`, with `c`'s
-/// pointers valid.
-unsafe fn child_main(c: &Child) -> ! {
-    // SAFETY: the caller's contract; every call below is a raw system call on prepared
-    // memory.
-    unsafe {
-        let report = &*c.report;
-        let secret = c.secret;
-        let fail = |stage: i32| -> ! {
-            report
-                .errno
-                .store(*libc::__errno_location(), Ordering::Relaxed);
-            report.stage.store(stage, Ordering::Release);
-            libc::syscall(libc::SYS_exit_group, 127, secret);
-            libc::_exit(127)
-        };
-        // The resident blocks SIGCHLD (the spawner thread every signal) and std ignores
-        // SIGPIPE: a command starts with neither. The kernel's sigset is 8 bytes; its
-        // sigaction all zeros is SIG_DFL with no flags and an empty mask.
-        let none = 0u64;
-        let default = [0u64; 4];
-        if libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &none as *const u64,
-            std::ptr::null::<u64>(),
-            8usize,
-            secret,
-        ) != 0
-            || libc::syscall(
-                libc::SYS_rt_sigaction,
-                libc::SIGPIPE,
-                default.as_ptr(),
-                std::ptr::null::<u64>(),
-                8usize,
-                secret,
-            ) != 0
-        {
-            fail(0);
-        }
-        // The command's own cgroups (its limits), before it can start anything: `0` moves
-        // the writer. The host opened the files; the kernel checks the opener's rights.
-        for &fd in &c.cgroups {
-            if fd >= 0 && libc::syscall(libc::SYS_write, fd, b"0".as_ptr(), 1usize, secret) != 1 {
-                fail(6);
-            }
-        }
-        if libc::syscall(libc::SYS_setsid, secret) < 0 {
-            fail(0);
-        }
-        for (i, &fd) in c.stdio.iter().enumerate() {
-            // The streams came with the start message, above 2 (the resident's own 0, 1 and
-            // 2 are open): dup3 never meets its own source.
-            if libc::syscall(libc::SYS_dup3, fd, i as libc::c_int, 0, secret) < 0 {
-                fail(1);
-            }
-        }
-        // A terminal as stdin (a command started with a pty) becomes the controlling
-        // terminal of the new session, so that it gets SIGWINCH and ^C like a shell's job.
-        let mut term: libc::termios = std::mem::zeroed();
-        let tty = libc::syscall(
-            libc::SYS_ioctl,
-            0,
-            libc::TCGETS,
-            &mut term as *mut libc::termios,
-            secret,
-        ) == 0;
-        if tty && libc::syscall(libc::SYS_ioctl, 0, libc::TIOCSCTTY, 0, secret) != 0 {
-            fail(1);
-        }
-        if !c.cwd.is_null() && libc::syscall(libc::SYS_chdir, c.cwd, secret) != 0 {
-            fail(2);
-        }
-        if !c.fprog.is_null() {
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                fail(3);
-            }
-            let flags = if c.notify {
-                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
-            } else {
-                0
-            };
-            let rc = libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                flags,
-                c.fprog,
-            );
-            if rc < 0 {
-                fail(3);
-            }
-            if c.notify {
-                // The listener is in the shared table: the resident holds it from here on
-                // (the exec takes a copy of the table and closes it there, close-on-exec).
-                report.listener.store(rc as i32, Ordering::Release);
-            }
-        }
-        libc::syscall(libc::SYS_execve, c.path, c.argv, c.envp, secret);
-        fail(5)
-    }
-}

@@ -34,6 +34,11 @@ pub(crate) enum ToResident {
         /// Each instruction packed as for `Filter`.
         filter: Vec<u64>,
         secret: u64,
+        /// The resident's end of a start socket comes along: where the kernel reaps the
+        /// commands (the hello's `exit_info`), the spawner thread reads filtered commands'
+        /// starts from it itself (module `start_socket`).
+        #[serde(default)]
+        starts: bool,
     },
     /// Start a command; its stdin, stdout and stderr come as descriptors, then the resident's
     /// end of the command's own reply socket, on which it answers `Started` or `Failed` and,
@@ -53,8 +58,15 @@ pub(crate) enum ToResident {
         #[serde(default)]
         cgroups: usize,
     },
-    /// Send `sig` to command `id`'s process group.
-    Signal { id: u64, sig: i32 },
+    /// Send `sig` to command `id`'s process group. A command started on the start socket is
+    /// not in the resident's table: `pid` names it (its pid in the session, from the host's
+    /// pidfd, which the host found running).
+    Signal {
+        id: u64,
+        sig: i32,
+        #[serde(default)]
+        pid: Option<i32>,
+    },
 }
 
 /// From the resident process to the host.
@@ -78,9 +90,21 @@ pub(crate) enum FromResident {
     },
     /// The spawner thread's answer: `errno` 0 and its filter's listener alongside, or why it
     /// could not start (the host then sends `Filter`, and each command installs it).
-    Spawner { errno: i32 },
-    /// Command `id` runs: its pidfd comes along, then its listener when `listener`.
-    Started { id: u64, listener: bool },
+    Spawner {
+        errno: i32,
+        /// The spawner thread serves the start socket: filtered commands go there, and
+        /// `Start` is for the others only.
+        #[serde(default)]
+        starts: bool,
+    },
+    /// Command `id` runs: its pidfd comes along, then its listener when `listener`. `pid`:
+    /// its pid in the session, where the sender says (the start socket's spawner thread).
+    Started {
+        id: u64,
+        listener: bool,
+        #[serde(default)]
+        pid: Option<i32>,
+    },
     /// Command `id` could not be started: the step and its errno.
     Failed { id: u64, stage: String, errno: i32 },
     /// Command `id` ended with this wait status (only from a resident without `exit_info`).

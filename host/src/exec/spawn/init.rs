@@ -26,11 +26,12 @@
 //! one (`spawner::SECRET_CALLS` lists them).
 
 use super::child::{
-    above_stdio, child_main, fail, raw, Ctx, Shared, Stack, Stage, ABORT, GO, GUARD, SPINS,
-    STACK_SIZE, WAIT,
+    above_stdio, child_main, fail, Ctx, Shared, Stack, Stage, ABORT, GO, GUARD, SPINS, STACK_SIZE,
+    WAIT,
 };
 use crate::exec::clone::{clone3, CloneArgs};
 use crate::exec::namespaces::{Mount, Namespaces};
+use crate::sys::raw;
 use std::ffi::CString;
 use std::net::SocketAddrV4;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
