@@ -124,6 +124,12 @@ unsafe fn child_main(c: &Child) -> ! {
                 }
             }
         }
+        // A session and process group of its own: its signals reach its group, and the host
+        // tells its processes apart by their session id (module `shared`). (`setsid` also
+        // gives it a scheduler autogroup of its own, which the kernel makes and frees for
+        // every command: measured, a process group in the resident's session instead ran one
+        // command at a time 0.87x a plain spawn loop against 0.80x, but two at a time 0.77x
+        // against 0.90x, the commands then sharing one autogroup.)
         let rc = ksys!(secret; libc::SYS_setsid);
         if rc < 0 {
             fail(0, rc);
@@ -280,5 +286,73 @@ impl Text {
             }
         }
         self.put(&digits[i..]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::wire::{self, FromResident};
+    use std::os::fd::AsFd;
+    use std::os::fd::AsRawFd;
+
+    /// What `send_answer` wrote on one end of a socket pair, as the host reads it.
+    fn answered(id: u64, outcome: Result<i32, (&str, i32)>, pidfd: RawFd) -> (FromResident, usize) {
+        let (host, resident) = crate::sys::seqpacket_pair().unwrap();
+        // SAFETY: raw calls on descriptors this test owns; secret 0 (no filter here).
+        assert!(unsafe { send_answer(resident.as_raw_fd(), id, outcome, pidfd, 0) });
+        let mut buf = Vec::new();
+        let (m, fds) = wire::recv_at_most::<FromResident>(host.as_fd(), &mut buf, wire::MAX_REPLY)
+            .unwrap()
+            .unwrap();
+        (m, fds.len())
+    }
+
+    #[test]
+    fn answers_are_the_json_the_host_reads_with_the_pidfd_alongside() {
+        let me = crate::sys::pidfd_open(std::process::id() as i32, 0).unwrap();
+        let (m, fds) = answered(u64::MAX, Ok(i32::MAX), me.as_raw_fd());
+        assert!(
+            matches!(
+                m,
+                FromResident::Started {
+                    id: u64::MAX,
+                    listener: false,
+                    pid: Some(i32::MAX)
+                }
+            ),
+            "{m:?}"
+        );
+        assert_eq!(fds, 1);
+        let (m, fds) = answered(0, Err(("exec", libc::ENOEXEC)), -1);
+        assert!(
+            matches!(&m, FromResident::Failed { id: 0, stage, errno } if stage == "exec" && *errno == libc::ENOEXEC),
+            "{m:?}"
+        );
+        assert_eq!(fds, 0);
+        // Every stage name a child reports, and hostile numbers: a negative errno is sent as 0,
+        // a pid below 0 as 0 (the host then reads the pid itself).
+        for (i, stage) in STAGES.iter().enumerate() {
+            let (m, _) = answered(i as u64, Err((stage, -5)), -1);
+            assert!(
+                matches!(&m, FromResident::Failed { stage: s, errno: 0, .. } if s == stage),
+                "{m:?}"
+            );
+        }
+        let (m, _) = answered(1, Ok(-1), me.as_raw_fd());
+        assert!(
+            matches!(m, FromResident::Started { pid: Some(0), .. }),
+            "{m:?}"
+        );
+    }
+
+    #[test]
+    fn a_text_that_does_not_fit_is_cut_not_overrun() {
+        let mut t = Text::default();
+        for _ in 0..100 {
+            t.put(b"0123456789");
+        }
+        t.number(u64::MAX);
+        assert_eq!(t.len, t.bytes.len());
     }
 }

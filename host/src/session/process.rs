@@ -324,7 +324,7 @@ pub(crate) fn pids_of(pidfd: &OwnedFd) -> (i32, i32) {
 /// [`pids_of`], where the pid in the session may be known already (`own`, from the
 /// resident): then one `PIDFD_GET_INFO` call gives the host's, without reading `fdinfo`.
 pub(crate) fn pids_knowing(pidfd: &OwnedFd, own: Option<i32>) -> (i32, i32) {
-    if let (Some(own), Ok(host)) = (own, crate::sys::pidfd_pid(pidfd.as_fd())) {
+    if let (Some(own), Ok(host)) = (own.filter(|p| *p > 0), crate::sys::pidfd_pid(pidfd.as_fd())) {
         return (host, own);
     }
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))
