@@ -1288,8 +1288,14 @@ const PIDFD_INFO_EXIT: u64 = 1 << 3;
 /// with `PIDFD_INFO_EXIT`, Linux 6.15): `Ok(None)` while it has not been; an error where the
 /// kernel does not offer it.
 pub(crate) fn pidfd_exit_status(pidfd: BorrowedFd<'_>) -> io::Result<Option<i32>> {
+    let info = pidfd_info(pidfd, PIDFD_INFO_EXIT)?;
+    Ok((info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code))
+}
+
+/// `PIDFD_GET_INFO` for `mask` (the kernel answers what it has of it, and the pid always).
+fn pidfd_info(pidfd: BorrowedFd<'_>, mask: u64) -> io::Result<PidfdInfo> {
     let mut info = PidfdInfo {
-        mask: PIDFD_INFO_EXIT,
+        mask,
         ..PidfdInfo::default()
     };
     // SAFETY: the ioctl writes at most the 64 bytes its request number names into `info`.
@@ -1304,26 +1310,14 @@ pub(crate) fn pidfd_exit_status(pidfd: BorrowedFd<'_>) -> io::Result<Option<i32>
     if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok((info.mask & PIDFD_INFO_EXIT != 0).then_some(info.exit_code))
+    Ok(info)
 }
 
 /// The pid, in this process's PID namespace, of the process behind `pidfd` (`PIDFD_GET_INFO`,
 /// Linux 6.13): one call where reading `/proc/self/fdinfo` costs an open, a read and a
 /// close. An error where the kernel does not offer it or the process is gone.
 pub(crate) fn pidfd_pid(pidfd: BorrowedFd<'_>) -> io::Result<i32> {
-    let mut info = PidfdInfo::default();
-    // SAFETY: the ioctl writes at most the 64 bytes its request number names into `info`.
-    let rc = unsafe {
-        libc::ioctl(
-            pidfd.as_raw_fd(),
-            // glibc and musl type the request differently.
-            PIDFD_GET_INFO as _,
-            &mut info as *mut PidfdInfo,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let info = pidfd_info(pidfd, 0)?;
     // PIDFD_INFO_PID (bit 0) is always answered; the pid is the first of the ids.
     match (info.mask & 1, info.ids[0] as i32) {
         (1, pid) if pid > 0 => Ok(pid),

@@ -111,23 +111,13 @@ fn session(profile: &str, dir: &std::path::Path) -> Session {
     Session::start(&r, &SessionOptions::new(SANDBOX)).expect("a session")
 }
 
-/// The resident of a session: the parent of its commands.
-fn resident_of(command: i32) -> i32 {
-    let stat = std::fs::read_to_string(format!("/proc/{command}/stat")).unwrap();
-    stat[stat.rfind(')').unwrap() + 2..]
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn a_guessed_secret_is_refused_and_the_secret_is_not_in_a_commands_memory() {
     let dir = tempfile::tempdir().unwrap();
     let s = session("minimal", dir.path());
     let sleeper = s.spawn(&Command::new(["/bin/sleep", "30"])).expect("sleep");
-    let resident = resident_of(sleeper.pid());
+    // The resident of a session: the parent of its commands.
+    let resident = common::parent_of(sleeper.pid());
     let secret = secret_of(spawner_thread(resident));
     // Control: the resident's memory holds the secret (its spawner thread uses it).
     assert!(memory_holds(resident, &secret.to_ne_bytes()));

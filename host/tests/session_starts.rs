@@ -53,16 +53,6 @@ fn children(pid: i32) -> Vec<i32> {
         .collect()
 }
 
-fn parent_of(pid: i32) -> i32 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    stat[stat.rfind(')').unwrap() + 2..]
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
 #[test]
 fn a_start_that_fails_after_the_clone_names_its_step_and_leaves_nothing_running() {
     as_both(
@@ -72,7 +62,7 @@ fn a_start_that_fails_after_the_clone_names_its_step_and_leaves_nothing_running(
             let s = start("shell", dir.path());
             // The resident, whose children the commands are.
             let sleeper = s.spawn(&Command::new(["sleep", "30"])).unwrap();
-            let resident = parent_of(sleeper.pid());
+            let resident = common::parent_of(sleeper.pid());
             // Bytes no kernel loader takes, executable: exec answers ENOEXEC. Control: a real
             // script in the same place runs.
             let bad = executable(dir.path(), "bad", b"\x01\x02\x03garbage");

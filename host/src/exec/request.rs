@@ -360,11 +360,7 @@ impl Request {
         if let Some(h) = &home {
             super::home::apply(h, &mut env, &self.env, &mut paths.writable);
         }
-        let search = env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or("", |(_, v)| v.as_str());
-        let program = resolve_program(&argv[0], search)?;
+        let program = resolve_program(&argv[0], search_path(&env))?;
         Ok(Validated {
             program,
             argv,
@@ -397,12 +393,7 @@ impl Request {
     /// redoing its session's environment, home and paths on every command.
     pub(crate) fn validate_argv_on(&self, base: &Validated) -> Result<Validated, Refusal> {
         let argv = validate_argv(&self.argv)?;
-        let search = base
-            .env
-            .iter()
-            .find(|(k, _)| k == "PATH")
-            .map_or("", |(_, v)| v.as_str());
-        let program = resolve_program(&argv[0], search)?;
+        let program = resolve_program(&argv[0], search_path(&base.env))?;
         Ok(Validated {
             program,
             argv,
@@ -698,6 +689,13 @@ fn validate_argv(argv: &[String]) -> Result<Vec<String>, Refusal> {
 /// default), where the first executable regular file wins and a non-executable match is
 /// remembered for the status. Relative `PATH` entries are skipped: they would name the
 /// host's directory, not the caller's. Not found gives 127, found but not executable 126.
+/// The `PATH` of a job's environment, where its program is looked up ("" without one).
+fn search_path(env: &[(String, String)]) -> &str {
+    env.iter()
+        .find(|(k, _)| k == "PATH")
+        .map_or("", |(_, v)| v.as_str())
+}
+
 fn resolve_program(name: &str, search: &str) -> Result<PathBuf, Refusal> {
     if name.contains('/') {
         let program = Path::new(name);

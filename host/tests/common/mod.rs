@@ -13,6 +13,18 @@ pub mod moby;
 pub mod runc;
 pub mod unix_listener;
 
+/// The parent of process `pid`, from `/proc/PID/stat` (after the command name, which may hold
+/// anything up to its last `)`).
+pub fn parent_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    stat[stat.rfind(')').unwrap() + 2..]
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 /// The `sandbox` binary under test.
 pub const SANDBOX: &str = env!("CARGO_BIN_EXE_sandbox");
 
