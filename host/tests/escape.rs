@@ -1924,7 +1924,22 @@ fn proc_pid_environ_of_another_process_is_unreadable() {
     let secret = format!("ESCAPE_SECRET=sk-{}-{}", std::process::id(), line!());
     let start = || {
         let (k, v) = secret.split_once('=').unwrap();
-        Sleeper(Command::new("sleep").arg("1000").env(k, v).spawn().unwrap())
+        let s = Sleeper(Command::new("sleep").arg("1000").env(k, v).spawn().unwrap());
+        // `spawn` returns once the child's exec has replaced its memory, a moment before the
+        // kernel records where the new environment lies: until then `environ` reads empty
+        // (a control failed so once). The test's own read of its child waits for it.
+        let environ = format!("/proc/{}/environ", s.pid());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !std::fs::read(&environ)
+            .is_ok_and(|e| e.windows(secret.len()).any(|w| w == secret.as_bytes()))
+        {
+            assert!(
+                std::time::Instant::now() < until,
+                "{environ} never held the secret"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        s
     };
     let victim = start();
     let c = control(
