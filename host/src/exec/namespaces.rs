@@ -2,6 +2,7 @@
 //! isolation and network layers plan and the spawn path executes (a leaf below all three).
 
 use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
 
 /// The namespaces of a spawn and what the init does in them before starting the program.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,4 +57,70 @@ pub(crate) enum Mount {
     /// This path bound over itself, writable: it becomes a mount point, which cannot be
     /// removed or renamed from inside.
     Pin(CString),
+}
+
+impl Mount {
+    /// What the step does, and where: for naming the step that failed.
+    pub(crate) fn describe(&self) -> String {
+        let (what, path) = match self {
+            Mount::Proc(p) => ("proc at", p),
+            Mount::Clone(p, _) => ("copy of", p),
+            Mount::Tmpfs(p, _) => ("tmpfs at", p),
+            Mount::Devpts(p, _) => ("devpts at", p),
+            Mount::Mkdir(p) => ("directory", p),
+            Mount::File(p) => ("file", p),
+            Mount::Symlink(_, p) => ("link", p),
+            Mount::Attach(p, _, _) => ("copy attached at", p),
+            Mount::Seal(p, _) => ("read-only", p),
+            Mount::Write(p, _) => ("write to", p),
+            Mount::Hide(p) => ("cover of the socket", p),
+            Mount::Cover(p, _) => ("cover of", p),
+            Mount::ReadOnly(p) => ("read-only bind of", p),
+            Mount::Pin(p) => ("bind of", p),
+        };
+        format!(
+            "{what} {}",
+            crate::escape::path(std::path::Path::new(std::ffi::OsStr::from_bytes(
+                path.as_bytes()
+            ),))
+        )
+    }
+}
+
+#[cfg(test)]
+mod describe_tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_mount_step_is_named_with_its_path_escaped() {
+        let c = |s: &str| CString::new(s).unwrap();
+        assert_eq!(
+            Mount::ReadOnly(c("/usr")).describe(),
+            format!(
+                "read-only bind of {}",
+                crate::escape::path(std::path::Path::new("/usr"))
+            )
+        );
+        // A hostile name (a newline, bytes that are not UTF-8) is escaped, not printed raw.
+        let odd = CString::new(b"/tmp/a\nb\xff".to_vec()).unwrap();
+        let said = Mount::Attach(odd, 0, true).describe();
+        assert!(said.starts_with("copy attached at "), "{said}");
+        assert!(!said.contains('\n'), "{said}");
+        for m in [
+            Mount::Proc(c("/proc")),
+            Mount::Clone(c("/w"), 1),
+            Mount::Tmpfs(c("/tmp"), c("mode=1777")),
+            Mount::Devpts(c("/dev/pts"), c("newinstance")),
+            Mount::Mkdir(c("/d")),
+            Mount::File(c("/f")),
+            Mount::Symlink(c("t"), c("/l")),
+            Mount::Seal(c("/s"), true),
+            Mount::Write(c("/proc/sys/x"), c("1")),
+            Mount::Hide(c("/run/s.sock")),
+            Mount::Cover(c("/secret"), c("/empty")),
+            Mount::Pin(c("/p")),
+        ] {
+            assert!(m.describe().contains('/'), "{}", m.describe());
+        }
+    }
 }

@@ -132,6 +132,8 @@ pub(crate) struct Shared {
     pub(super) phase: AtomicU32,
     /// Where the child failed ([`Stage`]) and the errno, written before it exits.
     pub(super) failed: [AtomicI32; 2],
+    /// The step of the mount plan the init is making (its index), for naming a failed one.
+    pub(super) mount_at: AtomicI32,
     /// The listener's descriptor in the child, during the handover.
     pub(super) listener_fd: AtomicI32,
     /// The host's answer to the listener handover: [`WAIT`], [`GO`] or [`ABORT`].
@@ -150,6 +152,7 @@ impl Shared {
         Shared {
             phase: AtomicU32::new(RUNNING),
             failed: [AtomicI32::new(0), AtomicI32::new(0)],
+            mount_at: AtomicI32::new(-1),
             listener_fd: AtomicI32::new(-1),
             go: AtomicU32::new(WAIT),
             status: AtomicI32::new(0),

@@ -607,6 +607,7 @@ pub(super) extern "C" fn init_main(arg: *mut c_void) -> c_int {
         }
         let mut slots = [-1 as RawFd; MAX_EXPOSED];
         for i in 0..n.nmounts {
+            (*c.sh).mount_at.store(i as i32, Ordering::Relaxed);
             mount(c, &*n.mounts.add(i), &mut slots);
         }
         let mut cc = *c;
