@@ -80,6 +80,16 @@ fn programs(dir: &Path) -> [PathBuf; 2] {
 
 /// The listener's log once it has something (a datagram arrives after its sender exits), or
 /// empty after 2 s.
+/// The run's stderr names the refused socket with the narrowest change that allows it.
+fn assert_named(who: As, o: &std::process::Output, sock: &str) {
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains(&format!("to allow: --allow-unix-socket {sock}")),
+        "{who:?}: {}",
+        text(o)
+    );
+}
+
 fn log_of(path: &Path) -> String {
     let until = Instant::now() + Duration::from_secs(2);
     loop {
@@ -257,12 +267,7 @@ fn relative_paths_and_symlinks_to_a_late_socket_are_refused() {
             if how == "isolated" {
                 assert_eq!(log_of(&sock), "", "{who:?}: the late socket was reached");
                 // Named by the socket's own path, whatever path led to it.
-                let stderr = String::from_utf8_lossy(&o.stderr);
-                assert!(
-                    stderr.contains(&format!("to allow: --allow-unix-socket {sock_s}")),
-                    "{who:?}: {}",
-                    text(&o)
-                );
+                assert_named(who, &o, &sock_s);
             }
         }
     }
@@ -315,12 +320,7 @@ fn a_tmux_server_started_after_the_job_cannot_be_listed() {
                     "{who:?}: {}",
                     text(&o)
                 );
-                let stderr = String::from_utf8_lossy(&o.stderr);
-                assert!(
-                    stderr.contains(&format!("to allow: --allow-unix-socket {sock_s}")),
-                    "{who:?}: {}",
-                    text(&o)
-                );
+                assert_named(who, &o, &sock_s);
             }
         }
     }
@@ -504,12 +504,7 @@ fn a_profile_file_gets_the_same_supervision() {
                     text(&o)
                 );
                 assert_eq!(log_of(&sock), "", "{who:?}: the late socket was reached");
-                let err = String::from_utf8_lossy(&o.stderr);
-                assert!(
-                    err.contains(&format!("to allow: --allow-unix-socket {sock_s}")),
-                    "{who:?}: {}",
-                    text(&o)
-                );
+                assert_named(who, &o, &sock_s);
             }
         }
     }

@@ -476,7 +476,12 @@ impl process::Host for Inner {
         pidfd: std::os::fd::BorrowedFd<'_>,
         ns_pid: i32,
     ) -> std::io::Result<()> {
-        Inner::signal(self, id, sig, pidfd, ns_pid)
+        // An ended command's pid may be another's by now: only a running one is signalled.
+        if crate::sys::pidfd_exited(pidfd) {
+            return Ok(());
+        }
+        let pid = Some(ns_pid);
+        wire::send(self.sock.as_fd(), &ToResident::Signal { id, sig, pid }, &[])
     }
     fn sandbox(&self) -> &Sandbox {
         &self.sandbox
@@ -939,22 +944,6 @@ impl Inner {
                 format!("cannot make the command's own cgroup: {e}"),
             ))
         })
-    }
-
-    /// Sends `sig` to command `id`'s process group (`ns_pid` in the session) while its
-    /// `pidfd` says it runs: an ended command's pid may be another's by now.
-    pub(crate) fn signal(
-        &self,
-        id: u64,
-        sig: i32,
-        pidfd: std::os::fd::BorrowedFd<'_>,
-        ns_pid: i32,
-    ) -> std::io::Result<()> {
-        if crate::sys::pidfd_exited(pidfd) {
-            return Ok(());
-        }
-        let pid = Some(ns_pid);
-        wire::send(self.sock.as_fd(), &ToResident::Signal { id, sig, pid }, &[])
     }
 }
 

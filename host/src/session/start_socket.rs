@@ -91,6 +91,8 @@ struct Slot {
     envp: Box<[*const c_char]>,
     stack: Box<[u128]>,
     child: Child,
+    /// Where the child notes a failed step: it must have one, but on this path it sends
+    /// `failed` itself and nobody reads it.
     report: Report,
 }
 
@@ -376,7 +378,6 @@ unsafe fn start(env: &[CString], slot: &mut Slot, n: usize, fds: &[i32], secret:
     unsafe { environment(env, slot, &p) };
     let mut cgroups = [-1; 2];
     cgroups[..p.cgroups].copy_from_slice(&fds[4..]);
-    slot.report.stage.store(-1, Ordering::Relaxed);
     slot.child = Child {
         cgroups,
         stdio: [fds[0], fds[1], fds[2]],
