@@ -1881,3 +1881,58 @@ pub(crate) fn restore_mode(tty: BorrowedFd<'_>, mode: &libc::termios) {
     // SAFETY: tcsetattr reads the termios the caller holds.
     unsafe { libc::tcsetattr(tty.as_raw_fd(), libc::TCSANOW, mode) };
 }
+
+/// The kernel's `struct sched_attr` (its first version, 48 bytes): a thread's scheduling
+/// policy, nice value and, for the normal policies since Linux 6.12, its slice
+/// (`runtime`, nanoseconds; 0 the default).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+/// The calling thread's scheduling as it is (`normal`) and the same with a short slice
+/// (`short`), both reset in the processes it forks or clones (`SCHED_FLAG_RESET_ON_FORK`): for a
+/// thread that wakes briefly to start processes and should not wait for a running one's turn
+/// (EEVDF's custom slice, unprivileged; a shorter slice lets a woken thread preempt). `None`
+/// where it would change more than the slice: policies other than the normal and batch ones,
+/// or a negative nice value (which the reset would raise to 0 in the children).
+pub(crate) fn sched_turns(slice: std::time::Duration) -> Option<(SchedAttr, SchedAttr)> {
+    let mut now = SchedAttr::default();
+    // SAFETY: sched_getattr writes at most `size` bytes into `now`, a local of that size.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            0,
+            &mut now as *mut SchedAttr,
+            std::mem::size_of::<SchedAttr>() as u32,
+            0u32,
+        )
+    };
+    let normal_policy =
+        now.policy == libc::SCHED_OTHER as u32 || now.policy == libc::SCHED_BATCH as u32;
+    if rc != 0 || !normal_policy || now.nice < 0 {
+        return None;
+    }
+    // Both with SCHED_FLAG_RESET_ON_FORK: an unprivileged thread cannot clear it once set.
+    // At a nice value of 0 or more and a normal policy it resets only the children's slice.
+    let normal = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: now.policy,
+        flags: 1,
+        nice: now.nice,
+        ..SchedAttr::default()
+    };
+    let short = SchedAttr {
+        runtime: slice.as_nanos().try_into().unwrap_or(u64::MAX),
+        ..normal
+    };
+    Some((normal, short))
+}

@@ -126,7 +126,7 @@ fn a_guessed_secret_is_refused_and_the_secret_is_not_in_a_commands_memory() {
     sleeper.signal(libc::SIGKILL).unwrap();
     let _ = sleeper.wait();
     // Control: with the secret, `setsid` passes the filter (and then fails: the command leads
-    // its session already): the exemption is there, in the filter the command inherited.
+    // its process group already): the exemption is there, in the filter the command inherited.
     let r = s
         .spawn(&Command::new(["python3", "-c", &setsid_with(secret)]))
         .unwrap()

@@ -12,11 +12,16 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
     // Where `clone3` is refused (`clone::clone3_works`); clone uses five arguments.
     ("clone", 5),
     ("futex", 4),
-    // A session's spawner thread reads its start socket (`session/start_socket.rs`).
+    // A session's spawner thread reads its start socket (`session/start_socket.rs`) and
+    // changes its slice.
     ("recvmsg", 3),
+    ("sched_setattr", 3),
     // The child.
     ("rt_sigaction", 4),
     ("setsid", 0),
+    // A session's command without a terminal makes a process group, not a session.
+    ("setpgid", 2),
+    ("setpgid", 2),
     ("chdir", 1),
     ("dup3", 3),
     ("close_range", 3),

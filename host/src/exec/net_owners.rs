@@ -8,9 +8,9 @@
 //! instead, the fallback, cost 1.2 ms a table here: the kernel walks its whole connection hash,
 //! which all namespaces share); the process holding that inode among its descriptors is found
 //! by a walk of the session's process tree (`/proc/PID/task/TID/children`, then
-//! `/proc/PID/fd`), and its command by its session id: every command leads a session of its
-//! own (`setsid`), which the processes it starts keep unless they make their own, when their
-//! parents are asked in turn. The lookup runs once per proxied connection, in that
+//! `/proc/PID/fd`), and its command by its process group (or session): every command leads
+//! a group of its own (`setpgid`; a session, `setsid`, on a terminal), which the processes it
+//! starts keep unless they make their own, when their parents are asked in turn. The lookup runs once per proxied connection, in that
 //! connection's thread, and only while some command keeps a record; a connection no running
 //! command holds (a background process of an ended command, a daemon that left its session
 //! and parent) is recorded for the session only.
@@ -70,7 +70,7 @@ impl Owners {
         self.commands.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The command whose session (or an ancestor's) process `pid` is in.
+    /// The command whose group or session (or an ancestor's) process `pid` is in.
     fn command_of(&self, pid: i32) -> Option<Arc<Records>> {
         let commands = self.lock();
         let mut at = pid;

@@ -1,8 +1,8 @@
 //! A session command's child between its clone and its exec: it joins its cgroups, its
-//! streams and a session of its own, installs the session's filter unless it inherited the
-//! spawner thread's, and execs. It runs on memory it shares with the resident (`CLONE_VM`),
-//! so it makes raw calls only and never allocates; every call carries the spawner's secret
-//! (0 without a spawner) where `SECRET_CALLS` says.
+//! streams and a process group of its own (a session on a terminal), installs the session's
+//! filter unless it inherited the spawner thread's, and execs. It runs on memory it shares
+//! with the resident (`CLONE_VM`), so it makes raw calls only and never allocates; every call
+//! carries the spawner's secret (0 without a spawner) where `SECRET_CALLS` says.
 //!
 //! A child started by the resident's main thread (`CLONE_VFORK`) tells a failed step in its
 //! [`Report`], which the resident reads once it resumes. A child started on the start socket
@@ -72,7 +72,8 @@ pub(super) extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
     unsafe { child_main(&*(arg as *const Child)) }
 }
 
-/// The cloned child: joins its streams and its own session, installs the filter (its listener
+/// The cloned child: joins its streams and a process group of its own (a session of its own on
+/// a terminal), installs the filter (its listener
 /// lands in the table it shares with the resident) unless it inherited the spawner thread's,
 /// execs. Raw calls only, and no allocation: it runs on the resident's memory. Each call
 /// carries the spawner's secret (`c.secret`) in the argument `exec/spawner.rs`'s
@@ -124,16 +125,6 @@ unsafe fn child_main(c: &Child) -> ! {
                 }
             }
         }
-        // A session and process group of its own: its signals reach its group, and the host
-        // tells its processes apart by their session id (module `shared`). (`setsid` also
-        // gives it a scheduler autogroup of its own, which the kernel makes and frees for
-        // every command: measured, a process group in the resident's session instead ran one
-        // command at a time 0.87x a plain spawn loop against 0.80x, but two at a time 0.77x
-        // against 0.90x, the commands then sharing one autogroup.)
-        let rc = ksys!(secret; libc::SYS_setsid);
-        if rc < 0 {
-            fail(0, rc);
-        }
         for (i, &fd) in c.stdio.iter().enumerate() {
             // The streams came with the start message, above 2 (the resident's own 0, 1 and
             // 2 are open): dup3 never meets its own source.
@@ -142,16 +133,30 @@ unsafe fn child_main(c: &Child) -> ! {
                 fail(1, rc);
             }
         }
-        // A terminal as stdin (a command started with a pty) becomes the controlling
-        // terminal of the new session, so that it gets SIGWINCH and ^C like a shell's job.
+        // A process group of its own: its signals reach its group, and the host tells its
+        // processes apart by their group (module `shared`). A command on a terminal (stdin a
+        // terminal) leads a session of its own instead, whose controlling terminal that
+        // becomes, so that it gets SIGWINCH and ^C like a shell's job. Not a session for
+        // every command: `setsid` also makes a scheduler autogroup, which the kernel creates,
+        // schedules as a group of one and frees for each command; measured, one command at a
+        // time ran 0.80x a plain spawn loop with it and 0.88x without (docs/benchmarks.md).
         let mut term: libc::termios = std::mem::zeroed();
         let tty = ksys!(secret; libc::SYS_ioctl, 0usize, libc::TCGETS,
                         &mut term as *mut libc::termios)
             == 0;
         if tty {
+            let rc = ksys!(secret; libc::SYS_setsid);
+            if rc < 0 {
+                fail(0, rc);
+            }
             let rc = ksys!(secret; libc::SYS_ioctl, 0usize, libc::TIOCSCTTY, 0usize);
             if rc != 0 {
                 fail(1, rc);
+            }
+        } else {
+            let rc = ksys!(secret; libc::SYS_setpgid, 0usize, 0usize);
+            if rc < 0 {
+                fail(0, rc);
             }
         }
         if !c.cwd.is_null() {

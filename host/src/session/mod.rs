@@ -854,6 +854,8 @@ impl Inner {
                 &env,
                 v.cwd.as_ref().map(|c| c.as_os_str().as_bytes()),
                 cgroups,
+                // This command is counted already.
+                self.running.load(Ordering::Acquire) > 1,
             )
             .ok_or_else(|| {
                 std::io::Error::new(

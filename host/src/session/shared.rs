@@ -2,12 +2,22 @@
 //! installed the session's filter on itself once, every filtered command inherits it, and the
 //! host serves its listener for the whole session, telling each refused call's command apart.
 //!
-//! A command's first process starts a session of its own (`setsid`, between clone and exec),
-//! so every process it starts that does not call `setsid` itself has the command's pid as its
-//! session id. On a notification (never otherwise) the host reads the calling thread's session
-//! id from `/proc/TID/stat`; a running command with that pid gets the call. Else the thread's
-//! parents are walked up to a running command (a process that started a session of its own
-//! inside a command). A process whose chain leads to a child of the resident that is not
+//! A command's first process starts a process group of its own (`setpgid`, or `setsid` on a
+//! terminal, between clone and exec), so every process it starts that does not make or join
+//! another group has the command's pid as its process group id. On a notification (never
+//! otherwise) the host reads the calling thread's group from `/proc/TID/stat`; a running
+//! command with that pid gets the call. Else the thread's parents are walked up to a running
+//! command (a process that made a group or session of its own inside a command).
+//!
+//! The kernel lets a process join another group of the same session (`setpgid(0, PGID)`),
+//! and a command's group is in the resident's session, as every command's: a process that
+//! joins another running command's group on purpose has its refused calls counted in that
+//! command's result. It gains nothing by it: every command of a session is confined by the
+//! same rules, and a process can already signal any other of its session. Commands used to
+//! lead sessions of their own, which nobody can join, at the cost of a scheduler autogroup
+//! per command (module `child`).
+//!
+//! A process whose chain leads to a child of the resident that is not
 //! registered yet (a command between its clone and the host's `started`) waits for it, at most
 //! [`REGISTERING`]. Anything else (a background process whose command has ended) belongs to
 //! no running command: its calls are refused by the session's rules and counted for the
@@ -78,13 +88,13 @@ impl Routes {
     }
 
     fn find(&self, tid: i32) -> Found {
-        let Some((_, sid)) = stat(tid) else {
+        let Some((_, group)) = stat(tid) else {
             return Found::Nobody;
         };
-        if let Some(s) = self.lock().get(&sid) {
+        if let Some(s) = self.lock().get(&group) {
             return Found::Command(Arc::clone(s));
         }
-        // A process that started a session of its own: its chain of parents.
+        // A process that made a group or session of its own: its chain of parents.
         let mut p = tid;
         for _ in 0..64 {
             if let Some(s) = self.lock().get(&p) {
@@ -107,14 +117,14 @@ enum Found {
     Nobody,
 }
 
-/// The parent and session id of `pid`, from `/proc/PID/stat` (after the command name, which
-/// may hold anything up to its last `)`: state, ppid, pgrp, session).
+/// The parent and process group of `pid`, from `/proc/PID/stat` (after the command name,
+/// which may hold anything up to its last `)`: state, ppid, pgrp, session).
 fn stat(pid: i32) -> Option<(i32, i32)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let mut fields = text[text.rfind(')')? + 2..].split(' ');
     let parent = fields.nth(1)?.parse().ok()?;
-    let sid = fields.nth(1)?.parse().ok()?;
-    Some((parent, sid))
+    let group = fields.next()?.parse().ok()?;
+    Some((parent, group))
 }
 
 #[cfg(test)]
@@ -122,20 +132,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_process_is_found_by_its_session_or_its_parents_else_it_is_nobodys() {
-        // This test process: its session id and parent are whatever the runner gave it.
+    fn a_process_is_found_by_its_group_or_its_parents_else_it_is_nobodys() {
+        // This test process: its group and parent are whatever the runner gave it.
         let me = std::process::id() as i32;
-        let (parent, sid) = stat(me).unwrap();
+        let (parent, group) = stat(me).unwrap();
         let unowned = Slot::routed(crate::exec::notify::Response::Errno(1), None, None);
         let routes = Routes::new(-1, Arc::clone(&unowned));
         assert!(Arc::ptr_eq(&routes.route(me), &unowned));
-        let by_session = Slot::routed(crate::exec::notify::Response::Errno(1), None, None);
-        routes.add(sid, Arc::clone(&by_session));
-        assert!(Arc::ptr_eq(&routes.route(me), &by_session));
-        routes.remove(sid);
+        let by_group = Slot::routed(crate::exec::notify::Response::Errno(1), None, None);
+        routes.add(group, Arc::clone(&by_group));
+        assert!(Arc::ptr_eq(&routes.route(me), &by_group));
+        routes.remove(group);
         let by_parent = Slot::routed(crate::exec::notify::Response::Errno(1), None, None);
         routes.add(parent, Arc::clone(&by_parent));
-        if parent != sid {
+        if parent != group {
             assert!(Arc::ptr_eq(&routes.route(me), &by_parent));
         }
         // A name with spaces and parentheses does not shift the fields.
