@@ -229,9 +229,9 @@ fn ids(pid: i32) -> (i32, i32, i32) {
 }
 
 #[test]
-fn a_command_leads_a_process_group_and_one_on_a_terminal_its_own_session() {
+fn a_command_leads_a_group_and_one_on_a_terminal_or_beside_others_its_own_session() {
     as_both(
-        "a_command_leads_a_process_group_and_one_on_a_terminal_its_own_session",
+        "a_command_leads_a_group_and_one_on_a_terminal_or_beside_others_its_own_session",
         |who| {
             let dir = project();
             let s = start("shell", dir.path());
@@ -278,76 +278,22 @@ fn a_command_leads_a_process_group_and_one_on_a_terminal_its_own_session() {
             let tty = s.spawn(&Command::new(["sleep", "30"]).pty(80, 24)).unwrap();
             let (_, group, session) = ids(tty.pid());
             assert_eq!((group, session), (tty.pid(), tty.pid()), "{who:?}");
-            tty.signal(libc::SIGKILL).unwrap();
-            tty.wait();
-            s.end();
-        },
-    );
-}
-
-/// The `se.slice` of a `sched` file of `/proc`: a thread's slice, nanoseconds.
-fn slice_in(sched: impl AsRef<std::path::Path>) -> u64 {
-    let text = std::fs::read_to_string(sched).unwrap();
-    let line = text.lines().find(|l| l.starts_with("se.slice")).unwrap();
-    line.rsplit(' ').next().unwrap().trim().parse().unwrap()
-}
-
-/// The slice of the session's spawner thread.
-fn spawner_slice(resident: i32) -> u64 {
-    for t in std::fs::read_dir(format!("/proc/{resident}/task"))
-        .unwrap()
-        .flatten()
-    {
-        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-        if comm.starts_with("sandbox-spawn") {
-            return slice_in(t.path().join("sched"));
-        }
-    }
-    panic!("the resident {resident} has no spawner thread");
-}
-
-/// Whether this kernel has EEVDF's custom slices (Linux 6.12).
-fn custom_slices() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
-    let mut v = release
-        .split(['.', '-'])
-        .map(|x| x.parse::<u32>().unwrap_or(0));
-    (v.next().unwrap_or(0), v.next().unwrap_or(0)) >= (6, 12)
-}
-
-#[test]
-fn the_spawner_takes_short_turns_only_while_commands_run_beside_a_start() {
-    if !custom_slices() {
-        eprintln!("skipped: this kernel has no custom slices (Linux 6.12)");
-        return;
-    }
-    as_both(
-        "the_spawner_takes_short_turns_only_while_commands_run_beside_a_start",
-        |who| {
-            let dir = project();
-            let s = start("shell", dir.path());
-            let normal = slice_in("/proc/thread-self/sched");
-            let sleeper = s.spawn(&Command::new(["sleep", "30"])).unwrap();
-            let resident = common::parent_of(sleeper.pid());
-            // Control: alone, the spawner has the normal slice, as this thread.
-            assert_eq!(spawner_slice(resident), normal, "{who:?}");
-            // A start while the sleep runs: 100 µs turns from then on.
-            let r = s.spawn(&Command::new(["/bin/true"])).unwrap().wait();
-            assert_eq!(r.exit_code, Some(0), "{who:?}: {r:?}");
-            assert_eq!(spawner_slice(resident), 100_000, "{who:?}");
-            // The commands it starts have the normal slice.
-            let child = s.spawn(&Command::new(["sleep", "30"])).unwrap();
-            let theirs = slice_in(format!("/proc/{}/sched", child.pid()));
-            assert_eq!(theirs, normal, "{who:?}");
-            child.signal(libc::SIGKILL).unwrap();
-            child.wait();
-            sleeper.signal(libc::SIGKILL).unwrap();
-            sleeper.wait();
-            // Alone again: the normal slice after 16 starts in a row.
-            for _ in 0..16 {
-                s.spawn(&Command::new(["/bin/true"])).unwrap().wait();
+            // Started while another command runs: a session of its own too (its own
+            // scheduler autogroup), also without a terminal.
+            let beside = s.spawn(&Command::new(["sleep", "30"])).unwrap();
+            let (_, group, session) = ids(beside.pid());
+            assert_eq!((group, session), (beside.pid(), beside.pid()), "{who:?}");
+            for p in [tty, beside] {
+                p.signal(libc::SIGKILL).unwrap();
+                p.wait();
             }
-            assert_eq!(spawner_slice(resident), normal, "{who:?}");
+            // Alone again: a group in the resident's session.
+            let alone = s.spawn(&Command::new(["sleep", "30"])).unwrap();
+            let (_, group, session) = ids(alone.pid());
+            assert_eq!(group, alone.pid(), "{who:?}");
+            assert_eq!(session, ids(resident).2, "{who:?}");
+            alone.signal(libc::SIGKILL).unwrap();
+            alone.wait();
             s.end();
         },
     );

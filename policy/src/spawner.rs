@@ -12,10 +12,8 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
     // Where `clone3` is refused (`clone::clone3_works`); clone uses five arguments.
     ("clone", 5),
     ("futex", 4),
-    // A session's spawner thread reads its start socket (`session/start_socket.rs`) and
-    // changes its slice.
+    // A session's spawner thread reads its start socket (`session/start_socket.rs`).
     ("recvmsg", 3),
-    ("sched_setattr", 3),
     // The child.
     ("rt_sigaction", 4),
     ("setsid", 0),

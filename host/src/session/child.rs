@@ -1,5 +1,5 @@
 //! A session command's child between its clone and its exec: it joins its cgroups, its
-//! streams and a process group of its own (a session on a terminal), installs the session's
+//! streams and a process group or a session of its own (module comment at `setsid`), installs the session's
 //! filter unless it inherited the spawner thread's, and execs. It runs on memory it shares
 //! with the resident (`CLONE_VM`), so it makes raw calls only and never allocates; every call
 //! carries the spawner's secret (0 without a spawner) where `SECRET_CALLS` says.
@@ -53,6 +53,9 @@ pub(super) struct Child {
     pub(super) cwd: *const libc::c_char,
     pub(super) fprog: *const libc::sock_fprog,
     pub(super) notify: bool,
+    /// A session of its own rather than only a process group (one on a terminal always
+    /// gets one): other commands of the session run.
+    pub(super) session: bool,
     /// The spawner's secret, which every call of the child carries in an argument the kernel
     /// ignores for it (0 when the child installs the filter itself): the spawner thread's
     /// filter, which the child inherits, exempts exactly those calls.
@@ -134,26 +137,31 @@ unsafe fn child_main(c: &Child) -> ! {
             }
         }
         // A process group of its own: its signals reach its group, and the host tells its
-        // processes apart by their group (module `shared`). A command on a terminal (stdin a
-        // terminal) leads a session of its own instead, whose controlling terminal that
-        // becomes, so that it gets SIGWINCH and ^C like a shell's job. Not a session for
-        // every command: `setsid` also makes a scheduler autogroup, which the kernel creates,
-        // schedules as a group of one and frees for each command; measured, one command at a
-        // time ran 0.80x a plain spawn loop with it and 0.88x without (docs/benchmarks.md).
+        // processes apart by their group (module `shared`). A session of its own (which is
+        // also a group) for a command on a terminal (stdin a terminal), whose controlling
+        // terminal that becomes, so that it gets SIGWINCH and ^C like a shell's job; and for
+        // one started while other commands of the session run (`c.session`). `setsid` makes
+        // a scheduler autogroup, which the kernel creates, schedules as a group of its own
+        // and frees for each command: alone, that cost a command 0.80x a plain spawn loop
+        // against 0.88x without; beside running commands, a group of its own is what keeps
+        // the spawner thread (idle in the resident's group) from waiting behind them, 0.89x
+        // with and 0.77-0.80x without (docs/benchmarks.md).
         let mut term: libc::termios = std::mem::zeroed();
         let tty = ksys!(secret; libc::SYS_ioctl, 0usize, libc::TCGETS,
                         &mut term as *mut libc::termios)
             == 0;
-        if tty {
+        if tty || c.session {
             let rc = ksys!(secret; libc::SYS_setsid);
             if rc < 0 {
                 fail(0, rc);
             }
+        }
+        if tty {
             let rc = ksys!(secret; libc::SYS_ioctl, 0usize, libc::TIOCSCTTY, 0usize);
             if rc != 0 {
                 fail(1, rc);
             }
-        } else {
+        } else if !c.session {
             let rc = ksys!(secret; libc::SYS_setpgid, 0usize, 0usize);
             if rc < 0 {
                 fail(0, rc);

@@ -630,6 +630,8 @@ fn start(
         cwd: cmd.cwd.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
         fprog: fprog.as_ref().map_or(std::ptr::null(), |p| p as *const _),
         notify: filter.is_some_and(|(_, n)| *n),
+        // Without the start socket (older kernels): a session for every command, as before.
+        session: true,
         secret: spawner.map_or(0, |(_, s)| s),
         path: me.buffer.as_ptr().cast(),
         argv: argv.as_ptr(),

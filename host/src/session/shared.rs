@@ -2,20 +2,19 @@
 //! installed the session's filter on itself once, every filtered command inherits it, and the
 //! host serves its listener for the whole session, telling each refused call's command apart.
 //!
-//! A command's first process starts a process group of its own (`setpgid`, or `setsid` on a
-//! terminal, between clone and exec), so every process it starts that does not make or join
+//! A command's first process leads a process group of its own (`setpgid`, or `setsid`, which
+//! makes a group too, module `child`), so every process it starts that does not make or join
 //! another group has the command's pid as its process group id. On a notification (never
 //! otherwise) the host reads the calling thread's group from `/proc/TID/stat`; a running
 //! command with that pid gets the call. Else the thread's parents are walked up to a running
 //! command (a process that made a group or session of its own inside a command).
 //!
-//! The kernel lets a process join another group of the same session (`setpgid(0, PGID)`),
-//! and a command's group is in the resident's session, as every command's: a process that
-//! joins another running command's group on purpose has its refused calls counted in that
-//! command's result. It gains nothing by it: every command of a session is confined by the
-//! same rules, and a process can already signal any other of its session. Commands used to
-//! lead sessions of their own, which nobody can join, at the cost of a scheduler autogroup
-//! per command (module `child`).
+//! The kernel lets a process join another group of the same session (`setpgid(0, PGID)`): a
+//! process of a command started alone, which is in the resident's session, could join the
+//! group of another such command, and would have its refused calls counted in that command's
+//! result. It gains nothing by it: every command of a session is confined by the same rules,
+//! and a process can already signal any other of its session (docs/sessions.md, "Groups and
+//! sessions").
 //!
 //! A process whose chain leads to a child of the resident that is not
 //! registered yet (a command between its clone and the host's `started`) waits for it, at most

@@ -23,13 +23,7 @@
 //! raw calls only, each carrying the spawner's secret where `SECRET_CALLS` says, and never
 //! allocates: every buffer is made before ([`Loop::new`]). The message is binary (no
 //! decoder runs under the filter): a header of five numbers, then NUL-terminated strings.
-//!
-//! The spawner thread takes short turns (a 100 µs slice, [`crate::sys::sched_turns`]) while
-//! other commands of the session run, as the host says in each start: woken beside a running
-//! command it would otherwise wait for that command's turn, and every start of the session
-//! waits for it (measured, two at a time: 0.78x a plain spawn loop without, 0.87x with).
-//! Alone it keeps the normal slice: one at a time the short one cost more than it saved
-//! (0.77x against 0.88x), the thread then preempting the host's thread in its send.
+
 //! Descriptors ride along: the command's stdin, stdout, stderr, its reply socket, then the
 //! `cgroup.procs` files of its own cgroups.
 
@@ -50,14 +44,9 @@ const HEADER: usize = 24;
 
 /// In the header's flags: a cwd follows the variables.
 const CWD: u32 = 1;
-/// In the header's flags: other commands of the session run (the spawner takes short turns).
+/// In the header's flags: other commands of the session run, and this one leads a session of
+/// its own (module `child`).
 const BESIDE: u32 = 2;
-
-/// The slice the spawner thread asks for while commands run beside a start.
-const SHORT_TURN: std::time::Duration = std::time::Duration::from_micros(100);
-
-/// Starts in a row with no command beside after which the spawner's normal slice is back.
-const ALONE: u32 = 16;
 
 /// The most strings (path, arguments, variables, cwd) a start carries; the kernel's own
 /// limit on the size of arguments and environment comes far earlier for most.
@@ -68,8 +57,8 @@ const SLOTS: usize = 4;
 
 /// A command's start as the host writes it: `path`, `argv`, `env` (`KEY=value` added to or
 /// replacing the session's), `cwd`, and how many `cgroup.procs` descriptors follow the reply
-/// socket; `beside`: other commands of the session run. `None` when it does not fit in
-/// [`MAX_START`] or a string holds a NUL.
+/// socket; `beside`: other commands of the session run (this one then leads a session of its
+/// own). `None` when it does not fit in [`MAX_START`] or a string holds a NUL.
 pub(crate) fn encode(
     id: u64,
     path: &[u8],
@@ -124,13 +113,6 @@ pub(crate) struct Loop {
     /// The session's environment, each `KEY=value`.
     env: Vec<CString>,
     slots: Box<[Slot]>,
-    /// The thread's scheduling alone and beside running commands (module comment), where
-    /// only the slice changes.
-    turns: Option<(crate::sys::SchedAttr, crate::sys::SchedAttr)>,
-    /// Whether the short one is on.
-    short: bool,
-    /// Starts in a row with no other command running.
-    alone: u32,
 }
 
 // SAFETY: the pointers in the slots point into the loop's own buffers and are only used by
@@ -166,6 +148,7 @@ impl Loop {
                     cwd: std::ptr::null(),
                     fprog: std::ptr::null(),
                     notify: false,
+                    session: false,
                     secret: 0,
                     path: std::ptr::null(),
                     argv: std::ptr::null(),
@@ -185,10 +168,6 @@ impl Loop {
             sock: sock.into_raw_fd(),
             env,
             slots,
-            // The spawner thread is this thread's: it has the same scheduling.
-            turns: crate::sys::sched_turns(SHORT_TURN),
-            short: false,
-            alone: 0,
         }
     }
 }
@@ -217,36 +196,10 @@ pub(crate) unsafe fn serve(lp: &mut Loop, secret: u64) -> ! {
         match unsafe { receive(lp.sock, &mut lp.slots[k], secret) } {
             Some((n, fds, count)) => {
                 // SAFETY: as above; `fds[..count]` were just received and are this thread's.
-                let beside = unsafe { start(&lp.env, &mut lp.slots[k], n, &fds[..count], secret) };
+                unsafe { start(&lp.env, &mut lp.slots[k], n, &fds[..count], secret) };
                 for &fd in &fds[..count] {
                     // SAFETY: closing descriptors this thread received (a child has copies).
                     unsafe { ksys!(secret; libc::SYS_close, fd) };
-                }
-                // Short turns at once when commands run beside; normal ones again after
-                // `ALONE` starts in a row without (two callers' starts alternate between the
-                // two, and each change is a call).
-                lp.alone = if beside {
-                    0
-                } else {
-                    lp.alone.saturating_add(1)
-                };
-                let want = beside || (lp.short && lp.alone < ALONE);
-                if let Some((normal, short)) = &lp.turns {
-                    if want != lp.short {
-                        let attr = if want { short } else { normal };
-                        // SAFETY: sched_setattr of this thread reads `attr`, a whole struct of
-                        // the size it names; the secret goes in its unused fourth argument.
-                        // Refused, it changed nothing and is not asked again.
-                        let rc = unsafe {
-                            ksys!(secret; libc::SYS_sched_setattr, 0usize,
-                                  attr as *const crate::sys::SchedAttr, 0usize)
-                        };
-                        if rc == 0 {
-                            lp.short = want;
-                        } else {
-                            lp.turns = None;
-                        }
-                    }
                 }
             }
             None => break,
@@ -421,18 +374,18 @@ unsafe fn environment(env: &[CString], lp: &mut Slot, p: &Parsed) {
 /// Starts the command of the message of `n` bytes in `slot` with descriptors `fds`,
 /// answering `Started` on its reply socket (`fds[3]`), or `Failed` when it was not cloned (a
 /// child whose step fails answers itself). The caller closes `fds` after: the child has its
-/// own copies. Whether the host said other commands run.
+/// own copies.
 ///
 /// # Safety
 /// As [`serve`]; the slot is free.
-unsafe fn start(env: &[CString], slot: &mut Slot, n: usize, fds: &[i32], secret: u64) -> bool {
+unsafe fn start(env: &[CString], slot: &mut Slot, n: usize, fds: &[i32], secret: u64) {
     let Some(reply) = fds.get(3).copied() else {
-        return false;
+        return;
     };
     let Some(p) = parse(slot, n).filter(|p| fds.len() == 4 + p.cgroups && p.cgroups <= 2) else {
         // SAFETY: as the caller's.
         unsafe { send_answer(reply, 0, Err(("prepare", libc::EINVAL)), -1, secret) };
-        return false;
+        return;
     };
     // SAFETY: `p` is parse's for this message.
     unsafe { environment(env, slot, &p) };
@@ -444,6 +397,7 @@ unsafe fn start(env: &[CString], slot: &mut Slot, n: usize, fds: &[i32], secret:
         cwd: p.cwd,
         fprog: std::ptr::null(),
         notify: false,
+        session: p.beside,
         secret,
         path: p.path,
         argv: slot.argv.as_ptr(),
@@ -480,7 +434,7 @@ unsafe fn start(env: &[CString], slot: &mut Slot, n: usize, fds: &[i32], secret:
         slot.busy.store(0, Ordering::Release);
         // SAFETY: as the caller's.
         unsafe { send_answer(reply, p.id, Err(("prepare", -pid as i32)), -1, secret) };
-        return p.beside;
+        return;
     }
     // SAFETY: as the caller's; `pidfd` is this thread's.
     let sent = pidfd >= 0 && unsafe { send_answer(reply, p.id, Ok(pid as i32), pidfd, secret) };
@@ -497,7 +451,6 @@ unsafe fn start(env: &[CString], slot: &mut Slot, n: usize, fds: &[i32], secret:
         // SAFETY: the pidfd clone made for this thread.
         unsafe { ksys!(secret; libc::SYS_close, pidfd) };
     }
-    p.beside
 }
 
 #[cfg(test)]
