@@ -316,11 +316,19 @@ pub(crate) fn pid_of(pidfd: &OwnedFd) -> i32 {
 
 /// The process's pid in the host's PID namespace and in its own (the session's, where it has
 /// one). Where the pid in the session is known already (`own`, from the resident), one
-/// `PIDFD_GET_INFO` call gives the host's; else one read of the pidfd's `fdinfo` (`Pid:`, and
-/// `NSpid:`'s last entry). -1 where unknown.
+/// `PIDFD_GET_INFO` call gives the host's (-1 once the process is reaped); else, and on
+/// kernels without that call, one read of the pidfd's `fdinfo` (`Pid:`, and `NSpid:`'s last
+/// entry). -1 where unknown.
 pub(crate) fn pids_knowing(pidfd: &OwnedFd, own: Option<i32>) -> (i32, i32) {
-    if let (Some(own), Ok(host)) = (own.filter(|p| *p > 0), crate::sys::pidfd_pid(pidfd.as_fd())) {
-        return (host, own);
+    if let Some(own) = own.filter(|p| *p > 0) {
+        match crate::sys::pidfd_pid(pidfd.as_fd()) {
+            Ok(host) => return (host, own),
+            // The kernel answers, and the process is gone: a short command can have exited
+            // and been reaped before the host reads its start. `fdinfo` has no pid for it
+            // either (`Pid: -1`); reading it cost a fifth of the host's time in such a start.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return (-1, own),
+            Err(_) => {}
+        }
     }
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))
         .unwrap_or_default();
@@ -803,4 +811,33 @@ fn result(
     // stderr as a one-shot's are, in the words of the session's front end.
     crate::exec::name_refusals(&mut result, v, inner.sandbox(), &emulated);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_process_has_its_pids_and_a_reaped_one_none_in_the_host() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let pidfd = crate::sys::pidfd_open(pid, 0).unwrap();
+        // The pid in the session, as the resident says it, is taken as given.
+        assert_eq!(pids_knowing(&pidfd, Some(7)), (pid, 7));
+        // Without it, the pidfd's fdinfo names both (no PID namespace here: the same).
+        assert_eq!(pids_knowing(&pidfd, None), (pid, pid));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // Reaped: no pid in the host, the session's still as given.
+        let gone = pids_knowing(&pidfd, Some(7));
+        if crate::sys::pidfd_pid(pidfd.as_fd())
+            .is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH))
+        {
+            assert_eq!(gone, (-1, 7));
+        }
+        assert_eq!(pids_knowing(&pidfd, None).0, -1);
+    }
 }
