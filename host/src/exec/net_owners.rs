@@ -9,11 +9,11 @@
 //! which all namespaces share); the process holding that inode among its descriptors is found
 //! by a walk of the session's process tree (`/proc/PID/task/TID/children`, then
 //! `/proc/PID/fd`), and its command by its process group (or session): every command leads
-//! a group of its own (`setpgid`; a session, `setsid`, on a terminal), which the processes it
-//! starts keep unless they make their own, when their parents are asked in turn. The lookup runs once per proxied connection, in that
-//! connection's thread, and only while some command keeps a record; a connection no running
-//! command holds (a background process of an ended command, a daemon that left its session
-//! and parent) is recorded for the session only.
+//! a group of its own (`setpgid`, or `setsid`, which makes one too), which the processes it
+//! starts keep unless they make their own, when their parents are asked in turn. The lookup
+//! runs once per proxied connection, in that connection's thread, and only while some command
+//! keeps a record; a connection no running command holds (a background process of an ended
+//! command, a daemon that left its session and parent) is recorded for the session only.
 
 use crate::proxy::{Attribution, Records};
 use std::collections::HashMap;

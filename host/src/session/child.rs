@@ -1,8 +1,9 @@
 //! A session command's child between its clone and its exec: it joins its cgroups, its
-//! streams and a process group or a session of its own (module comment at `setsid`), installs the session's
-//! filter unless it inherited the spawner thread's, and execs. It runs on memory it shares
-//! with the resident (`CLONE_VM`), so it makes raw calls only and never allocates; every call
-//! carries the spawner's secret (0 without a spawner) where `SECRET_CALLS` says.
+//! streams and a process group or a session of its own (the comment at its `setsid` says
+//! which), installs the session's filter unless it inherited the spawner thread's, and execs.
+//! It runs on memory it shares with the resident (`CLONE_VM`), so it makes raw calls only and
+//! never allocates; every call carries the spawner's secret (0 without a spawner) where
+//! `SECRET_CALLS` says.
 //!
 //! A child started by the resident's main thread (`CLONE_VFORK`) tells a failed step in its
 //! [`Report`], which the resident reads once it resumes. A child started on the start socket
@@ -76,9 +77,8 @@ pub(super) extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
 }
 
 /// The cloned child: joins its streams and a process group of its own (a session of its own on
-/// a terminal), installs the filter (its listener
-/// lands in the table it shares with the resident) unless it inherited the spawner thread's,
-/// execs. Raw calls only, and no allocation: it runs on the resident's memory. Each call
+/// a terminal or beside running commands), installs the filter (its listener lands in the
+/// table it shares with the resident) unless it inherited the spawner thread's, execs. Raw calls only, and no allocation: it runs on the resident's memory. Each call
 /// carries the spawner's secret (`c.secret`) in the argument `exec/spawner.rs`'s
 /// `SECRET_CALLS` names for it, so that the inherited filter lets it through; without a
 /// spawner the secret is 0 and those arguments are ignored.

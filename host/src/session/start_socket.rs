@@ -23,7 +23,6 @@
 //! raw calls only, each carrying the spawner's secret where `SECRET_CALLS` says, and never
 //! allocates: every buffer is made before ([`Loop::new`]). The message is binary (no
 //! decoder runs under the filter): a header of five numbers, then NUL-terminated strings.
-
 //! Descriptors ride along: the command's stdin, stdout, stderr, its reply socket, then the
 //! `cgroup.procs` files of its own cgroups.
 
