@@ -382,7 +382,10 @@ pub struct Status {
     /// What was asked but is not enforced, in words (empty in [`Mode::Required`]).
     pub missing: Vec<String>,
     /// Deny paths that did not exist when the ruleset was built (nothing to protect).
-    pub deny_read_absent: Vec<PathBuf>,
+    /// Shared, not copied: every result of a session carries its status, and copying the
+    /// default deny list's absent paths (fifty-odd on a machine without those tools) into each
+    /// cost the host 2-7 µs a command (docs/benchmarks.md, session).
+    pub deny_read_absent: std::sync::Arc<[PathBuf]>,
     /// Whether `fs-read-deny` is enforced by the constructed view's covers over the deny
     /// paths rather than by a carve-out in the rules ([`Spec::covered`]). Left out of JSON
     /// when false.
@@ -1097,7 +1100,7 @@ pub fn prepare(
         mode,
         enforced,
         missing,
-        deny_read_absent: plan.absent.clone(),
+        deny_read_absent: plan.absent.as_slice().into(),
         // Without Landlock nothing is enforced, by covers or otherwise.
         covered: spec.covers_deny_paths() && used >= 1,
     };

@@ -305,7 +305,7 @@ fn nested_absent_file_and_later_entries() {
         w.home.join(".aws"),
     ];
     let layer = w.prepare(&spec);
-    assert_eq!(layer.status().deny_read_absent, vec![w.home.join(".aws")]);
+    assert_eq!(*layer.status().deny_read_absent, [w.home.join(".aws")]);
     assert!(layer.status().enforced.contains(&"fs-read-deny".to_owned()));
     let h = w.home.display();
     attack(&w, &layer, false, "nested", &format!("cat {h}/.ssh/id_rsa"));
@@ -742,7 +742,7 @@ fn deny_paths_sharing_a_listed_parent_and_dot_dot() {
         .collect();
     let layer = w.prepare(&spec);
     let absent: Vec<PathBuf> = ["a", "b", "c", "d"].iter().map(|n| w.ws.join(n)).collect();
-    assert_eq!(layer.status().deny_read_absent, absent);
+    assert_eq!(*layer.status().deny_read_absent, *absent);
     let h = w.home.display();
     attack(&w, &layer, false, "via ..", &format!("cat {h}/.ssh/id_rsa"));
     attack(
