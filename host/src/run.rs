@@ -212,7 +212,7 @@ fn job(
             .chain(args.iter().cloned())
             .collect(),
         cwd: None,
-        env: settings.env.clone(),
+        env: settings.env.as_slice().into(),
         timeout: settings.timeout,
         streams: Streams::Inherit,
         max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES as usize,

@@ -199,8 +199,10 @@ pub struct Validated {
     pub argv: Vec<String>,
     /// Working directory, if one was given.
     pub cwd: Option<PathBuf>,
-    /// The child's complete environment (safe list, then the request's additions).
-    pub env: Vec<(String, String)>,
+    /// The child's complete environment (safe list, then the request's additions). Shared:
+    /// a session's commands that change only their arguments reuse one validation, and
+    /// copying its two dozen variables cost the host a few µs a command.
+    pub env: std::sync::Arc<[(String, String)]>,
     /// Wall-clock limit (`None`: none; only front ends with a terminal user allow that).
     pub timeout: Option<Duration>,
     /// How the standard streams are connected.
@@ -365,7 +367,7 @@ impl Request {
             program,
             argv,
             cwd,
-            env,
+            env: env.into(),
             timeout: Some(Duration::from_secs_f64(self.timeout_s)),
             streams: Streams::Capture,
             max_output_bytes: self.max_output_bytes as usize,
@@ -387,12 +389,15 @@ impl Request {
         })
     }
 
-    /// This request's validation with `base`, the validation of the same request with other
-    /// arguments: only `argv` and the program it names are checked and resolved again. A
-    /// session's command that changes nothing but its arguments is validated so, without
-    /// redoing its session's environment, home and paths on every command.
-    pub(crate) fn validate_argv_on(&self, base: &Validated) -> Result<Validated, Refusal> {
-        let argv = validate_argv(&self.argv)?;
+    /// The validation of `base`'s request with arguments `argv` instead: only `argv` and the
+    /// program it names are checked and resolved again. A session's command that changes
+    /// nothing but its arguments is validated so, without copying its session's request or
+    /// redoing its environment, home and paths on every command.
+    pub(crate) fn validate_argv_on(
+        argv: &[String],
+        base: &Validated,
+    ) -> Result<Validated, Refusal> {
+        let argv = validate_argv(argv)?;
         let program = resolve_program(&argv[0], search_path(&base.env))?;
         Ok(Validated {
             program,

@@ -103,7 +103,7 @@ pub fn learn(
             .chain(args.iter().cloned())
             .collect(),
         cwd: None,
-        env: passed_environment(),
+        env: passed_environment().into(),
         timeout: settings.timeout,
         streams: Streams::Inherit,
         max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES as usize,

@@ -631,23 +631,23 @@ impl Inner {
         if self.ended.load(Ordering::Acquire) {
             return Err(refused("session", "the session has ended; start a new one"));
         }
-        let mut req = self.policy.clone();
-        req.argv = cmd.argv.clone();
-        for (k, val) in &cmd.env {
-            req.env.insert(k.clone(), val.clone());
-        }
-        if let Some(c) = &cmd.cwd {
-            req.cwd = Some(c.clone());
-        }
-        if let Some(t) = cmd.timeout {
-            req.timeout_s = t.as_secs_f64();
-        }
         // A command that changes only the arguments is validated on the first such one's
         // validation (the session's environment, home and paths are the same).
         let argv_only = cmd.env.is_empty() && cmd.cwd.is_none() && cmd.timeout.is_none();
         let v = match self.argv_only.get() {
-            Some(base) if argv_only => req.validate_argv_on(base)?,
+            Some(base) if argv_only => Request::validate_argv_on(&cmd.argv, base)?,
             _ => {
+                let mut req = self.policy.clone();
+                req.argv = cmd.argv.clone();
+                for (k, val) in &cmd.env {
+                    req.env.insert(k.clone(), val.clone());
+                }
+                if let Some(c) = &cmd.cwd {
+                    req.cwd = Some(c.clone());
+                }
+                if let Some(t) = cmd.timeout {
+                    req.timeout_s = t.as_secs_f64();
+                }
                 let mut v = req.validate()?;
                 v.audience = self.audience;
                 if argv_only {
