@@ -382,9 +382,9 @@ pub struct Status {
     /// What was asked but is not enforced, in words (empty in [`Mode::Required`]).
     pub missing: Vec<String>,
     /// Deny paths that did not exist when the ruleset was built (nothing to protect).
-    /// Shared, not copied: every result of a session carries its status, and copying the
-    /// default deny list's absent paths (fifty-odd on a machine without those tools) into each
-    /// cost the host 2-7 µs a command (docs/benchmarks.md, session).
+    /// Shared, not copied: every result of a session carries its status, and the default deny
+    /// list's absent paths are fifty-odd on a machine without those tools (copying them into
+    /// each result, the host's CPU per command was 60-66 µs; shared, 58-59; docs/benchmarks.md).
     pub deny_read_absent: std::sync::Arc<[PathBuf]>,
     /// Whether `fs-read-deny` is enforced by the constructed view's covers over the deny
     /// paths rather than by a carve-out in the rules ([`Spec::covered`]). Left out of JSON

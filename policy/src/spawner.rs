@@ -17,8 +17,7 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
     // The child.
     ("rt_sigaction", 4),
     ("setsid", 0),
-    // A session's command without a terminal makes a process group, not a session.
-    ("setpgid", 2),
+    // A session's command started alone makes a process group, not a session.
     ("setpgid", 2),
     ("chdir", 1),
     ("dup3", 3),
@@ -52,3 +51,21 @@ pub const SECRET_CALLS: &[(&str, u8)] = &[
     ("wait4", 4),
     ("kill", 2),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::SECRET_CALLS;
+    use crate::arch::Arch;
+
+    #[test]
+    fn each_call_is_listed_once_with_a_position_a_call_has_and_a_number_on_x86_64() {
+        for (i, (name, arg)) in SECRET_CALLS.iter().enumerate() {
+            assert!(
+                SECRET_CALLS[..i].iter().all(|(n, _)| n != name),
+                "{name} listed twice"
+            );
+            assert!(*arg < 6, "{name}: argument {arg}");
+            assert!(Arch::X86_64.syscall_number(name).is_some(), "{name}");
+        }
+    }
+}

@@ -78,12 +78,8 @@ impl Mount {
             Mount::ReadOnly(p) => ("read-only bind of", p),
             Mount::Pin(p) => ("bind of", p),
         };
-        format!(
-            "{what} {}",
-            crate::escape::path(std::path::Path::new(std::ffi::OsStr::from_bytes(
-                path.as_bytes()
-            ),))
-        )
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(path.as_bytes()));
+        format!("{what} {}", crate::escape::path(path))
     }
 }
 

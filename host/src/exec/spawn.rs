@@ -381,21 +381,22 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             if has_init && matches!(Stage::from_i32(stage), Some(Stage::IdMap | Stage::Mounts)) {
                 note_refusal(true);
             }
-            // A failed mount is named (which step of the plan, where).
-            let step = spec
-                .namespaces
-                .filter(|_| Stage::from_i32(stage) == Some(Stage::Mounts))
-                .and_then(|n| {
-                    let i = usize::try_from(sh.mount_at.load(Ordering::Relaxed)).ok()?;
-                    n.mounts.get(i).map(|m| format!(" ({})", m.describe()))
-                })
-                .unwrap_or_default();
             failure = Some(match Stage::from_i32(stage) {
                 Some(Stage::Exec) => SpawnError::Exec(err),
-                Some(Stage::Mounts) => SpawnError::Setup(std::io::Error::new(
-                    err.kind(),
-                    format!("{}{step}: {err}", Stage::Mounts.what()),
-                )),
+                Some(Stage::Mounts) => {
+                    // A failed mount is named (which step of the plan, where).
+                    let step = spec
+                        .namespaces
+                        .and_then(|n| {
+                            let i = usize::try_from(sh.mount_at.load(Ordering::Relaxed)).ok()?;
+                            n.mounts.get(i).map(|m| format!(" ({})", m.describe()))
+                        })
+                        .unwrap_or_default();
+                    SpawnError::Setup(std::io::Error::new(
+                        err.kind(),
+                        format!("{}{step}: {err}", Stage::Mounts.what()),
+                    ))
+                }
                 Some(s) => SpawnError::Setup(std::io::Error::new(
                     err.kind(),
                     format!("{}: {err}", s.what()),

@@ -78,8 +78,9 @@ pub(super) extern "C" fn child_entry(arg: *mut libc::c_void) -> libc::c_int {
 
 /// The cloned child: joins its streams and a process group of its own (a session of its own on
 /// a terminal or beside running commands), installs the filter (its listener lands in the
-/// table it shares with the resident) unless it inherited the spawner thread's, execs. Raw calls only, and no allocation: it runs on the resident's memory. Each call
-/// carries the spawner's secret (`c.secret`) in the argument `exec/spawner.rs`'s
+/// table it shares with the resident) unless it inherited the spawner thread's, execs. Raw
+/// calls only, and no allocation: it runs on the resident's memory. Each call carries the
+/// spawner's secret (`c.secret`) in the argument `exec/spawner.rs`'s
 /// `SECRET_CALLS` names for it, so that the inherited filter lets it through; without a
 /// spawner the secret is 0 and those arguments are ignored.
 ///
@@ -144,27 +145,24 @@ unsafe fn child_main(c: &Child) -> ! {
         // a scheduler autogroup, which the kernel creates, schedules as a group of its own
         // and frees for each command: alone, that cost a command 0.80x a plain spawn loop
         // against 0.88x without; beside running commands, a group of its own is what keeps
-        // the spawner thread (idle in the resident's group) from waiting behind them, 0.89x
-        // with and 0.77-0.80x without (docs/benchmarks.md).
+        // the spawner thread (idle in the resident's group) from waiting behind them, two at
+        // a time 0.89-0.90x with and 0.77-0.81x without (docs/benchmarks.md).
         let mut term: libc::termios = std::mem::zeroed();
         let tty = ksys!(secret; libc::SYS_ioctl, 0usize, libc::TCGETS,
                         &mut term as *mut libc::termios)
             == 0;
-        if tty || c.session {
-            let rc = ksys!(secret; libc::SYS_setsid);
-            if rc < 0 {
-                fail(0, rc);
-            }
+        let rc = if tty || c.session {
+            ksys!(secret; libc::SYS_setsid)
+        } else {
+            ksys!(secret; libc::SYS_setpgid, 0usize, 0usize)
+        };
+        if rc < 0 {
+            fail(0, rc);
         }
         if tty {
             let rc = ksys!(secret; libc::SYS_ioctl, 0usize, libc::TIOCSCTTY, 0usize);
             if rc != 0 {
                 fail(1, rc);
-            }
-        } else if !c.session {
-            let rc = ksys!(secret; libc::SYS_setpgid, 0usize, 0usize);
-            if rc < 0 {
-                fail(0, rc);
             }
         }
         if !c.cwd.is_null() {

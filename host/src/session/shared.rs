@@ -17,10 +17,11 @@
 //! sessions").
 //!
 //! A process whose chain leads to a child of the resident that is not registered yet (a
-//! command between its clone and the host's `started`) waits for it, at most [`REGISTERING`]. Anything else (a background process whose command has ended) belongs to
-//! no running command: its calls are refused by the session's rules and counted for the
-//! session ([`Routes::unowned`]), named when the session ends (a `tracing` warning), not in
-//! any command's result.
+//! command between its clone and the host's `started`) waits for it, at most
+//! [`REGISTERING`]. Anything else (a background process whose command has ended) belongs to no
+//! running command: its calls are refused by the session's rules and counted for the session
+//! ([`Routes::unowned`]), named when the session ends (a `tracing` warning), not in any
+//! command's result.
 
 use crate::exec::notify::Slot;
 use std::collections::HashMap;
