@@ -49,6 +49,7 @@ pub use sandbox::{SandboxError, Sandboxed, StaticBinaryAction};
 pub use sandbox_policy::profile::{Profile, ProfileError};
 
 mod aside;
+mod beneath;
 
 // Internals used by the `sandbox` command and the tests: not part of the API.
 #[doc(hidden)]

@@ -7,6 +7,7 @@
 //! calls are allowed, or hands raw pointers to such a child; xtask's `unsafe_boundary` test
 //! lists each file with its reason.
 
+pub(crate) mod beneath;
 pub(crate) mod emulate;
 pub(crate) mod raw;
 

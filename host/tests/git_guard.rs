@@ -636,3 +636,164 @@ fn a_hostile_key_name_is_named_escaped() {
             .contains("textconv"));
     }
 }
+
+/// `sandbox run` in the contained tier (namespaces treated as unavailable), as the tier
+/// without read-only mounts over the repository's control directories.
+fn run_contained(who: As, dir: &Path, script: &str) -> Output {
+    let mut c = command(who, SANDBOX);
+    c.args([
+        "run",
+        "--allow-root",
+        "--profile",
+        "shell",
+        "--",
+        "bash",
+        "-c",
+    ])
+    .arg(format!("{SET_IDENTITY}{script}"))
+    .env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
+    .current_dir(dir);
+    c.output().unwrap()
+}
+
+#[test]
+fn a_control_directory_made_a_symlink_is_removed_not_followed() {
+    // The job moves `.git` away and puts a symlink to another directory of the user's there,
+    // one with a `config` of its own. A guard that followed paths would read that `config` as
+    // the repository's and rewrite it (or restore the repository's over it); the symlink is
+    // the finding: removed and named, the other directory untouched.
+    for who in BOTH {
+        let ws = workspace(who);
+        let dir = ws.path().join("r");
+        fresh(who, &dir);
+        repository(who, &dir);
+        // Another repository of the user's, whose configuration runs a command of theirs.
+        let outside = ws.path().join("outside");
+        fresh(who, &outside);
+        ok(who, &outside, &["init", "-q", "--bare"]);
+        ok(who, &outside, &["config", "core.bare", "false"]);
+        let marker = ws.path().join("MARK");
+        ok(
+            who,
+            &outside,
+            &[
+                "config",
+                "core.fsmonitor",
+                &format!("touch {}; false", marker.display()),
+            ],
+        );
+        let theirs = fs::read(outside.join("config")).unwrap();
+        let plant = "mv .git .git.old && ln -s ../outside .git";
+        let o = run_contained(who, &dir, plant);
+        let err = stderr(&o);
+        assert!(o.status.success(), "{who:?}: {err}");
+        assert!(
+            err.contains("sandbox: removed .git, a symlink the command put where a directory"),
+            "{who:?}: {err}"
+        );
+        assert_eq!(fs::read(outside.join("config")).unwrap(), theirs, "{who:?}");
+        assert!(dir.join(".git").symlink_metadata().is_err(), "{who:?}");
+        git(who, &dir, &["status"]);
+        assert!(!marker.exists(), "{who:?}");
+        // Control: without the guard the symlink stays, and the user's next git command in
+        // the repository runs what the configuration it points to says.
+        fresh(who, &dir);
+        repository(who, &dir);
+        let o = run(who, &dir, &["--isolation", "off"], plant);
+        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+        assert!(dir.join(".git").symlink_metadata().unwrap().is_symlink());
+        git(who, &dir, &["status"]);
+        assert!(
+            marker.exists(),
+            "{who:?}: the control's git status ran nothing"
+        );
+        let _ = fs::remove_file(&marker);
+    }
+}
+
+#[test]
+fn root_in_another_users_repository_acts_as_that_user_and_reads_through_no_symlink() {
+    // Root runs a job in a repository uid 65534 owns; that user swaps control files during
+    // the job. Before: `.git/config.worktree` is their symlink to a root-only file. During:
+    // they replace it with unreadable configuration, and plant `core.fsmonitor` in
+    // `.git/config`. After: the snapshot held no root-only bytes (a symlink is not read
+    // through), so nothing of them reaches the repository; the planted key is removed by a
+    // write made as uid 65534 (the file stays theirs, no root-owned file appears), never as
+    // root with a chown.
+    let ws = workspace(As::Nobody);
+    let dir = ws.path().join("r");
+    fresh(As::Nobody, &dir);
+    repository(As::Nobody, &dir);
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("secret");
+    fs::write(&secret, "[core]\n\tsshCommand = s3cr3t\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    let worktree_config = dir.join(".git/config.worktree");
+    let st = command(As::Nobody, "ln")
+        .arg("-s")
+        .arg(&secret)
+        .arg(&worktree_config)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    // Control: through its path, root reads the secret (what a path-following snapshot took).
+    assert!(fs::read_to_string(&worktree_config)
+        .unwrap()
+        .contains("s3cr3t"));
+    // Inside the workspace: the job has a private /tmp.
+    let go = dir.join("GO");
+    let mut job = command(As::Root, SANDBOX);
+    job.args([
+        "run",
+        "--allow-root",
+        "--profile",
+        "shell",
+        "--",
+        "bash",
+        "-c",
+    ])
+    .arg(format!(
+        "while [ ! -e {} ]; do sleep 0.05; done",
+        go.display()
+    ))
+    .current_dir(&dir)
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    let child = job.spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let marker = ws.path().join("MARK");
+    let change = format!(
+        "rm .git/config.worktree && printf '[[junk\\n' > .git/config.worktree && \
+         git config core.fsmonitor 'touch {}; false'",
+        marker.display()
+    );
+    let st = command(As::Nobody, "bash")
+        .args(["-c", &change])
+        .current_dir(&dir)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    fs::write(&go, "").unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("removed core.fsmonitor"), "{err}");
+    assert!(
+        err.contains("removed .git/config.worktree, which the command created"),
+        "{err}"
+    );
+    let config = dir.join(".git/config");
+    assert!(!fs::read_to_string(&config).unwrap().contains("fsmonitor"));
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(fs::metadata(&config).unwrap().uid(), 65534);
+    assert!(!worktree_config.exists(), "the secret's copy is not there");
+    let mut root_owned = Vec::new();
+    for e in fs::read_dir(dir.join(".git")).unwrap().flatten() {
+        if e.metadata().unwrap().uid() == 0 {
+            root_owned.push(e.path());
+        }
+    }
+    assert!(root_owned.is_empty(), "{root_owned:?}");
+    git(As::Nobody, &dir, &["status"]);
+    assert!(!marker.exists());
+}

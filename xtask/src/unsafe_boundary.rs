@@ -77,6 +77,11 @@ mod tests {
              descriptors, a pty peer handed into the job)",
         ),
         (
+            "sys/beneath.rs",
+            "the boundary module's part for host-side file work beneath a directory \
+             descriptor (`*at` calls without following, a thread's file-system identity)",
+        ),
+        (
             "exec/spawn.rs",
             "the spawn: clones a child that shares the host's memory onto a stack it maps, \
              and waits on the words the child writes",

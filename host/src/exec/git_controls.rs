@@ -11,7 +11,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Larger control files are not read (git's own are a few KiB): treated as unreadable.
-const MAX_FILE: u64 = 4 << 20;
+pub(super) const MAX_FILE: u64 = 4 << 20;
 
 /// An index is read up to this size (a repository of 100,000 files has one of about 10 MiB).
 const MAX_INDEX: u64 = 256 << 20;

@@ -25,11 +25,10 @@
 //! [`Reverted`] entry with its warning line. See docs/isolation.md.
 
 use super::git_config::{self, Entry};
-use super::git_controls::{gitdir_of, is_dir, read, Content, Controls};
+use super::git_controls::{gitdir_of, is_dir, Content, Controls, MAX_FILE};
+use crate::beneath::{Anchors, Found, Read};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// One thing the job left that was undone after it.
@@ -38,7 +37,8 @@ pub struct Reverted {
     /// The file changed back (a configuration file, a hook, a redirection).
     pub path: PathBuf,
     /// What was undone: a configuration key (`core.fsmonitor`), `hook`, `commondir`,
-    /// `gitdir`, or `file` (a configuration file restored whole).
+    /// `gitdir`, `file` (a configuration file restored whole) or `symlink` (a directory of
+    /// control files made a symlink).
     pub what: String,
     /// `removed`, `restored`, or `failed` (it could not be undone: the warning says what to
     /// remove by hand).
@@ -57,120 +57,129 @@ struct Hook {
 }
 
 /// The entries of a hooks directory (`*.sample` left out: git never runs them); `None` when
-/// the directory is absent, `Some(Err(target))` when it is a symlink.
+/// the directory is absent or not reached, `Some(Err(target))` when it is a symlink.
 type Listing = Option<Result<BTreeMap<std::ffi::OsString, Hook>, PathBuf>>;
 
 /// The snapshot of one job's repository control files.
+///
+/// Every read and every change goes through [`Anchors`]: directories opened when the snapshot
+/// is taken, before the job, from which each control path is walked without following a
+/// symlink (module `beneath`). So a directory the job (or, when root runs the job in another
+/// user's repository, that user) replaces with a symlink is found and removed, never
+/// followed, and nothing is read through a symlink for the snapshot.
 #[derive(Debug)]
 pub(crate) struct Guard {
     workspace: PathBuf,
     controls: Controls,
+    anchors: Anchors,
     files: BTreeMap<PathBuf, Content>,
-    owners: BTreeMap<PathBuf, Owner>,
+    /// The permission bits of each control file that was a regular file (from the inode read,
+    /// not a path): what a restored file gets.
+    modes: BTreeMap<PathBuf, u32>,
     hooks: BTreeMap<PathBuf, Listing>,
+    /// Components that were symlinks already when the snapshot was taken (the user's own
+    /// layout: nothing beneath them is read or changed, and they are not a finding).
+    symlinks: BTreeSet<PathBuf>,
 }
 
-/// The mode and owner a file restored or rewritten gets.
-#[derive(Clone, Copy, Debug)]
-struct Owner {
-    mode: u32,
-    uid: u32,
-    gid: u32,
-}
+/// The mode a control file gets that the snapshot did not see as a regular file.
+const NEW_FILE_MODE: u32 = 0o644;
 
-impl Owner {
-    fn of(m: &std::fs::Metadata) -> Owner {
-        Owner {
-            mode: m.mode() & 0o7777,
-            uid: m.uid(),
-            gid: m.gid(),
+/// Where a control path's walk ended, as an error for an action that could not be made.
+fn unreached(found: Found) -> std::io::Error {
+    match found {
+        Found::Here(_) => std::io::Error::other("reached"),
+        Found::Missing => std::io::Error::from_raw_os_error(libc::ENOENT),
+        Found::Symlink(p) => std::io::Error::other(format!(
+            "{} is a symlink, not followed",
+            crate::escape::path(&p)
+        )),
+        Found::NotDir(p) => {
+            std::io::Error::other(format!("{} is not a directory", crate::escape::path(&p)))
         }
-    }
-
-    /// What a file at `path` gets: as the snapshot found it there, else a plain file of the
-    /// directory's owner (never the metadata of what a symlink left there points to).
-    fn at(guard: &Guard, path: &Path) -> Owner {
-        guard.owners.get(path).copied().unwrap_or_else(|| {
-            let dir = path.parent().and_then(|d| d.symlink_metadata().ok());
-            Owner {
-                mode: 0o644,
-                uid: dir.as_ref().map_or(u32::MAX, MetadataExt::uid),
-                gid: dir.as_ref().map_or(u32::MAX, MetadataExt::gid),
-            }
-        })
+        Found::Outside => std::io::Error::other("not beneath a directory opened before the job"),
+        Found::Failed(e) => e,
     }
 }
 
-/// The hooks a directory holds (see [`Listing`]).
-fn list(dir: &Path) -> Listing {
-    let m = dir.symlink_metadata().ok()?;
-    if m.file_type().is_symlink() {
-        return Some(Err(std::fs::read_link(dir).unwrap_or_default()));
-    }
-    let mut out = BTreeMap::new();
-    for e in std::fs::read_dir(dir).ok()?.flatten() {
-        let name = e.file_name();
-        if name.to_string_lossy().ends_with(".sample") {
-            continue;
-        }
-        let Ok(m) = e.path().symlink_metadata() else {
-            continue;
-        };
-        let link = m
-            .file_type()
-            .is_symlink()
-            .then(|| std::fs::read_link(e.path()).unwrap_or_default());
-        let content = match (m.is_file(), read(&e.path())) {
-            (true, Content::Bytes(b)) => Some(b),
-            _ => None,
-        };
-        out.insert(
-            name,
-            Hook {
-                id: (m.ino(), m.len(), m.mtime(), m.mtime_nsec(), m.mode()),
-                content,
-                link,
+impl Guard {
+    /// A control file's content, read beneath the anchors without following a symlink.
+    fn read_with_mode(&self, path: &Path) -> (Content, Option<u32>) {
+        match self.anchors.place(path) {
+            Found::Here(p) => match p.read(MAX_FILE) {
+                Read::Absent => (Content::Absent, None),
+                Read::File(b, st) => (Content::Bytes(b), Some(st.mode & 0o777)),
+                Read::Other => (Content::Other, None),
             },
-        );
-    }
-    Some(Ok(out))
-}
-
-/// Replaces `path` with a regular file holding `bytes` (a new file renamed over it, so that a
-/// symlink left there is replaced, never written through), with the mode of `like`, and its
-/// owner when the host is root.
-fn replace(path: &Path, bytes: &[u8], like: Owner) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("no file name"))?;
-    let tmp = path.with_file_name(crate::aside::name(&name.to_string_lossy(), "restore"));
-    let mode = like.mode;
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
-        if crate::sys::euid() == 0 && like.uid != u32::MAX {
-            // Root restores a file of another user's repository as that user's.
-            std::os::unix::fs::fchown(&f, Some(like.uid), Some(like.gid))?;
+            Found::Missing => (Content::Absent, None),
+            _ => (Content::Other, None),
         }
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
     }
-    result
-}
 
-/// Removes a file or symlink (never a directory's contents).
-fn remove(path: &Path) -> std::io::Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        r => r,
+    fn read(&self, path: &Path) -> Content {
+        self.read_with_mode(path).0
+    }
+
+    /// Replaces the file at `path` with `bytes` (module `beneath`: renamed over it in the
+    /// directory the walk reached; a symlink there replaced, not written through).
+    fn replace(&self, path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+        match self.anchors.place(path) {
+            Found::Here(p) => p.replace(bytes, mode),
+            other => Err(unreached(other)),
+        }
+    }
+
+    /// Removes a file or symlink (never a directory's contents); absent is done.
+    fn remove(&self, path: &Path) -> std::io::Result<()> {
+        match self.anchors.place(path) {
+            Found::Here(p) => p.remove(),
+            Found::Missing => Ok(()),
+            other => Err(unreached(other)),
+        }
+    }
+
+    /// The mode a file restored at `path` gets: the snapshot's, else a plain file's.
+    fn mode(&self, path: &Path) -> u32 {
+        self.modes.get(path).copied().unwrap_or(NEW_FILE_MODE)
+    }
+
+    /// The hooks a directory holds (see [`Listing`]).
+    fn list(&self, dir: &Path) -> Listing {
+        let Found::Here(place) = self.anchors.place(dir) else {
+            return None;
+        };
+        let (listed, entries) = match place.entries() {
+            Ok(Some(l)) => l,
+            Ok(None) => return None,
+            Err(st) if st.kind() == libc::S_IFLNK => {
+                return Some(Err(place.link().unwrap_or_default()))
+            }
+            Err(_) => return None,
+        };
+        let mut out = BTreeMap::new();
+        for e in entries {
+            if e.name.to_string_lossy().ends_with(".sample") {
+                continue;
+            }
+            let Some(child) = listed.child(&e.name) else {
+                continue;
+            };
+            let m = e.stat;
+            let link = (m.kind() == libc::S_IFLNK).then(|| child.link().unwrap_or_default());
+            let content = match (m.kind() == libc::S_IFREG, child.read(MAX_FILE)) {
+                (true, Read::File(b, _)) => Some(b),
+                _ => None,
+            };
+            out.insert(
+                e.name,
+                Hook {
+                    id: (m.ino, m.size, m.mtime.0, m.mtime.1, m.mode),
+                    content,
+                    link,
+                },
+            );
+        }
+        Some(Ok(out))
     }
 }
 
@@ -235,34 +244,97 @@ impl Guard {
     pub(crate) fn take(workspace: &Path) -> Guard {
         let workspace = std::fs::canonicalize(workspace).unwrap_or(workspace.to_path_buf());
         let controls = Controls::of(&workspace);
-        let files = controls
+        // The highest directories first (a walk starts at the highest anchor above a path, so
+        // a component below it that becomes a symlink is seen): the work tree, the
+        // workspace, the common git directory, then each control file's directory that none
+        // of those holds.
+        let mut anchors = Anchors::default();
+        let roots = controls
+            .dot_git
+            .as_ref()
+            .and_then(|g| g.parent())
+            .map(Path::to_path_buf);
+        for root in roots.iter().chain([&workspace]).chain(&controls.common) {
+            anchors.cover_dir(root);
+        }
+        let mut paths: Vec<&PathBuf> = controls
             .configs
             .iter()
             .chain(&controls.included)
             .chain(&controls.commondirs)
             .chain(&controls.links)
-            .map(|p| (p.clone(), read(p)))
+            .chain(&controls.hooks)
+            .chain(&controls.hooks_paths)
             .collect();
-        let owners = controls
+        paths.sort_by_key(|p| p.components().count());
+        for p in &paths {
+            anchors.cover(p);
+        }
+        let mut guard = Guard {
+            workspace,
+            anchors,
+            files: BTreeMap::new(),
+            modes: BTreeMap::new(),
+            hooks: BTreeMap::new(),
+            symlinks: BTreeSet::new(),
+            controls: Controls::default(),
+        };
+        for p in &paths {
+            if let Found::Symlink(s) = guard.anchors.place(p) {
+                guard.symlinks.insert(s);
+            }
+        }
+        let files: Vec<PathBuf> = controls
             .configs
             .iter()
             .chain(&controls.included)
             .chain(&controls.commondirs)
             .chain(&controls.links)
-            .filter_map(|p| Some((p.clone(), Owner::of(&p.symlink_metadata().ok()?))))
+            .cloned()
             .collect();
-        let hooks = controls
+        for p in files {
+            let (content, mode) = guard.read_with_mode(&p);
+            if let Some(m) = mode {
+                guard.modes.insert(p.clone(), m);
+            }
+            guard.files.insert(p, content);
+        }
+        let hooks: Vec<PathBuf> = controls
             .hooks
             .iter()
             .chain(&controls.hooks_paths)
-            .map(|h| (h.clone(), list(h)))
+            .cloned()
             .collect();
-        Guard {
-            workspace,
-            controls,
-            files,
-            owners,
-            hooks,
+        for h in hooks {
+            let listing = guard.list(&h);
+            guard.hooks.insert(h, listing);
+        }
+        guard.controls = controls;
+        guard
+    }
+
+    /// Components of known control paths that are symlinks now and were not at the snapshot:
+    /// each is removed (the host never follows it) and named. Git would have read the
+    /// configuration and hooks of wherever it points.
+    fn symlinked_components(&self, report: &mut Report) {
+        let known = self
+            .files
+            .keys()
+            .chain(self.hooks.keys())
+            .filter_map(|p| match self.anchors.place(p) {
+                Found::Symlink(s) if !self.symlinks.contains(&s) => Some(s),
+                _ => None,
+            })
+            .collect::<BTreeSet<_>>();
+        for s in known {
+            let shown = report.shown(&s);
+            let said = format!(
+                "removed {shown}, a symlink the command put where a directory of the \
+                 repository's control files was (the sandbox does not follow it; git would \
+                 read configuration and hooks from where it points, and {RUNS}); what was in \
+                 that directory is wherever the command moved it"
+            );
+            report.add(&s, "symlink", "removed", self.remove(&s), said);
         }
     }
 
@@ -273,6 +345,7 @@ impl Guard {
             workspace: &self.workspace,
             items: Vec::new(),
         };
+        self.symlinked_components(&mut report);
         let ws = &self.workspace;
         let mut after = Controls::of(ws);
         // A new `.git` nearer than the repository's: a file or symlink is removed (git would
@@ -291,7 +364,7 @@ impl Guard {
                  sandbox if it is meant",
                 report.shown(&g)
             );
-            report.add(&g, "gitdir", "removed", remove(&g), said);
+            report.add(&g, "gitdir", "removed", self.remove(&g), said);
             after = Controls::of(ws);
         }
         // What only the job's repository names counts inside the workspace alone (the command
@@ -349,7 +422,7 @@ impl Guard {
     /// command keys were changed or removed-and-replaced, or when it cannot be read.
     fn config(&self, path: &Path, report: &mut Report) {
         let before = self.before(path);
-        let now = read(path);
+        let now = self.read(path);
         if &now == before {
             return;
         }
@@ -360,7 +433,7 @@ impl Guard {
         let shown = report.shown(path);
         let restore = |report: &mut Report, why: String| match before {
             Content::Bytes(b) => {
-                let done = replace(path, b, Owner::at(self, path));
+                let done = self.replace(path, b, self.mode(path));
                 let said = format!(
                     "restored {shown} as it was before the command ({why}; its other changes \
                      there are undone too); make the change outside the sandbox if it is meant"
@@ -368,7 +441,7 @@ impl Guard {
                 report.add(path, "file", "restored", done, said);
             }
             _ => {
-                let done = remove(path);
+                let done = self.remove(path);
                 let said = format!(
                     "removed {shown}, which the command created ({why}); create it outside \
                      the sandbox if it is meant"
@@ -421,11 +494,7 @@ impl Guard {
             return restore(report, format!("the command changed {}", keys.join(", ")));
         }
         let spans: Vec<_> = new.iter().map(|e| e.span.clone()).collect();
-        let done = replace(
-            path,
-            &git_config::without(bytes, &spans),
-            Owner::at(self, path),
-        );
+        let done = self.replace(path, &git_config::without(bytes, &spans), self.mode(path));
         for k in keys {
             let said = format!(
                 "removed {k} that the command set in {shown} ({}); set it outside the sandbox \
@@ -444,7 +513,7 @@ impl Guard {
     /// directory it is in or the repository's common directory (what git itself writes).
     fn commondir(&self, path: &Path, common: Option<&Path>, report: &mut Report) {
         let before = self.before(path);
-        let now = read(path);
+        let now = self.read(path);
         if &now == before || now == Content::Absent {
             return;
         }
@@ -452,7 +521,7 @@ impl Guard {
         let why =
             format!("it points git at another repository's configuration and hooks, which {RUNS}");
         if let Content::Bytes(b) = before {
-            let done = replace(path, b, Owner::at(self, path));
+            let done = self.replace(path, b, self.mode(path));
             let said = format!(
                 "restored {shown} as it was before the command, which changed it ({why}); \
                  change it outside the sandbox if it is meant"
@@ -475,7 +544,7 @@ impl Guard {
             "removed {shown} that the command created ({why}); create it outside the sandbox \
              if it is meant"
         );
-        report.add(path, "commondir", "removed", remove(path), said);
+        report.add(path, "commondir", "removed", self.remove(path), said);
     }
 
     /// A work tree's `gitdir:` file known before: restored when changed.
@@ -483,12 +552,12 @@ impl Guard {
         let Content::Bytes(b) = self.before(path) else {
             return;
         };
-        let now = read(path);
+        let now = self.read(path);
         if now == Content::Absent || &now == self.before(path) {
             return;
         }
         let shown = report.shown(path);
-        let done = replace(path, b, Owner::at(self, path));
+        let done = self.replace(path, b, self.mode(path));
         let said = format!(
             "restored {shown} as it was before the command, which changed it (it points git at \
              configuration and hooks the command chose; {RUNS}); change it outside the sandbox \
@@ -513,14 +582,14 @@ impl Guard {
              git at configuration and hooks the command chose; {RUNS}); create it outside the \
              sandbox if it is meant"
         );
-        report.add(path, "gitdir", "removed", remove(path), said);
+        report.add(path, "gitdir", "removed", self.remove(path), said);
     }
 
     /// A hooks directory: new hooks removed, changed ones restored (or removed when their
     /// content was not kept); a hooks directory made a symlink is removed.
     fn hooks_dir(&self, dir: &Path, report: &mut Report) {
         let before = self.hooks.get(dir).cloned().flatten();
-        let now = list(dir);
+        let now = self.list(dir);
         let shown_dir = report.shown(dir);
         let now = match now {
             None => return,
@@ -532,7 +601,7 @@ impl Guard {
                     "removed {shown_dir}, a symlink the command made (git would run the hooks \
                      it points to; {RUNS}); make it outside the sandbox if it is meant"
                 );
-                return report.add(dir, "hook", "removed", remove(dir), said);
+                return report.add(dir, "hook", "removed", self.remove(dir), said);
             }
             Some(Ok(l)) => l,
         };
@@ -550,11 +619,7 @@ impl Guard {
                     link: None,
                     id,
                 }) => {
-                    let owner = Owner {
-                        mode: id.4 & 0o7777,
-                        ..Owner::at(self, &path)
-                    };
-                    let done = replace(&path, c, owner);
+                    let done = self.replace(&path, c, id.4 & 0o777);
                     let said = format!(
                         "restored the hook {shown_name} in {shown_dir} as it was before the \
                          command, which changed it ({RUNS}); change it outside the sandbox if \
@@ -571,7 +636,7 @@ impl Guard {
                         "removed the hook {shown_name} that the command wrote in {shown_dir} \
                          ({RUNS}); write it outside the sandbox if it is meant"
                     );
-                    report.add(&path, "hook", "removed", remove(&path), said);
+                    report.add(&path, "hook", "removed", self.remove(&path), said);
                 }
             }
         }

@@ -50,19 +50,46 @@ pub(crate) fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     Ok(st)
 }
 
-/// `fchmodat2(fd, "", mode, AT_EMPTY_PATH)`.
+/// Whether `fchmodat2` answered as missing once: later changes go straight to the fallback.
+static NO_FCHMODAT2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The mode of the object `fd` holds: `fchmodat2(fd, "", mode, AT_EMPTY_PATH)` (Linux 6.6),
+/// else `chmod` of its magic link `/proc/self/fd/N`, which leads to that very object.
+///
+/// The fallback is for the kernels before 6.6 and the container profiles that do not list
+/// `fchmodat2` (Docker 20.10's and podman 4.3's defaults, containerd 1.6's RuntimeDefault:
+/// runc answers a call newer than the profile with `ENOSYS`, some profiles with `EPERM`).
+/// A real `EPERM` is the fallback's answer too, so trying it costs only the second call.
 pub(crate) fn chmod_fd(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
-    let n = nr("fchmodat2")?;
-    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH: the call acts on `fd` only.
-    done(unsafe {
-        libc::syscall(
-            n,
-            fd.as_raw_fd(),
-            c"".as_ptr(),
-            mode as libc::c_long,
-            libc::AT_EMPTY_PATH,
-        )
-    })
+    use std::sync::atomic::Ordering::Relaxed;
+    if !NO_FCHMODAT2.load(Relaxed) {
+        let result = nr("fchmodat2").and_then(|n| {
+            // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH: the call acts on `fd`
+            // only.
+            done(unsafe {
+                libc::syscall(
+                    n,
+                    fd.as_raw_fd(),
+                    c"".as_ptr(),
+                    mode as libc::c_long,
+                    libc::AT_EMPTY_PATH,
+                )
+            })
+        });
+        match result {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => NO_FCHMODAT2.store(true, Relaxed),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+            r => return r,
+        }
+    }
+    chmod_magic(fd, mode)
+}
+
+/// `chmod(/proc/self/fd/N, mode)`: the fallback of [`chmod_fd`].
+pub(crate) fn chmod_magic(fd: BorrowedFd<'_>, mode: u32) -> io::Result<()> {
+    let path = magic(fd);
+    // SAFETY: a NUL-terminated path; chmod takes a mode and touches no memory of ours.
+    done(unsafe { libc::chmod(path.as_ptr(), mode as libc::mode_t) }.into())
 }
 
 /// `fchownat(fd, "", uid, gid, AT_EMPTY_PATH)`.
