@@ -430,3 +430,58 @@ fn hostile_arguments_get_the_kernels_answers() {
         );
     }
 }
+
+#[test]
+fn without_fchmodat2_the_supervisor_changes_modes_through_the_descriptors_magic_link() {
+    // Docker 20.10's and podman 4.3's default profiles do not list `fchmodat2` (Linux 6.6),
+    // and runc answers it with ENOSYS: every chmod the supervisor made for the job failed, and
+    // with it `git init`. Here the host itself runs under a filter that answers `fchmodat2`
+    // with ENOSYS (the preload, as a container's profile would be): chmod, `git init` and a
+    // tar extraction work, and a chmod outside the writable places is still refused.
+    let lib_dir = tempfile::tempdir().unwrap();
+    let lib = lib_dir.path().join("libsandbox.so");
+    let st = Command::new(SANDBOX)
+        .args(["extract", "--to"])
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "{}", text(&st));
+    fs::set_permissions(lib_dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    for who in BOTH {
+        let ws = owned_dir(who, "contained-no-fchmodat2");
+        let script = "echo x > f; chmod 0751 f; stat -c 'mode %a' f; \
+             python3 -c 'import os, ctypes; fd = os.open(\"f\", os.O_PATH); \
+             print(\"fchmodat2\", ctypes.CDLL(None, use_errno=True).syscall(452, fd, b\"\", 0o700, 0x1000), ctypes.get_errno())'; \
+             git init -q g && echo git-init-ok; mkdir src; echo a > src/a; chmod 0700 src/a; \
+             tar cf t.tar src; mkdir out; tar xpf t.tar -C out; stat -c 'tar %a' out/src/a; \
+             chmod 0777 /etc/hostname || echo refused-outside";
+        let o = command(who, SANDBOX)
+            .args([
+                "run",
+                "--allow-root",
+                "--isolation",
+                "off",
+                "--profile",
+                "shell",
+            ])
+            .args(["--", "bash", "-c", script])
+            .env("LD_PRELOAD", &lib)
+            .env("SECCOMP_SYSCALL_DENY", "fchmodat2")
+            .env("SECCOMP_DEFAULT_ACTION", "errno:ENOSYS")
+            .current_dir(ws.path())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        // Control: the filter is in place (the job's own fchmodat2 gets ENOSYS).
+        assert!(out.contains("fchmodat2 -1 38"), "{who:?}: {}", text(&o));
+        for want in ["mode 751", "git-init-ok", "tar 700", "refused-outside"] {
+            assert!(out.contains(want), "{who:?} {want}: {}", text(&o));
+        }
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("/etc/hostname lies outside"),
+            "{who:?}: {}",
+            text(&o)
+        );
+    }
+}
