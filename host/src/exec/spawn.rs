@@ -415,8 +415,29 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
         #[cfg(not(target_arch = "x86_64"))]
         Started::Never(never, _) => match never {},
     };
-    // SAFETY: CLONE_PIDFD stored a new descriptor that belongs to nobody else.
-    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd.load(Ordering::Acquire)) };
+    let pidfd = match pidfd.load(Ordering::Acquire) {
+        // SAFETY: CLONE_PIDFD stored a new descriptor that belongs to nobody else.
+        fd if fd >= 0 => unsafe { OwnedFd::from_raw_fd(fd) },
+        // The kernel took the clone but stored no pidfd: gVisor ignores CLONE_PIDFD. The
+        // child is ours and not reaped, so its pid cannot be reused: `pidfd_open` names the
+        // same process where it exists; where it does not either, the run cannot be tracked
+        // and ends here, named, its child killed and reaped.
+        _ => match crate::sys::pidfd_open(pid, 0) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = crate::sys::kill(pid, libc::SIGKILL);
+                let _ = crate::sys::waitpid(pid, 0);
+                return Err(SpawnError::Setup(std::io::Error::new(
+                    e.kind(),
+                    format!(
+                        "the kernel ignored CLONE_PIDFD (it stored no pidfd for the command) \
+                         and pidfd_open answers {e}: this kernel (gVisor's?) cannot give the \
+                         process descriptor the run is tracked by"
+                    ),
+                )));
+            }
+        },
+    };
     // The child has exec'd or exited: its stack (and `ctx`, argv, envp) are no longer used.
     // The stack is kept for this thread's next spawn (mapping a fresh one costs three calls
     // and its page faults). An init runs on its own copy.
