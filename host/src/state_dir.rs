@@ -68,9 +68,10 @@ fn absolute(v: Option<std::ffi::OsString>) -> Option<PathBuf> {
     v.map(PathBuf::from).filter(|p| p.is_absolute())
 }
 
-/// A directory that failed the checks, and why.
+/// A directory that failed the checks, and why; `true` when it was absent and could not be
+/// made.
 #[derive(Debug)]
-struct Refused(String);
+struct Refused(String, bool);
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -93,12 +94,21 @@ fn owned_parent(p: &Path, uid: u32, exclusive: bool) -> bool {
 
 fn find(uid: u32, env: &Env) -> Result<PathBuf, String> {
     let run_user = PathBuf::from(format!("/run/user/{uid}"));
-    if let Some(dir) = chosen(uid, env, &run_user) {
-        return private(&dir).map(|()| dir).map_err(String::from);
+    // Each candidate that applies, in order. One that is absent and cannot be made (a
+    // read-only `/run` in `docker run --read-only`) is skipped for the next and said in the
+    // error only when none is left; one that exists but fails the checks (a symlink, another
+    // owner, an open mode) is refused, naming it: in a parent only the caller may write, only
+    // the caller (or root) made it so.
+    let mut why = Vec::new();
+    for dir in candidates(uid, env, &run_user) {
+        match private(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.1 => why.push(e.0),
+            Err(e) => return Err(e.0),
+        }
     }
     // TMPDIR first, then /tmp itself: a TMPDIR the user cannot write (or one that differs
     // between hosts) must not cost the protections that need state.
-    let mut why = Vec::new();
     for tmp in [env.tmp.as_path(), Path::new("/tmp")] {
         match in_tmp(uid, tmp) {
             Ok(d) => return Ok(d),
@@ -114,34 +124,45 @@ fn find(uid: u32, env: &Env) -> Result<PathBuf, String> {
 }
 
 /// The state directory of the first candidate that applies before the last resort (`None`:
-/// none does). Creates the cache directory when it is missing under a `HOME` of the user's.
+/// none does).
+#[cfg(test)]
 fn chosen(uid: u32, env: &Env, run_user: &Path) -> Option<PathBuf> {
+    candidates(uid, env, run_user).next()
+}
+
+/// The candidates before the last resort that apply, in order. Lazy: the cache directory is
+/// created (when missing under a `HOME` of the user's) only when every earlier one failed.
+fn candidates<'a>(
+    uid: u32,
+    env: &'a Env,
+    run_user: &'a Path,
+) -> impl Iterator<Item = PathBuf> + 'a {
     // Root's runtime directory is /run itself (a machine or container without one, or where
     // others may write it, goes on to the candidates below).
-    if uid == 0 && owned_parent(Path::new("/run"), 0, false) {
-        return Some(PathBuf::from("/run/sandbox"));
-    }
+    let root = (uid == 0 && owned_parent(Path::new("/run"), 0, false))
+        .then(|| PathBuf::from("/run/sandbox"));
     let runtime = env
         .runtime
         .iter()
         .map(PathBuf::as_path)
         .chain(std::iter::once(run_user))
-        .find(|p| owned_parent(p, uid, true));
-    if let Some(r) = runtime {
-        return Some(r.join("sandbox"));
-    }
-    let cache = env
-        .cache
-        .clone()
-        .or_else(|| env.home.as_ref().map(|h| h.join(".cache")))?;
-    let usable = owned_parent(&cache, uid, false)
-        || (cache.symlink_metadata().is_err()
-            && cache.parent().is_some_and(|h| owned_parent(h, uid, false))
-            && std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&cache)
-                .is_ok());
-    usable.then(|| cache.join("sandbox"))
+        .filter(move |p| owned_parent(p, uid, true))
+        .map(|r| r.join("sandbox"));
+    let cache = std::iter::once(()).filter_map(move |()| {
+        let cache = env
+            .cache
+            .clone()
+            .or_else(|| env.home.as_ref().map(|h| h.join(".cache")))?;
+        let usable = owned_parent(&cache, uid, false)
+            || (cache.symlink_metadata().is_err()
+                && cache.parent().is_some_and(|h| owned_parent(h, uid, false))
+                && std::fs::DirBuilder::new()
+                    .mode(0o700)
+                    .create(&cache)
+                    .is_ok());
+        usable.then(|| cache.join("sandbox"))
+    });
+    root.into_iter().chain(runtime).chain(cache)
 }
 
 /// The last resort: a directory of the caller's in the shared temporary directory `tmp`,
@@ -180,16 +201,24 @@ fn in_tmp(uid: u32, tmp: &Path) -> std::io::Result<PathBuf> {
 /// caller's, mode exactly 0700.
 fn private(dir: &Path) -> Result<(), Refused> {
     let refused = |why: String| {
-        Refused(format!(
-            "refusing to use {} as the sandbox's private directory: {why}; remove it (or set \
-             XDG_RUNTIME_DIR to a directory of yours with mode 0700)",
-            crate::escape::path(dir)
-        ))
+        Refused(
+            format!(
+                "refusing to use {} as the sandbox's private directory: {why}; remove it (or \
+                 set XDG_RUNTIME_DIR to a directory of yours with mode 0700)",
+                crate::escape::path(dir)
+            ),
+            false,
+        )
     };
     let created = match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => true,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
-        Err(e) => return Err(refused(format!("cannot create it: {e}"))),
+        Err(e) => {
+            return Err(Refused(
+                format!("{} cannot be created: {e}", crate::escape::path(dir)),
+                true,
+            ))
+        }
     };
     let f = std::fs::OpenOptions::new()
         .read(true)

@@ -41,7 +41,9 @@ fn env_tmpdir(out: &str) -> PathBuf {
 /// `sandbox env` as `who` with `TMPDIR` set, through `bash -c` as agents run it.
 fn sandbox_env(who: As, tmpdir: &Path, extra: &[(&str, &Path)]) -> Output {
     let mut c = command(who, "/bin/bash");
-    c.args(["-c", &format!("{SANDBOX} env")])
+    // `--quiet`: the once-per-user note of the route would make the first run on a fresh
+    // machine differ from the others.
+    c.args(["-c", &format!("{SANDBOX} env --quiet")])
         .env("TMPDIR", tmpdir)
         .current_dir(tmpdir);
     for (k, v) in extra {
@@ -340,4 +342,34 @@ fn another_users_exclusive_lock_on_a_placeholder_refuses_the_job_naming_it() {
         assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
         assert!(empty.exists());
     }
+}
+
+#[test]
+fn a_read_only_run_sends_roots_state_to_the_next_candidate() {
+    // `docker run --read-only` as root: `/run` is root's and no other user may write it, but
+    // `/run/sandbox` cannot be made. The state goes to the next candidate (here the temporary
+    // directory: HOME has no cache directory) and the request runs. In a mount namespace of
+    // its own with a read-only tmpfs on `/run`; the control: `mkdir /run/sandbox` fails there.
+    let home = tempfile::tempdir().unwrap();
+    let script = format!(
+        "mount -t tmpfs -o ro,mode=755 tmpfs /run || exit 90; \
+         mkdir /run/sandbox 2>/dev/null && exit 91; \
+         echo '{{\"argv\":[\"/bin/echo\",\"hi\"],\"profile\":\"minimal\"}}' | {SANDBOX} exec --json"
+    );
+    let o = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .env("HOME", home.path().join("absent"))
+        .env_remove("XDG_CACHE_HOME")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["exit_code"], 0, "{out}");
+    assert_eq!(v["stdout"], "hi\n", "{out}");
+    assert!(
+        !v["home"].as_str().unwrap_or("/run").starts_with("/run/"),
+        "{out}"
+    );
 }
