@@ -668,3 +668,32 @@ fn a_commands_own_memory_limit_from_a_shell() {
         assert!(out.contains("after\nafter=0\n"), "{who:?}: {out}");
     }
 }
+
+#[test]
+fn session_end_exits_0_whenever_the_session_ended() {
+    // The daemon used to exit as soon as its session had ended, sometimes before the
+    // connection that asked for the end had sent its answer: `session end` then said "the
+    // session's daemon closed the connection" and exited 125 for a session that had ended.
+    for who in BOTH {
+        let dir = scratch();
+        let o = bash(
+            who,
+            dir.path(),
+            "for i in 1 2 3 4 5 6 7 8 9 10 11 12; do \
+               id=$($S session start --profile shell --workspace \"$DIR\") || exit 90; \
+               $S run --session \"$id\" -- true || exit 91; \
+               $S session end \"$id\"; rc=$?; echo \"end $rc\"; \
+               if $S session end \"$id\" 2>/dev/null; then echo still-there; fi; \
+             done",
+        );
+        let out = text(&o.stdout);
+        assert!(o.status.success(), "{who:?}: {out}{}", text(&o.stderr));
+        assert_eq!(
+            out.matches("end 0").count(),
+            12,
+            "{who:?}: {out}{}",
+            text(&o.stderr)
+        );
+        assert!(!out.contains("still-there"), "{who:?}: {out}");
+    }
+}

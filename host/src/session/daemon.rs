@@ -30,6 +30,9 @@ pub const ARG: &str = "__session-daemon";
 /// The idle time of a session without `--idle`: half an hour.
 pub const DEFAULT_IDLE_S: u64 = 1800;
 
+/// How long a daemon whose session ended waits for its connections to send their answers.
+const ANSWERS_AFTER_END: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Most connections served at once; more are refused (a loop of clients cannot make the
 /// daemon start threads without end).
 const MAX_CONNECTIONS: usize = 256;
@@ -230,6 +233,14 @@ impl Daemon {
             }
         }
         self.end();
+        // The connection that asked for the end (and any whose command the end killed) still
+        // has its answer to send: the process exits after them, or after a bound should one
+        // hang. Exiting at once made `session end` report a closed connection (exit 125)
+        // for a session that had ended.
+        let deadline = std::time::Instant::now() + ANSWERS_AFTER_END;
+        while self.connections.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     /// Ends the session (every process in it killed and reaped) and removes the socket.
