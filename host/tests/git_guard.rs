@@ -797,3 +797,74 @@ fn root_in_another_users_repository_acts_as_that_user_and_reads_through_no_symli
     git(As::Nobody, &dir, &["status"]);
     assert!(!marker.exists());
 }
+
+/// `sandbox session start --profile shell --workspace DIR [EXTRA]` as `who`; the id.
+fn session_start(who: As, dir: &Path, extra: &[&str]) -> String {
+    let o = command(who, SANDBOX)
+        .args(["session", "start", "--profile", "shell", "--workspace"])
+        .arg(dir)
+        .args(extra)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// `sandbox run --session ID -- bash -c SCRIPT` as `who` in `dir`.
+fn session_run(who: As, dir: &Path, id: &str, script: &str) -> Output {
+    command(who, SANDBOX)
+        .args(["run", "--session", id, "--", "bash", "-c"])
+        .arg(format!("{SET_IDENTITY}{script}"))
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn in_a_session_each_command_is_checked_and_its_result_names_what_was_undone() {
+    // The guard used to run when the session ended (30 idle minutes by default): meanwhile
+    // the agent's own `git status`, in the session or outside it, ran a planted fsmonitor.
+    for who in BOTH {
+        let ws = workspace(who);
+        let dir = ws.path().join("r");
+        fresh(who, &dir);
+        repository(who, &dir);
+        let marker = ws.path().join("MARK");
+        let id = session_start(who, &dir, &[]);
+        let o = session_run(who, &dir, &id, &fsmonitor(&marker));
+        let err = stderr(&o);
+        assert!(o.status.success(), "{who:?}: {err}");
+        assert!(
+            err.contains("sandbox: removed core.fsmonitor that the command set in .git/config"),
+            "{who:?}: {err}"
+        );
+        // A command that changes what git keeps (a remote) keeps it, and is the next one's
+        // starting point.
+        let o = session_run(who, &dir, &id, "git remote add origin /x");
+        assert!(
+            o.status.success() && o.stderr.is_empty(),
+            "{who:?}: {}",
+            stderr(&o)
+        );
+        // While the session lives, the next git command outside runs nothing.
+        git(who, &dir, &["status"]);
+        assert!(!marker.exists(), "{who:?}");
+        assert_eq!(ok(who, &dir, &["remote"]), "origin\n");
+        let o = command(who, SANDBOX)
+            .args(["session", "end", &id])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+        // Control: a session without isolation leaves the plant, and git outside runs it.
+        fresh(who, &dir);
+        repository(who, &dir);
+        let id = session_start(who, &dir, &["--isolation", "off"]);
+        let o = session_run(who, &dir, &id, &fsmonitor(&marker));
+        assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+        git(who, &dir, &["status"]);
+        assert!(marker.exists(), "{who:?}: the control's plant did not run");
+        let _ = fs::remove_file(&marker);
+        let _ = command(who, SANDBOX).args(["session", "end", &id]).output();
+    }
+}

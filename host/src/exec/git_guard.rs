@@ -341,6 +341,19 @@ impl Guard {
     /// Checks the control files after the job and undoes what would run a command the job
     /// chose; returns each item undone.
     pub(crate) fn check(self) -> Vec<Reverted> {
+        self.check_now()
+    }
+
+    /// Checks after one command of a session, then takes the snapshot anew (anchors
+    /// included) for the next: what the command changed and the check kept (a remote, a
+    /// submodule) is the next command's starting point.
+    pub(crate) fn check_and_renew(&mut self) -> Vec<Reverted> {
+        let undone = self.check_now();
+        *self = Guard::take(&self.workspace);
+        undone
+    }
+
+    fn check_now(&self) -> Vec<Reverted> {
         let mut report = Report {
             workspace: &self.workspace,
             items: Vec::new(),

@@ -32,7 +32,7 @@ pub mod env;
 pub(crate) mod exec_events;
 mod git_config;
 mod git_controls;
-mod git_guard;
+pub(crate) mod git_guard;
 mod git_index;
 pub(crate) mod hits;
 #[doc(hidden)]

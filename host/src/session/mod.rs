@@ -196,6 +196,10 @@ pub(crate) struct Inner {
     layers: Layers,
     cancel: Cancel,
     ended: AtomicBool,
+    /// The repository's control files, checked after every command (not only at the
+    /// session's end: a plant would live for the session's idle time, and the agent's own
+    /// `git status` in the session would run it). `None` with isolation off.
+    git_guard: Option<Mutex<crate::exec::git_guard::Guard>>,
     next_id: AtomicU64,
     /// Commands started or starting and not yet ended (an idle session has none).
     running: AtomicUsize,
@@ -243,6 +247,15 @@ impl Session {
         // front end that started it, as its commands' refusals are.
         v.audience = options.audience;
         let limits = v.rlimits;
+        // Where the one-shot engine guards the repository (isolation on), the session does it
+        // after each command: the workspace, else the directory the commands start in.
+        let guarded = (v.paths.isolation != crate::exec::isolation::Mode::Off).then(|| {
+            v.paths
+                .workspace
+                .clone()
+                .or_else(|| v.cwd.clone())
+                .or_else(|| std::env::current_dir().ok())
+        });
         let (host, child) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
         v.streams = crate::exec::Streams::Session(child.as_raw_fd());
         v.timeout = None;
@@ -418,6 +431,9 @@ impl Session {
             layers,
             cancel,
             ended: AtomicBool::new(false),
+            git_guard: guarded
+                .flatten()
+                .map(|ws| Mutex::new(crate::exec::git_guard::Guard::take(&ws))),
             next_id: AtomicU64::new(1),
             running: AtomicUsize::new(0),
             last_active: Mutex::new(Instant::now()),
@@ -503,6 +519,16 @@ impl process::Host for Inner {
     fn command_ended(&self) {
         self.running.fetch_sub(1, Ordering::AcqRel);
         self.touch();
+    }
+
+    fn git_check(&self) -> Vec<crate::exec::GitReverted> {
+        match &self.git_guard {
+            Some(g) => g
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .check_and_renew(),
+            None => Vec::new(),
+        }
     }
 }
 

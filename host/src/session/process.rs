@@ -78,6 +78,11 @@ pub(crate) trait Host: Send + Sync {
     fn unroute(&self, pid: i32);
     /// A command started by the session has ended (its thread is done with it).
     fn command_ended(&self);
+    /// The repository's control files after a command: what would run a command the
+    /// command chose is undone (module `git_guard`), each item returned for its result.
+    fn git_check(&self) -> Vec<crate::exec::GitReverted> {
+        Vec::new()
+    }
 }
 use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::JoinHandle;
@@ -704,6 +709,8 @@ fn result(
     let leaks = crate::exec::scan_leaks(v, &mut stdout, &mut stderr);
     let mut warnings = inner.layers().warnings.clone();
     warnings.extend(plan_warnings);
+    let reverted = inner.git_check();
+    warnings.extend(reverted.iter().map(|r| r.warning.clone()));
     let mut limits_hit = Vec::new();
     if timed_out {
         limits_hit.push("time".to_string());
@@ -798,7 +805,10 @@ fn result(
         landlock: inner.layers().landlock.clone(),
         limits_hit,
         leaks,
-        isolation: inner.layers().isolation.clone(),
+        isolation: inner.layers().isolation.clone().map(|mut i| {
+            i.reverted = reverted;
+            i
+        }),
         network: crate::exec::NetworkReport {
             proxy: inner.layers().proxy.clone(),
             destinations: net.map(|n| n.records.snapshot()).unwrap_or_default(),
