@@ -174,8 +174,19 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
     // The spawner path, as for exec requests: its thread holds the filter's listener, so
     // violations are named without taking the listener from the child (which a non-dumpable
     // host cannot do without privileges).
-    let opts = RunOptions::default();
-    let result = match run_validated(&job, sandbox, &opts) {
+    let opts = RunOptions {
+        cancel: end_on_signals(),
+        ..RunOptions::default()
+    };
+    let result = run_validated(&job, sandbox, &opts);
+    // Ended by SIGTERM, SIGINT or SIGHUP: the job's whole tree was ended (in every tier, not
+    // only where the namespaces' init takes it along) and this process now dies of the same
+    // signal, as it would have without the handler.
+    let caught = ENDED_BY.load(std::sync::atomic::Ordering::SeqCst);
+    if caught != 0 {
+        crate::sys::die_of(caught);
+    }
+    let result = match result {
         Ok(r) => r,
         Err(ExecError::Spawn { source, .. }) => {
             say(format_args!("{}: {source}", crate::escape::path(&resolved)));
@@ -195,6 +206,34 @@ pub fn run(sandbox: &Sandbox, program: &str, args: &[String], settings: &RunSett
         }
     };
     report(&result, &resolved, settings)
+}
+
+/// The eventfd of the job's [`crate::exec::Cancel`], for the signal handler (-1: none).
+static END_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// The signal that ended the job (0: none).
+static ENDED_BY: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_end_signal(sig: libc::c_int) {
+    use std::sync::atomic::Ordering::SeqCst;
+    // Async-signal-safe: two atomic stores and an eventfd write.
+    let _ = ENDED_BY.compare_exchange(0, sig, SeqCst, SeqCst);
+    let fd = END_FD.load(SeqCst);
+    if fd >= 0 {
+        crate::sys::eventfd_add_one(fd);
+    }
+}
+
+/// A cancel handle that SIGTERM, SIGINT and SIGHUP to `sandbox run` trigger: the engine then
+/// ends the job's tree (its cgroup or its chain of processes) as for a timeout. Without it a
+/// job of the contained and filtered tiers outlived a `sandbox run` that was killed.
+fn end_on_signals() -> Option<crate::exec::Cancel> {
+    let cancel = crate::exec::Cancel::new().ok()?;
+    END_FD.store(cancel.raw(), std::sync::atomic::Ordering::SeqCst);
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        let _ = crate::sys::catch_signal(sig, on_end_signal);
+    }
+    Some(cancel)
 }
 
 /// The job `run` gives the engine for `program` (found at `resolved`) and its arguments.

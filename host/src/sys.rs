@@ -295,6 +295,22 @@ pub(crate) fn default_sigpipe() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
 }
 
+/// Ends this process by signal `sig` as its default action would: the disposition reset to
+/// the default, the signal unblocked and raised (a caller's shell then sees `128 + sig`, as
+/// if the signal had never been caught). Returns only if the signal does not end a process.
+pub(crate) fn die_of(sig: libc::c_int) {
+    // SAFETY: resetting a disposition, unblocking one signal of this thread's mask and
+    // raising it have no preconditions.
+    unsafe {
+        libc::signal(sig, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+}
+
 /// The user name of `uid` from the passwd database, `None` without an entry.
 pub(crate) fn user_name(uid: u32) -> Option<String> {
     passwd_field(uid, |pw| pw.pw_name)

@@ -290,3 +290,81 @@ fn a_signal_is_128_plus_its_number() {
         assert_eq!(o.status.code(), Some(0), "{who:?}: {o:?}");
     }
 }
+
+/// Whether a process whose command line holds `marker` is running.
+fn running(marker: &str) -> bool {
+    std::process::Command::new("pgrep")
+        .args(["-f", marker])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn sigterm_sigint_and_sighup_to_run_end_the_jobs_tree_in_every_tier() {
+    // A job used to outlive a `sandbox run` that was sent SIGTERM in the contained and
+    // filtered tiers (only the isolated tier's init took the tree along). Now the run ends
+    // the tree and dies of the same signal (128 + N to the caller's shell).
+    use std::os::unix::process::ExitStatusExt;
+    let tiers: [&[&str]; 3] = [
+        &[],
+        &["--isolation", "off"],
+        &["--isolation", "off", "--landlock", "off"],
+    ];
+    for who in BOTH {
+        for (i, tier) in tiers.iter().enumerate() {
+            for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                let marker = format!("1000.{}{i}{sig}", std::process::id());
+                let script = format!("sleep {marker} & sleep {marker}; echo survived");
+                let mut child = common::command(who, common::SANDBOX)
+                    .args(["run", "--allow-root", "--profile", "shell"])
+                    .args(*tier)
+                    .args(["--", "bash", "-c", &script])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let t0 = std::time::Instant::now();
+                while !running(&marker) && t0.elapsed().as_secs() < 20 {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                assert!(running(&marker), "{who:?} {tier:?}: the job did not start");
+                // SAFETY: a signal to our own child.
+                unsafe { libc::kill(child.id() as i32, sig) };
+                let o = child.wait_with_output().unwrap();
+                assert_eq!(o.status.signal(), Some(sig), "{who:?} {tier:?} {sig}");
+                let t0 = std::time::Instant::now();
+                while running(&marker) && t0.elapsed().as_secs() < 5 {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                assert!(
+                    !running(&marker),
+                    "{who:?} {tier:?} {sig}: the tree outlived the run"
+                );
+                assert!(!text(&o.stdout).contains("survived"), "{who:?} {tier:?}");
+            }
+        }
+    }
+    // Control: the same script without the sandbox, its bash sent SIGTERM: the background
+    // process outlives it (ending the tree is the sandbox's doing, not the shell's).
+    let marker = format!("1000.{}99", std::process::id());
+    let mut child = std::process::Command::new("bash")
+        .args(["-c", &format!("sleep {marker} & sleep {marker}")])
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !running(&marker) && t0.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let survived = running(&marker);
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", &marker])
+        .status();
+    assert!(
+        survived,
+        "the control's background process did not outlive its shell"
+    );
+}

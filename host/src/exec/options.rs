@@ -58,7 +58,7 @@ impl Cancel {
         crate::sys::poll_one(self.0.as_fd(), libc::POLLIN, 0).is_ok_and(|r| r != 0)
     }
 
-    pub(super) fn raw(&self) -> RawFd {
+    pub(crate) fn raw(&self) -> RawFd {
         self.0.as_raw_fd()
     }
 }
