@@ -441,8 +441,20 @@ fn resource_limits_apply() {
     r.profile = "shell".into();
     r.timeout_s = 30.0;
     let res = run(&r);
-    // sh reports -v and -f in KiB and 512-byte blocks respectively.
-    assert_eq!(res.stdout, "30\n524288\n131072\n256\n0\n", "{res:?}");
+    // sh reports -v and -f in KiB and 512-byte blocks respectively. The descriptor limit is
+    // the caller's own (this test's), within 4096 and 65536, at most its hard limit.
+    let mut own = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct passed.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut own) }, 0);
+    let nofile = own.rlim_cur.clamp(4096, 65536).min(own.rlim_max);
+    assert_eq!(
+        res.stdout,
+        format!("30\n524288\n131072\n{nofile}\n0\n"),
+        "{res:?}"
+    );
 
     r.limits.nofile = Some(64);
     r.limits.memory_bytes = Some(256 * 1024 * 1024);
@@ -450,6 +462,30 @@ fn resource_limits_apply() {
     r.limits.fsize_bytes = Some(1024 * 1024);
     let res = run(&r);
     assert_eq!(res.stdout, "5\n262144\n2048\n64\n0\n", "{res:?}");
+}
+
+#[test]
+fn a_program_refused_a_descriptor_is_named_with_the_field_that_raises_it() {
+    let script = "fs = []\ntry:\n    while True: fs.append(open('/dev/null'))\nexcept OSError as e:\n    print(len(fs) + 3, e)";
+    let mut r = req(&[PYTHON, "-c", script]);
+    r.profile = "shell".into();
+    r.limits.nofile = Some(64);
+    let res = run(&r);
+    assert!(res.stdout.contains("Too many open files"), "{res:?}");
+    assert!(res.limits_hit.contains(&"nofile".to_string()), "{res:?}");
+    assert!(
+        res.warnings.iter().any(|w| w.contains("limit hit: nofile")
+            && w.contains("at the limit of 64 open files")
+            && w.contains("raise limits.nofile")),
+        "{res:?}"
+    );
+    // Control: a program that opens a few files under the same limit hits nothing.
+    let mut r = req(&[PYTHON, "-c", "fs = [open('/dev/null') for _ in range(20)]"]);
+    r.profile = "shell".into();
+    r.limits.nofile = Some(64);
+    let res = run(&r);
+    assert_eq!(res.exit_code, Some(0), "{res:?}");
+    assert!(res.limits_hit.is_empty(), "{res:?}");
 }
 
 #[test]

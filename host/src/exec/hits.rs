@@ -33,6 +33,8 @@ pub(crate) enum Hit {
     Memory,
     /// The request cgroup's process limit (a fork was refused).
     Processes,
+    /// RLIMIT_NOFILE: a program said it was refused a descriptor (`EMFILE`).
+    Nofile,
 }
 
 impl Hit {
@@ -45,6 +47,7 @@ impl Hit {
             Hit::Fsize => "fsize",
             Hit::Memory => "memory",
             Hit::Processes => "processes",
+            Hit::Nofile => "nofile",
         }
     }
 }
@@ -235,12 +238,35 @@ pub(crate) fn warning(hit: Hit, detail: &str, field: Option<&str>) -> String {
         Hit::Fsize => format!("a write was cut at the file-size limit{detail}"),
         Hit::Memory => detail.to_string(),
         Hit::Processes => detail.to_string(),
+        Hit::Nofile => format!("a program was refused a file descriptor{detail}"),
     };
     format!("sandbox: limit hit: {}: {what}{change}", hit.name())
 }
 
+/// Whether a program's output says it was refused a descriptor at RLIMIT_NOFILE: the words
+/// of `strerror(EMFILE)` ("Too many open files", glibc, musl, Python, Rust) and Node's code
+/// (`EMFILE: too many open files`). The kernel tells the host nothing when a descriptor is
+/// refused; the program's own report is what there is.
+pub(crate) fn said_emfile(text: &str) -> bool {
+    memchr::memmem::find(text.as_bytes(), b"oo many open files").is_some()
+        || memchr::memmem::find(text.as_bytes(), b"EMFILE").is_some()
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn emfile_in_the_words_programs_use() {
+        for said in [
+            "bash: f: Too many open files",
+            "npm ERR! code EMFILE",
+            "Error: EMFILE: too many open files, open '/x/package.json'",
+            "OSError: [Errno 24] Too many open files",
+        ] {
+            assert!(super::said_emfile(said), "{said}");
+        }
+        assert!(!super::said_emfile("too many files changed"));
+    }
+
     use super::{roots_to_search, search, uncounted, Writes};
     use std::path::PathBuf;
     use std::time::SystemTime;

@@ -20,7 +20,8 @@ pub struct Limits {
     pub memory_bytes: Option<u64>,
     /// RLIMIT_FSIZE in bytes (default 64 MiB).
     pub fsize_bytes: Option<u64>,
-    /// RLIMIT_NOFILE (default 256).
+    /// RLIMIT_NOFILE (default: the caller's own soft limit, at least [`DEFAULT_NOFILE`] and
+    /// at most [`DEFAULT_NOFILE_CAP`]; see [`default_nofile`]).
     pub nofile: Option<u64>,
     /// Processes and threads the request may have at once, descendants included (cgroup
     /// `pids.max`, v2 or v1; default 1024 where the caller can use a pids controller). Asked
@@ -32,8 +33,21 @@ pub struct Limits {
 pub const DEFAULT_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
 /// Default RLIMIT_FSIZE: 64 MiB.
 pub const DEFAULT_FSIZE_BYTES: u64 = 64 * 1024 * 1024;
-/// Default RLIMIT_NOFILE.
-pub const DEFAULT_NOFILE: u64 = 256;
+/// The least default RLIMIT_NOFILE. It was 256, and `npm install` of a large tree with a
+/// cold cache failed with `EMFILE` where the caller's own limit let it finish.
+pub const DEFAULT_NOFILE: u64 = 4096;
+/// The most a default RLIMIT_NOFILE takes from the caller's own limit (containers give
+/// 1048576, and some programs close or scan every descriptor up to the limit).
+pub const DEFAULT_NOFILE_CAP: u64 = 65536;
+
+/// The default RLIMIT_NOFILE of a request that names none: the caller's own soft limit, the
+/// one its programs run with outside, within [`DEFAULT_NOFILE`] and [`DEFAULT_NOFILE_CAP`]
+/// (and at most the caller's hard limit when it is set in the child).
+pub fn default_nofile() -> u64 {
+    crate::sys::rlimit(libc::RLIMIT_NOFILE)
+        .map_or(DEFAULT_NOFILE, |r| r.rlim_cur)
+        .clamp(DEFAULT_NOFILE, DEFAULT_NOFILE_CAP)
+}
 /// Smallest memory limit accepted: below it, the smallest programs' start-up (the loader, a
 /// shell) would be stopped.
 pub const MIN_MEMORY_BYTES: u64 = 32 * 1024 * 1024;
@@ -75,7 +89,7 @@ impl Rlimits {
             cpu_seconds: over.cpu_seconds.unwrap_or(cpu_default),
             memory_bytes: over.memory_bytes.unwrap_or(DEFAULT_MEMORY_BYTES),
             fsize_bytes: over.fsize_bytes.unwrap_or(DEFAULT_FSIZE_BYTES),
-            nofile: over.nofile.unwrap_or(DEFAULT_NOFILE),
+            nofile: over.nofile.unwrap_or_else(default_nofile),
             processes: over.processes.unwrap_or(DEFAULT_PROCESSES),
             processes_required: over.processes.is_some(),
         };

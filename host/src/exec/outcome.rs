@@ -305,6 +305,7 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
         timed_out,
         stdout_truncated || stderr_truncated,
         &counts,
+        [&stdout, teed.as_deref().unwrap_or(&stderr)],
         &mut warnings,
     );
     warnings.extend(memory.warning());
@@ -577,6 +578,7 @@ fn limits_hit(
     timed_out: bool,
     truncated: bool,
     counts: &super::hits::Counts,
+    outputs: [&str; 2],
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
     use super::hits::{file_at_limit, roots_to_search, warning, Hit};
@@ -617,6 +619,13 @@ fn limits_hit(
                 v.rlimits.processes
             ),
             field("limits.processes", None),
+        ));
+    }
+    if outputs.iter().any(|o| super::hits::said_emfile(o)) {
+        hits.push((
+            Hit::Nofile,
+            format!(" at the limit of {} open files", v.rlimits.nofile),
+            field("limits.nofile", Some("`ulimit -n` before sandbox run")),
         ));
     }
     let fsize = v.rlimits.fsize_bytes;

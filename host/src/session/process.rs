@@ -755,6 +755,21 @@ fn result(
             }),
         ));
     }
+    if [&stdout, &stderr]
+        .iter()
+        .any(|o| crate::exec::hits::said_emfile(o))
+    {
+        limits_hit.push("nofile".to_string());
+        warnings.push(crate::exec::hits::warning(
+            crate::exec::hits::Hit::Nofile,
+            &format!(" at the limit of {} open files", v.rlimits.nofile),
+            Some(if json {
+                "the session's limits.nofile"
+            } else {
+                "`ulimit -n` before sandbox session start"
+            }),
+        ));
+    }
     let profile = &inner.sandbox().options().profile;
     // A command cannot change its session's policy: a hint names the change to the session's
     // own request (a per-request allow list works there only as the one-shot rules say).
