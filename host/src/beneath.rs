@@ -332,6 +332,64 @@ impl Place {
     }
 }
 
+impl Place {
+    /// Makes a directory at the name (absent before), of mode `mode`; as root in another
+    /// user's directory, as that user.
+    pub(crate) fn make_dir(&self, mode: u32) -> io::Result<()> {
+        as_owner(self.dir.as_fd(), || {
+            at::make_dir_at(self.dir.as_fd(), &self.name, mode & 0o777)
+        })
+    }
+
+    /// Makes a symlink at the name saying `target` (absent before).
+    pub(crate) fn make_link(&self, target: &Path) -> io::Result<()> {
+        let target = CString::new(target.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        as_owner(self.dir.as_fd(), || {
+            at::symlink_at(&target, self.dir.as_fd(), &self.name)
+        })
+    }
+
+    /// Removes whatever is at the name: a file or symlink itself, or a directory with
+    /// everything beneath it, each directory entered without following a symlink (a
+    /// symlink inside is removed, never its target). At most [`TREE_LIMIT`] entries.
+    pub(crate) fn remove_tree(&self) -> io::Result<()> {
+        let mut budget = TREE_LIMIT;
+        self.remove_tree_within(&mut budget)
+    }
+
+    fn remove_tree_within(&self, budget: &mut usize) -> io::Result<()> {
+        let st = match self.stat() {
+            Ok(st) => st,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if st.kind() != libc::S_IFDIR {
+            return self.remove();
+        }
+        if let Ok(Some((listed, entries))) = self.entries() {
+            for e in entries {
+                if *budget == 0 {
+                    return Err(io::Error::other("more entries than the sandbox removes"));
+                }
+                *budget -= 1;
+                if let Some(child) = listed.child(&e.name) {
+                    child.remove_tree_within(budget)?;
+                }
+            }
+        }
+        as_owner(self.dir.as_fd(), || {
+            match at::remove_dir_at(self.dir.as_fd(), &self.name) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+                r => r,
+            }
+        })
+    }
+}
+
+/// The most entries [`Place::remove_tree`] removes.
+pub(crate) const TREE_LIMIT: usize = 100_000;
+
 /// Runs `work` with the rights of the directory's owner: directly unless this process is root
 /// and the directory belongs to another user, else on a thread whose file-system identity is
 /// that user's (module doc).

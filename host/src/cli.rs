@@ -75,7 +75,7 @@ pub struct RunArgs {
 /// The flags of `run` that `--session` refuses: every one that sets the policy or the
 /// environment (the session's are fixed when it starts) and `--verbose` (the session's layers
 /// are not reported per command). A test checks that no other flag of `run` is left out.
-const SESSION_CONFLICTS: [&str; 25] = [
+const SESSION_CONFLICTS: [&str; 26] = [
     "profile",
     "allow",
     "deny",
@@ -94,6 +94,7 @@ const SESSION_CONFLICTS: [&str; 25] = [
     "isolation",
     "read_only",
     "allow_unix_socket",
+    "allow_control_file",
     "network",
     "allow_domain",
     "resolve",
@@ -288,6 +289,9 @@ pub enum ProfilesCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print the control-file list: agents' and editors' files in a workspace that run
+    /// commands when that tool next starts there; a command's changes to them are put back.
+    ControlFiles,
     /// Print the credential list: the paths no confined command may read, for this user.
     Credentials {
         /// Print JSON instead: every entry as written, with its kind, reason, whether it is

@@ -61,6 +61,8 @@ pub mod cli;
 #[doc(hidden)]
 pub mod config;
 #[doc(hidden)]
+pub mod control_files;
+#[doc(hidden)]
 pub mod credentials;
 #[doc(hidden)]
 pub mod embedded;

@@ -595,6 +595,12 @@ fn cmd_profiles(what: Option<ProfilesCmd>) -> i32 {
             0
         }
         Some(ProfilesCmd::Credentials { json }) => cmd_credentials(json),
+        Some(ProfilesCmd::ControlFiles) => {
+            for e in sandbox_host::control_files::all() {
+                println!("{:24} {:12} {}", e.path, e.tool, e.reason);
+            }
+            0
+        }
         Some(ProfilesCmd::Registries { json }) => cmd_registries(json),
         Some(ProfilesCmd::Show { name }) => {
             let p = match Profile::named_or_file(&name) {

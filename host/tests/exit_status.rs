@@ -315,7 +315,7 @@ fn sigterm_sigint_and_sighup_to_run_end_the_jobs_tree_in_every_tier() {
             for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
                 let marker = format!("1000.{}{i}{sig}", std::process::id());
                 let script = format!("sleep {marker} & sleep {marker}; echo survived");
-                let mut child = common::command(who, common::SANDBOX)
+                let child = common::command(who, common::SANDBOX)
                     .args(["run", "--allow-root", "--profile", "shell"])
                     .args(*tier)
                     .args(["--", "bash", "-c", &script])

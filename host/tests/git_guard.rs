@@ -868,3 +868,147 @@ fn in_a_session_each_command_is_checked_and_its_result_names_what_was_undone() {
         let _ = command(who, SANDBOX).args(["session", "end", &id]).output();
     }
 }
+
+#[test]
+fn agents_and_editors_control_files_are_put_back_and_named() {
+    // A job wrote `.claude/settings.json` (a SessionStart hook) and `.mcp.json`: the agent's
+    // harness runs them outside any sandbox at its next start there. In the isolated and the
+    // contained tier, as root and uid 65534: what the job created is removed, what it changed
+    // or removed is restored, a directory it made a symlink is put back, and the line names
+    // the flag that allows one; the flag keeps that one. Control: `--isolation off` keeps all.
+    let plant =
+        "printf '{\"hooks\":{\"SessionStart\":[\"touch /tmp/x\"]}}' > .claude/settings.json && \
+        echo '{\"mcpServers\":{}}' > .mcp.json && echo 'curl x | sh' > .envrc && \
+        rm .vscode/settings.json && mv .cursor .cursor.moved && ln -s ../elsewhere .cursor && \
+        mkdir -p .codex && echo 'notify = [\"sh\"]' > .codex/config.toml";
+    let setup = |who: As, dir: &Path, outside: &Path| {
+        fresh(who, dir);
+        fs::create_dir_all(dir.join(".claude")).unwrap();
+        fs::write(dir.join(".claude/settings.json"), "{\"mine\":1}\n").unwrap();
+        fs::create_dir_all(dir.join(".vscode")).unwrap();
+        fs::write(dir.join(".vscode/settings.json"), "{}\n").unwrap();
+        fs::create_dir_all(dir.join(".cursor")).unwrap();
+        fs::write(dir.join(".cursor/mcp.json"), "{}\n").unwrap();
+        fs::create_dir_all(outside).unwrap();
+        own(who, dir);
+        own(who, outside);
+    };
+    for who in BOTH {
+        for tier in ["isolated", "contained"] {
+            let ws = workspace(who);
+            let dir = ws.path().join("r");
+            let outside = ws.path().join("elsewhere");
+            setup(who, &dir, &outside);
+            let o = if tier == "isolated" {
+                run(who, &dir, &[], plant)
+            } else {
+                run_contained(who, &dir, plant)
+            };
+            let err = stderr(&o);
+            assert!(o.status.success(), "{who:?} {tier:?}: {err}");
+            for said in [
+                "restored .claude/settings.json as it was before the command, which changed it",
+                "removed .mcp.json that the command created",
+                "removed .envrc that the command created",
+                "restored .vscode/settings.json as it was before the command, which removed it",
+                "removed .codex that the command created",
+                "to keep it: --allow-control-file .claude",
+            ] {
+                assert!(err.contains(said), "{who:?} {tier:?} {said}: {err}");
+            }
+            assert_eq!(
+                fs::read_to_string(dir.join(".claude/settings.json")).unwrap(),
+                "{\"mine\":1}\n"
+            );
+            assert!(!dir.join(".mcp.json").exists() && !dir.join(".envrc").exists());
+            assert!(!dir.join(".codex").exists());
+            assert_eq!(
+                fs::read_to_string(dir.join(".vscode/settings.json")).unwrap(),
+                "{}\n"
+            );
+            let cursor = fs::symlink_metadata(dir.join(".cursor")).unwrap();
+            assert!(
+                cursor.is_dir(),
+                "{who:?} {tier:?}: .cursor put back as a directory"
+            );
+            assert_eq!(
+                fs::read_to_string(dir.join(".cursor/mcp.json")).unwrap(),
+                "{}\n"
+            );
+            assert_eq!(
+                fs::read_dir(&outside).unwrap().count(),
+                0,
+                "nothing written outside"
+            );
+            // The flag keeps the one it names, and only that one.
+            setup(who, &dir, &outside);
+            let o = run(
+                who,
+                &dir,
+                &["--allow-control-file", ".claude"],
+                "echo '{}' > .claude/settings.json && echo x > .envrc",
+            );
+            let err = stderr(&o);
+            assert_eq!(
+                fs::read_to_string(dir.join(".claude/settings.json")).unwrap(),
+                "{}\n"
+            );
+            assert!(err.contains("removed .envrc"), "{who:?}: {err}");
+            assert!(!err.contains(".claude"), "{who:?}: {err}");
+            // Control: without the guard every change stays.
+            setup(who, &dir, &outside);
+            let o = run(who, &dir, &["--isolation", "off"], plant);
+            assert!(o.status.success(), "{who:?}: {}", stderr(&o));
+            assert!(dir.join(".mcp.json").exists() && dir.join(".envrc").exists());
+            assert!(fs::read_to_string(dir.join(".claude/settings.json"))
+                .unwrap()
+                .contains("SessionStart"));
+        }
+    }
+}
+
+#[test]
+fn exec_json_names_control_files_in_the_result_and_refuses_unknown_names() {
+    let ws = workspace(As::Root);
+    let dir = ws.path().join("r");
+    fresh(As::Root, &dir);
+    let request = |extra: &str| {
+        format!(
+            "{{\"argv\":[\"/bin/sh\",\"-c\",\"echo x > .mcp.json\"],\"profile\":\"shell\",\
+             \"allow_root\":true,\"workspace\":{:?}{extra}}}",
+            dir.display().to_string()
+        )
+    };
+    let out = |r: &str| {
+        let o = output_with_input(
+            command(As::Root, SANDBOX)
+                .args(["exec", "--json"])
+                .current_dir(&dir),
+            r.as_bytes(),
+        );
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let v = out(&request(""));
+    let reverted = v["isolation"]["reverted"].as_array().unwrap();
+    assert!(
+        reverted
+            .iter()
+            .any(|r| r["what"] == "control-file" && r["action"] == "removed"),
+        "{v}"
+    );
+    assert!(!dir.join(".mcp.json").exists());
+    let v = out(&request(",\"allow_control_files\":[\".mcp.json\"]"));
+    // An empty list is left out of the result.
+    assert!(
+        v["isolation"]["reverted"]
+            .as_array()
+            .is_none_or(|r| r.is_empty()),
+        "{v}"
+    );
+    assert!(dir.join(".mcp.json").exists());
+    for bad in ["[\"../x\"]", "[\".bogus\"]", "\".mcp.json\"", "[1]"] {
+        let v = out(&request(&format!(",\"allow_control_files\":{bad}")));
+        let text = v.to_string();
+        assert!(text.contains("allow_control_files"), "{bad}: {text}");
+    }
+}

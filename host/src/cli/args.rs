@@ -75,6 +75,11 @@ pub struct PathArgs {
     /// other socket outside the workspace is hidden (tmux, ssh-agent, docker, D-Bus...).
     #[arg(long = "allow-unix-socket", value_name = "PATH")]
     pub allow_unix_socket: Vec<String>,
+    /// An agent's or editor's control file the command may change at the top of the
+    /// workspace (repeatable; `sandbox profiles control-files` lists them: `.claude`,
+    /// `.mcp.json`, `.envrc`...); the others are put back after the command.
+    #[arg(long = "allow-control-file", value_name = "PATH")]
+    pub allow_control_file: Vec<String>,
 }
 
 impl PathArgs {
@@ -89,6 +94,7 @@ impl PathArgs {
         )
         .and_then(|r| r.with_isolation(self.isolation.unwrap_or_default(), &self.read_only))
         .and_then(|r| r.with_unix_sockets(&self.allow_unix_socket))
+        .and_then(|r| r.with_control_files(&self.allow_control_file))
         .and_then(|r| r.with_broad_workspace(self.allow_broad_workspace))
         .map_err(|r| self.flag_message(&r))
     }
@@ -115,6 +121,7 @@ pub fn layer_flag(field: &str) -> Option<&'static str> {
         "isolation" => "--isolation",
         "read_only_paths" => "--read-only",
         "allow_unix_sockets" => "--allow-unix-socket",
+        "allow_control_files" => "--allow-control-file",
         "landlock" => "--landlock",
         _ => return None,
     })

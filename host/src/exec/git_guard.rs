@@ -80,6 +80,11 @@ pub(crate) struct Guard {
     /// Components that were symlinks already when the snapshot was taken (the user's own
     /// layout: nothing beneath them is read or changed, and they are not a finding).
     symlinks: BTreeSet<PathBuf>,
+    /// The agents' and editors' control files at the top of the workspace (module
+    /// `control_guard`), checked with the repository's.
+    agent_files: super::control_guard::Snapshot,
+    /// The control files the request allows the job to change.
+    allowed: Vec<String>,
 }
 
 /// The mode a control file gets that the snapshot did not see as a regular file.
@@ -240,9 +245,11 @@ impl Report<'_> {
 }
 
 impl Guard {
-    /// Takes the snapshot for a job whose workspace is `workspace`.
-    pub(crate) fn take(workspace: &Path) -> Guard {
+    /// Takes the snapshot for a job whose workspace is `workspace`, which may change the
+    /// control files `allowed` names (`allow_control_files`).
+    pub(crate) fn take(workspace: &Path, allowed: &[String]) -> Guard {
         let workspace = std::fs::canonicalize(workspace).unwrap_or(workspace.to_path_buf());
+        let agent_files = super::control_guard::Snapshot::take(&workspace, allowed);
         let controls = Controls::of(&workspace);
         // The highest directories first (a walk starts at the highest anchor above a path, so
         // a component below it that becomes a symlink is seen): the work tree, the
@@ -278,6 +285,8 @@ impl Guard {
             hooks: BTreeMap::new(),
             symlinks: BTreeSet::new(),
             controls: Controls::default(),
+            agent_files,
+            allowed: allowed.to_vec(),
         };
         for p in &paths {
             if let Found::Symlink(s) = guard.anchors.place(p) {
@@ -349,7 +358,7 @@ impl Guard {
     /// submodule) is the next command's starting point.
     pub(crate) fn check_and_renew(&mut self) -> Vec<Reverted> {
         let undone = self.check_now();
-        *self = Guard::take(&self.workspace);
+        *self = Guard::take(&self.workspace, &self.allowed);
         undone
     }
 
@@ -359,6 +368,7 @@ impl Guard {
             items: Vec::new(),
         };
         self.symlinked_components(&mut report);
+        report.items.extend(self.agent_files.check());
         let ws = &self.workspace;
         let mut after = Controls::of(ws);
         // A new `.git` nearer than the repository's: a file or symlink is removed (git would

@@ -241,8 +241,12 @@ impl Job {
             }
             l => l,
         };
-        let git_guard = (v.paths.isolation != super::isolation::Mode::Off)
-            .then(|| super::git_guard::Guard::take(v.paths.workspace.as_deref().unwrap_or(&here)));
+        let git_guard = (v.paths.isolation != super::isolation::Mode::Off).then(|| {
+            super::git_guard::Guard::take(
+                v.paths.workspace.as_deref().unwrap_or(&here),
+                &v.paths.allowed_controls,
+            )
+        });
         let isolated = isolation.as_ref().ok();
         let mut root_warning = Vec::new();
         refuse_root_below_isolated(v, isolated.is_some(), layer.as_ref(), &mut root_warning)?;

@@ -26,6 +26,7 @@ pub(crate) mod cgroup_nest;
 pub(crate) mod clone;
 mod conceal;
 pub(crate) mod contain;
+mod control_guard;
 pub(crate) mod emulate;
 #[doc(hidden)]
 pub mod env;

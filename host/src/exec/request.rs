@@ -107,6 +107,10 @@ pub struct Request {
     /// Host unix sockets the command may connect to (absolute paths): with namespaces every
     /// other socket bound outside the job's writable places is covered in its view.
     pub allow_unix_sockets: Vec<String>,
+    /// Agents' and editors' control files the command may change at the top of its workspace
+    /// (entries of `sandbox profiles control-files`, such as `.claude` or `.envrc`); the others
+    /// are put back after it.
+    pub allow_control_files: Vec<String>,
     /// The network: `host`, `none` (loopback only) or `proxy` (only the allowlist proxy);
     /// absent, it follows the other network fields and the profile (docs/isolation.md).
     pub network: Option<crate::network::Mode>,
@@ -165,6 +169,8 @@ pub struct PathRules {
     pub read_only: Vec<PathBuf>,
     /// Host unix sockets left reachable in the job's view.
     pub allowed_sockets: Vec<PathBuf>,
+    /// Entries of the control-file list the job may change (module `control_guard`).
+    pub allowed_controls: Vec<String>,
     /// The named workspace may be `/`, the home directory, a parent of either or a directory
     /// holding credentials (module `workspace`); the result then says so.
     pub allow_broad_workspace: bool,
@@ -277,6 +283,7 @@ impl Request {
             isolation: IsolationMode::default(),
             read_only_paths: Vec::new(),
             allow_unix_sockets: Vec::new(),
+            allow_control_files: Vec::new(),
             network: None,
             allow_domains: Vec::new(),
             resolve: BTreeMap::new(),
@@ -527,6 +534,7 @@ impl Request {
         )?
         .with_isolation(self.isolation, &self.read_only_paths)?
         .with_unix_sockets(&self.allow_unix_sockets)?
+        .with_control_files(&self.allow_control_files)?
         .with_broad_workspace(self.allow_broad_workspace)
     }
 }
@@ -593,6 +601,7 @@ impl PathRules {
             isolation: IsolationMode::default(),
             read_only: Vec::new(),
             allowed_sockets: Vec::new(),
+            allowed_controls: Vec::new(),
             allow_broad_workspace: false,
         })
     }
@@ -639,6 +648,33 @@ impl PathRules {
             let path = PathBuf::from(p);
             self.allowed_sockets
                 .push(std::fs::canonicalize(&path).unwrap_or(path));
+        }
+        Ok(self)
+    }
+
+    /// Adds the control files the job may change (`allow_control_files[i]`: an entry of the
+    /// list as `sandbox profiles control-files` prints it, such as `.claude`).
+    pub fn with_control_files(mut self, names: &[String]) -> Result<PathRules, Refusal> {
+        for (i, n) in names.iter().enumerate() {
+            let known = crate::control_files::all().iter().any(|e| &e.path == n);
+            if !known {
+                return Err(Refusal::new(
+                    format!("allow_control_files[{i}]"),
+                    format!(
+                        "`{}` is not an entry of the control-file list (`sandbox profiles \
+                         control-files` prints them: {})",
+                        n.escape_debug(),
+                        crate::control_files::all()
+                            .iter()
+                            .map(|e| e.path.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+            if !self.allowed_controls.contains(n) {
+                self.allowed_controls.push(n.clone());
+            }
         }
         Ok(self)
     }

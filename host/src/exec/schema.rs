@@ -42,6 +42,7 @@ pub const FIELDS: &[&str] = &[
     "isolation",
     "read_only_paths",
     "allow_unix_sockets",
+    "allow_control_files",
     "network",
     "allow_domains",
     "resolve",
@@ -227,6 +228,12 @@ impl Request {
             optional::<Vec<String>>(&obj, "read_only_paths", paths)?.unwrap_or_default();
         req.allow_unix_sockets =
             optional::<Vec<String>>(&obj, "allow_unix_sockets", paths)?.unwrap_or_default();
+        req.allow_control_files = optional::<Vec<String>>(
+            &obj,
+            "allow_control_files",
+            "must be a list of strings (entries of `sandbox profiles control-files`)",
+        )?
+        .unwrap_or_default();
         req.network = optional::<crate::network::Mode>(
             &obj,
             "network",

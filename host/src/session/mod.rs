@@ -256,6 +256,7 @@ impl Session {
                 .or_else(|| v.cwd.clone())
                 .or_else(|| std::env::current_dir().ok())
         });
+        let allowed_controls = v.paths.allowed_controls.clone();
         let (host, child) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
         v.streams = crate::exec::Streams::Session(child.as_raw_fd());
         v.timeout = None;
@@ -433,7 +434,7 @@ impl Session {
             ended: AtomicBool::new(false),
             git_guard: guarded
                 .flatten()
-                .map(|ws| Mutex::new(crate::exec::git_guard::Guard::take(&ws))),
+                .map(|ws| Mutex::new(crate::exec::git_guard::Guard::take(&ws, &allowed_controls))),
             next_id: AtomicU64::new(1),
             running: AtomicUsize::new(0),
             last_active: Mutex::new(Instant::now()),

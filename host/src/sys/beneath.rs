@@ -159,3 +159,30 @@ pub(crate) fn become_fs_user(uid: u32, gid: u32) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// `mkdirat(dir, name, mode)`.
+pub(crate) fn make_dir_at(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
+    // SAFETY: mkdirat on a descriptor the caller holds with a NUL-terminated name.
+    match unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// `unlinkat(dir, name, AT_REMOVEDIR)`: an empty directory.
+pub(crate) fn remove_dir_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    // SAFETY: unlinkat on a descriptor the caller holds with a NUL-terminated name.
+    match unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// `symlinkat(target, dir, name)`: a symlink saying `target`, made in `dir`.
+pub(crate) fn symlink_at(target: &CStr, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
+    // SAFETY: symlinkat with two NUL-terminated strings and a descriptor the caller holds.
+    match unsafe { libc::symlinkat(target.as_ptr(), dir.as_raw_fd(), name.as_ptr()) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
