@@ -24,7 +24,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::io::{self, Read as _, Write as _};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// A directory opened before the job, and the path it was opened at.
 #[derive(Debug)]
@@ -120,18 +120,27 @@ impl Anchors {
     /// The highest anchor strictly above `path` (the walk from it checks the most components),
     /// and the components below it.
     fn anchor_of<'p>(&self, path: &'p Path) -> Option<(&Anchor, Vec<&'p OsStr>)> {
+        // Byte prefixes, then one component parse of the rest: `Path::starts_with` parses
+        // every component of both paths for each anchor, and the guards ask for each of their
+        // paths several times per job.
+        let bytes = path.as_os_str().as_bytes();
         let anchor = self
             .list
             .iter()
-            .filter(|a| path != a.path && path.starts_with(&a.path))
+            .filter(|a| {
+                let a = a.path.as_os_str().as_bytes();
+                let a = a.strip_suffix(b"/").unwrap_or(a);
+                bytes.len() > a.len() && bytes.starts_with(a) && bytes[a.len()] == b'/'
+            })
             .min_by_key(|a| a.path.as_os_str().len())?;
-        let rest = path.strip_prefix(&anchor.path).ok()?;
+        let a = anchor.path.as_os_str().as_bytes();
+        let rest = &bytes[a.strip_suffix(b"/").unwrap_or(a).len()..];
         let mut names = Vec::new();
-        for c in rest.components() {
-            match c {
-                Component::Normal(n) => names.push(n),
-                Component::CurDir => {}
-                _ => return None,
+        for n in rest.split(|b| *b == b'/') {
+            match n {
+                b"" | b"." => {}
+                b".." => return None,
+                n => names.push(OsStr::from_bytes(n)),
             }
         }
         (!names.is_empty()).then_some((anchor, names))

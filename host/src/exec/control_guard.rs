@@ -167,9 +167,18 @@ impl Snapshot {
         walk
     }
 
-    /// Checks after the job; undoes and names what it changed.
-    pub(crate) fn check(&self) -> Vec<Reverted> {
-        let after = self.walk();
+    /// Checks after the job; undoes and names what it changed. `now`: a snapshot taken right
+    /// after the job, whose walk is the current state (not made twice).
+    pub(crate) fn check(&self, now: Option<&Snapshot>) -> Vec<Reverted> {
+        let after = match now {
+            Some(n) => Walk {
+                found: n.before.clone(),
+                truncated: n.truncated,
+                budget_entries: 0,
+                budget_bytes: 0,
+            },
+            None => self.walk(),
+        };
         let mut items = Vec::new();
         let shown = |p: &Path| {
             let rel = p.strip_prefix(&self.workspace).unwrap_or(p);

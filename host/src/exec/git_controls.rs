@@ -32,7 +32,7 @@ pub(super) enum Content {
 }
 
 /// The control set of the repository a workspace is in.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Controls {
     /// The `.git` found upwards from the workspace.
     pub dot_git: Option<PathBuf>,
@@ -233,12 +233,7 @@ impl Controls {
         };
         let links = indexes
             .iter()
-            .flat_map(|i| match read_at_most(i, MAX_INDEX) {
-                Content::Bytes(b) => {
-                    super::git_index::gitlinks(&b, if sha256 { 32 } else { 20 }).unwrap_or_default()
-                }
-                _ => Vec::new(),
-            });
+            .flat_map(|i| gitlinks_of(i, if sha256 { 32 } else { 20 }));
         for link in links {
             if *budget == 0 {
                 return;
@@ -312,6 +307,55 @@ impl Controls {
     }
 }
 
+/// The gitlinks of the index at `path`. An index is megabytes in a large repository and is
+/// read before and after every command of a session: the last parse of each index is kept
+/// and used again while the file's identity is the same: device, inode, size, and both its
+/// modification and its change time. The change time is the kernel's (no call sets it), so an
+/// index rewritten in place with its size and modification time put back still differs.
+fn gitlinks_of(path: &Path, hash_len: usize) -> Vec<Vec<u8>> {
+    use std::os::unix::fs::MetadataExt;
+    type Key = (u64, u64, u64, i64, i64, i64, i64, usize);
+    static LAST: std::sync::Mutex<Vec<(PathBuf, Key, Vec<Vec<u8>>)>> =
+        std::sync::Mutex::new(Vec::new());
+    let key = |m: &std::fs::Metadata| -> Key {
+        (
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+            hash_len,
+        )
+    };
+    let before = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file());
+    if let Some(k) = before.as_ref().map(key) {
+        let last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, _, links)) = last.iter().find(|(p, lk, _)| p == path && *lk == k) {
+            return links.clone();
+        }
+    }
+    let links = match read_at_most(path, MAX_INDEX) {
+        Content::Bytes(b) => super::git_index::gitlinks(&b, hash_len).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    // Kept only when the file is the same after the read as before it.
+    let after = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file());
+    if let (Some(b), Some(a)) = (before.as_ref().map(key), after.as_ref().map(key)) {
+        if a == b {
+            let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+            last.retain(|(p, _, _)| p != path);
+            // A handful of repositories at most: the oldest goes first.
+            if last.len() >= 16 {
+                last.remove(0);
+            }
+            last.push((path.to_path_buf(), b, links.clone()));
+        }
+    }
+    links
+}
+
 /// A path a file holds (a worktree's `gitdir` back-pointer), when it is absolute.
 fn read_path(file: &Path) -> Option<PathBuf> {
     let Content::Bytes(b) = read(file) else {
@@ -355,4 +399,52 @@ pub(crate) fn module_hooks(common: &Path) -> Vec<PathBuf> {
         .into_iter()
         .filter(|h| h.starts_with(&modules) && is_dir(h))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::process::Command;
+
+    /// A repository at `dir` whose index holds one gitlink, `name`.
+    fn with_gitlink(dir: &Path, name: &str) {
+        let git = |args: &[&str]| {
+            let st = Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .status()
+                .unwrap();
+            assert!(st.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        let sha = "0123456789012345678901234567890123456789";
+        git(&["update-index", "--add", "--cacheinfo", &format!("160000,{sha},{name}")]);
+    }
+
+    #[test]
+    fn an_index_rewritten_in_place_with_its_times_put_back_is_parsed_again() {
+        // The parse of an index is kept while its identity is the same: a job that rewrote
+        // it in place, same size, and put its modification time back must not hide a new
+        // gitlink from the guard (the change time differs).
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        with_gitlink(a.path(), "aaa");
+        with_gitlink(b.path(), "bbb");
+        let index = a.path().join(".git/index");
+        assert_eq!(super::gitlinks_of(&index, 20), vec![b"aaa".to_vec()]);
+        assert_eq!(super::gitlinks_of(&index, 20), vec![b"aaa".to_vec()]);
+        let other = std::fs::read(b.path().join(".git/index")).unwrap();
+        assert_eq!(other.len() as u64, std::fs::metadata(&index).unwrap().len());
+        let mtime = std::fs::metadata(&index).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).open(&index).unwrap();
+            f.write_all(&other).unwrap();
+            f.set_modified(mtime).unwrap();
+        }
+        assert_eq!(std::fs::metadata(&index).unwrap().modified().unwrap(), mtime);
+        assert_eq!(super::gitlinks_of(&index, 20), vec![b"bbb".to_vec()]);
+    }
 }

@@ -192,6 +192,9 @@ impl Guard {
 struct Report<'a> {
     workspace: &'a Path,
     items: Vec<Reverted>,
+    /// The snapshot taken right after the job, when there is one (a session's command): its
+    /// reads are the current state, not made twice.
+    now: Option<&'a Guard>,
 }
 
 const RUNS: &str = "it would run on the next git command outside the sandbox";
@@ -357,20 +360,37 @@ impl Guard {
     /// included) for the next: what the command changed and the check kept (a remote, a
     /// submodule) is the next command's starting point.
     pub(crate) fn check_and_renew(&mut self) -> Vec<Reverted> {
-        let undone = self.check_now();
-        *self = Guard::take(&self.workspace, &self.allowed);
+        // The state after the command is read once: the check compares with it, and when
+        // nothing had to be undone it is the next command's snapshot as it is.
+        let next = Guard::take(&self.workspace, &self.allowed);
+        let undone = self.check_with(Some(&next));
+        *self = if undone.is_empty() {
+            next
+        } else {
+            Guard::take(&self.workspace, &self.allowed)
+        };
         undone
     }
 
     fn check_now(&self) -> Vec<Reverted> {
+        self.check_with(None)
+    }
+
+    fn check_with(&self, now: Option<&Guard>) -> Vec<Reverted> {
         let mut report = Report {
             workspace: &self.workspace,
             items: Vec::new(),
+            now,
         };
         self.symlinked_components(&mut report);
-        report.items.extend(self.agent_files.check());
+        report
+            .items
+            .extend(self.agent_files.check(now.map(|g| &g.agent_files)));
         let ws = &self.workspace;
-        let mut after = Controls::of(ws);
+        let mut after = match now {
+            Some(g) => g.controls.clone(),
+            None => Controls::of(ws),
+        };
         // A new `.git` nearer than the repository's: a file or symlink is removed (git would
         // follow it to a directory the command chose); a directory is checked below with
         // nothing allowed before it.
@@ -443,9 +463,17 @@ impl Guard {
 
     /// A configuration file: new command keys removed; the file restored whole when its
     /// command keys were changed or removed-and-replaced, or when it cannot be read.
+    /// A control file's content now: from the snapshot taken after the job when it has it.
+    fn current(&self, report: &Report, path: &Path) -> Content {
+        report
+            .now
+            .and_then(|g| g.files.get(path).cloned())
+            .unwrap_or_else(|| self.read(path))
+    }
+
     fn config(&self, path: &Path, report: &mut Report) {
         let before = self.before(path);
-        let now = self.read(path);
+        let now = self.current(report, path);
         if &now == before {
             return;
         }
@@ -536,7 +564,7 @@ impl Guard {
     /// directory it is in or the repository's common directory (what git itself writes).
     fn commondir(&self, path: &Path, common: Option<&Path>, report: &mut Report) {
         let before = self.before(path);
-        let now = self.read(path);
+        let now = self.current(report, path);
         if &now == before || now == Content::Absent {
             return;
         }
@@ -575,7 +603,7 @@ impl Guard {
         let Content::Bytes(b) = self.before(path) else {
             return;
         };
-        let now = self.read(path);
+        let now = self.current(report, path);
         if now == Content::Absent || &now == self.before(path) {
             return;
         }
@@ -612,7 +640,10 @@ impl Guard {
     /// content was not kept); a hooks directory made a symlink is removed.
     fn hooks_dir(&self, dir: &Path, report: &mut Report) {
         let before = self.hooks.get(dir).cloned().flatten();
-        let now = self.list(dir);
+        let now = match report.now.and_then(|g| g.hooks.get(dir)) {
+            Some(l) => l.clone(),
+            None => self.list(dir),
+        };
         let shown_dir = report.shown(dir);
         let now = match now {
             None => return,
