@@ -315,8 +315,8 @@ impl Controls {
 fn gitlinks_of(path: &Path, hash_len: usize) -> Vec<Vec<u8>> {
     use std::os::unix::fs::MetadataExt;
     type Key = (u64, u64, u64, i64, i64, i64, i64, usize);
-    static LAST: std::sync::Mutex<Vec<(PathBuf, Key, Vec<Vec<u8>>)>> =
-        std::sync::Mutex::new(Vec::new());
+    type Kept = (PathBuf, Key, Vec<Vec<u8>>);
+    static LAST: std::sync::Mutex<Vec<Kept>> = std::sync::Mutex::new(Vec::new());
     let key = |m: &std::fs::Metadata| -> Key {
         (
             m.dev(),
