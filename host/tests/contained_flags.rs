@@ -289,7 +289,9 @@ fn hostile_ioctl_arguments_get_the_kernels_answers() {
             })
             .collect();
         assert_eq!(outs[0], outs[1], "{who:?}: kernel, then the host");
-        assert!(outs[1].contains("none 0"), "{}", outs[1]);
+        // The last call ran (its answer is the kernel's here: 0, or EPERM on a machine whose
+        // root lacks CAP_SYS_RESOURCE; the comparison above is the check, not a fixed value).
+        assert!(outs[1].lines().any(|l| l.starts_with("none ")), "{}", outs[1]);
     }
 }
 
