@@ -291,7 +291,11 @@ fn hostile_ioctl_arguments_get_the_kernels_answers() {
         assert_eq!(outs[0], outs[1], "{who:?}: kernel, then the host");
         // The last call ran (its answer is the kernel's here: 0, or EPERM on a machine whose
         // root lacks CAP_SYS_RESOURCE; the comparison above is the check, not a fixed value).
-        assert!(outs[1].lines().any(|l| l.starts_with("none ")), "{}", outs[1]);
+        assert!(
+            outs[1].lines().any(|l| l.starts_with("none ")),
+            "{}",
+            outs[1]
+        );
     }
 }
 

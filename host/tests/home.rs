@@ -375,3 +375,61 @@ fn a_request_that_sets_home_gets_its_own_git_configuration() {
         );
     }
 }
+
+/// Every shell's start-up files one job leaves in the persistent home are gone before the
+/// next: zsh's `.zlogin`, `.zlogout` and `.zshenv`, fish's `config.fish` and `conf.d`, tcsh's
+/// `.tcshrc`, a login bash's `.bash_profile`. Control: outside the sandbox, with that home,
+/// each shell runs what was planted.
+#[test]
+fn no_shells_startup_file_a_job_plants_runs_in_the_next_job() {
+    for who in BOTH {
+        let place = Place::new(who);
+        let ws = place.workspace(who);
+        let data = place.root.join("data");
+        let marker = place.workspace(who).join("ran");
+        let m = marker.display().to_string();
+        let plant = format!(
+            "for f in .zlogin .zlogout .zshenv .zprofile .zshrc .tcshrc .cshrc .login \
+             .bash_profile; do echo 'touch {m}' > ~/$f; done; \
+             mkdir -p ~/.config/fish/conf.d && echo 'touch {m}' > ~/.config/fish/config.fish && \
+             echo 'touch {m}' > ~/.config/fish/conf.d/x.fish"
+        );
+        let shells: [(&str, &[&str]); 4] = [
+            ("zsh", &["-l", "-c", "true"]),
+            ("fish", &["-l", "-c", "true"]),
+            ("tcsh", &["-l"]),
+            ("bash", &["-l", "-c", "true"]),
+        ];
+        let planted = exec(who, &data, None, shell(&plant, &ws));
+        assert_eq!(planted["exit_code"], 0, "{who:?}: {planted}");
+        let home = data.join("sandbox/home");
+        // Control: each shell, outside with that home, runs what was planted.
+        for (sh, args) in shells {
+            let _ = std::fs::remove_file(&marker);
+            let st = common::command(who, sh)
+                .env("HOME", &home)
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .current_dir(&ws)
+                .status()
+                .unwrap();
+            assert!(st.success() || sh == "tcsh", "{who:?} {sh}");
+            assert!(marker.exists(), "{who:?}: the control's {sh} ran nothing");
+        }
+        let _ = std::fs::remove_file(&marker);
+        let next = exec(
+            who,
+            &data,
+            None,
+            shell(
+                "zsh -l -c true; fish -l -c true; tcsh -l < /dev/null; bash -l -c true",
+                &ws,
+            ),
+        );
+        assert!(!marker.exists(), "{who:?}: a planted file ran: {next}");
+        // (fish makes its own `.config/fish` as it starts: the next job's prepare removes it.)
+        for f in [".zlogin", ".zlogout", ".tcshrc"] {
+            assert!(!home.join(f).exists(), "{who:?}: {f}");
+        }
+    }
+}

@@ -419,7 +419,12 @@ mod tests {
         };
         git(&["init", "-q"]);
         let sha = "0123456789012345678901234567890123456789";
-        git(&["update-index", "--add", "--cacheinfo", &format!("160000,{sha},{name}")]);
+        git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{sha},{name}"),
+        ]);
     }
 
     #[test]
@@ -440,11 +445,17 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(20));
         {
             use std::io::Write;
-            let mut f = std::fs::OpenOptions::new().write(true).open(&index).unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&index)
+                .unwrap();
             f.write_all(&other).unwrap();
             f.set_modified(mtime).unwrap();
         }
-        assert_eq!(std::fs::metadata(&index).unwrap().modified().unwrap(), mtime);
+        assert_eq!(
+            std::fs::metadata(&index).unwrap().modified().unwrap(),
+            mtime
+        );
         assert_eq!(super::gitlinks_of(&index, 20), vec![b"bbb".to_vec()]);
     }
 }

@@ -17,8 +17,9 @@
 //! configuration are told so by variable (git's global and npm's user configuration name
 //! empty files beside the home, [`EMPTY_CONFIGS`]; pip's configuration files, the Go
 //! environment file and Python's user site are switched off, [`PINS`]),
-//! and the start-up and configuration files of the others ([`PLANTED`]: shell rc files,
-//! cargo's configuration, node's global module folders...) are removed before every job.
+//! and the start-up and configuration files of the others (every Debian shell's,
+//! [`SHELL_FILES`]; cargo's configuration, node's global module folders..., [`PLANTED`]) are
+//! removed before every job.
 //! docs/security.md names what is left.
 //!
 //! Where: `$XDG_DATA_HOME/sandbox/home`, else `$HOME/.local/share/sandbox/home` (the host's
@@ -129,21 +130,63 @@ pub const PINS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-/// Files and directories below the home removed before every job: start-up files of shells
-/// (`bash -l`, interactive shells) and configuration that names commands for tools that have
-/// no variable to ignore it.
+/// The start-up and configuration files of every shell Debian packages, by shell: removed from
+/// the persistent home before every job, so that what one job writes there runs in no later
+/// job's shell (a `zsh -lc` ran a `~/.zlogin` another project's job had planted). Shells that
+/// read a directory (fish, elvish, nushell, xonsh, oils, yash) lose the whole directory.
+/// The variables that point a shell elsewhere (`ZDOTDIR`, `ENV`, `BASH_ENV`, `XONSHRC`...)
+/// are refused in requests (module `env`). A test holds the list to Debian's shells.
+pub const SHELL_FILES: &[(&str, &[&str])] = &[
+    (
+        "bash",
+        &[
+            ".profile",
+            ".bash_profile",
+            ".bash_login",
+            ".bashrc",
+            ".bash_logout",
+            ".inputrc",
+        ],
+    ),
+    (
+        "zsh",
+        &[".zshenv", ".zprofile", ".zshrc", ".zlogin", ".zlogout"],
+    ),
+    (
+        "fish",
+        &[
+            ".config/fish",
+            ".local/share/fish/vendor_conf.d",
+            ".local/share/fish/vendor_functions.d",
+            ".local/share/fish/vendor_completions.d",
+        ],
+    ),
+    ("ksh", &[".profile", ".kshrc"]),
+    ("mksh", &[".profile", ".mkshrc"]),
+    ("dash", &[".profile"]),
+    ("posh", &[".profile"]),
+    ("busybox", &[".profile"]),
+    (
+        "tcsh",
+        &[
+            ".tcshrc", ".cshrc", ".login", ".logout", ".cshdirs", ".editrc",
+        ],
+    ),
+    ("csh", &[".cshrc", ".login", ".logout"]),
+    ("yash", &[".yashrc", ".yash_profile", ".config/yash"]),
+    ("rc", &[".rcrc"]),
+    ("es", &[".esrc"]),
+    ("sash", &[".aliasrc"]),
+    ("elvish", &[".config/elvish", ".elvish"]),
+    ("nushell", &[".config/nushell"]),
+    ("xonsh", &[".xonshrc", ".config/xonsh"]),
+    ("oils", &[".config/oils", ".config/oil"]),
+];
+
+/// Files and directories below the home removed before every job besides the shells' own
+/// ([`SHELL_FILES`]): configuration that names commands for tools that have no variable to
+/// ignore it.
 pub const PLANTED: &[&str] = &[
-    ".profile",
-    ".bash_profile",
-    ".bash_login",
-    ".bashrc",
-    ".bash_logout",
-    ".zshenv",
-    ".zprofile",
-    ".zshrc",
-    ".kshrc",
-    ".mkshrc",
-    ".inputrc",
     ".gitconfig",
     ".config/git",
     ".npmrc",
@@ -162,6 +205,16 @@ pub const PLANTED: &[&str] = &[
     ".curlrc",
     ".wgetrc",
 ];
+
+/// Every path removed before a job: the shells' files, then [`PLANTED`] (each once).
+pub fn planted() -> impl Iterator<Item = &'static str> {
+    let mut seen = std::collections::BTreeSet::new();
+    SHELL_FILES
+        .iter()
+        .flat_map(|(_, files)| files.iter().copied())
+        .chain(PLANTED.iter().copied())
+        .filter(move |p| seen.insert(*p))
+}
 
 /// The home for `mode` (`None` for `private`, which keeps `HOME=/tmp`), made when missing.
 pub(crate) fn resolve(mode: Mode) -> Result<Option<Home>, String> {
@@ -260,7 +313,7 @@ fn private(dir: &Path, uid: u32) -> Result<(), String> {
 }
 
 /// Before a job: the home and its parent are still private (a job of an earlier tier could
-/// have changed their mode), and the files of [`PLANTED`] are gone.
+/// have changed their mode), and the files of [`planted`] are gone.
 pub(crate) fn prepare(home: &Home) -> Result<(), String> {
     if home.mode != Mode::Persistent {
         return Ok(());
@@ -293,7 +346,7 @@ pub(crate) fn prepare(home: &Home) -> Result<(), String> {
             )
         })?;
     }
-    for rel in PLANTED {
+    for rel in planted() {
         remove_planted(&home.path, rel).map_err(|e| {
             format!(
                 "cannot remove {} from the sandbox's home before the job (a file that would \
@@ -537,6 +590,40 @@ fn parse_identity(text: &str) -> (Option<String>, Option<String>) {
         }
     }
     (name, email)
+}
+
+#[cfg(test)]
+mod shell_tests {
+    /// The shells Debian 12 packages (their `/etc/shells` entries), each with its files.
+    #[test]
+    fn every_debian_shell_has_its_startup_files_listed() {
+        for shell in [
+            "bash", "dash", "zsh", "fish", "ksh", "mksh", "posh", "busybox", "tcsh", "csh", "yash",
+            "rc", "es", "sash", "elvish", "nushell", "xonsh", "oils",
+        ] {
+            assert!(
+                super::SHELL_FILES
+                    .iter()
+                    .any(|(s, f)| *s == shell && !f.is_empty()),
+                "{shell}"
+            );
+        }
+        let all: Vec<&str> = super::planted().collect();
+        for f in [
+            ".zlogin",
+            ".zlogout",
+            ".config/fish",
+            ".tcshrc",
+            ".bashrc",
+            ".ssh",
+        ] {
+            assert!(all.contains(&f), "{f}");
+        }
+        let mut dedup = all.clone();
+        dedup.sort();
+        dedup.dedup();
+        assert_eq!(dedup.len(), all.len(), "each path once");
+    }
 }
 
 #[cfg(test)]
