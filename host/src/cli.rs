@@ -138,9 +138,12 @@ pub enum Cmd {
     /// (a program's `.preinit_array`, other preloaded or linked libraries' constructors),
     /// setuid and setgid programs (`su`, `sg`: the loader ignores LD_PRELOAD for them),
     /// statically linked programs, and daemons or background processes that outlive the
-    /// command (nothing ends them). System V IPC is refused (ENOSYS): the route has no IPC
-    /// namespace. `sandbox run` and `sandbox exec` confine all of these with the outer filter
-    /// and namespaces. The first `sandbox env` of each user says so on stderr, once.
+    /// command (nothing ends them), and what a command leaves in the repository (git hooks,
+    /// `core.fsmonitor`) and agents' control files (`.claude/`, `.mcp.json`): nothing puts
+    /// them back. System V IPC is refused (ENOSYS): the route has no IPC namespace. `sandbox
+    /// run` and `sandbox exec` confine all of these with the outer filter and namespaces. The
+    /// first `sandbox env` of each user says so on stderr, once; with a profile that writes,
+    /// every call says the repository is not guarded, unless `--isolation off`.
     Env {
         #[command(flatten)]
         policy: PolicyArgs,

@@ -446,6 +446,13 @@ fn cmd_env(policy: &PolicyArgs, paths: &PathArgs, json: bool, quiet: bool) -> i3
     if !quiet && sandbox_host::preload_notice::due() {
         eprintln!("{}", sandbox_host::preload_notice::LINE);
     }
+    // What `--isolation preferred` (the default) promises and this route cannot give, said on
+    // every call where the commands may write: `--isolation off` says it is known.
+    if paths.isolation != Some(sandbox_host::exec::isolation::Mode::Off)
+        && sandbox_host::exec::preload_layer_writes(&sandbox)
+    {
+        eprintln!("{}", sandbox_host::preload_notice::UNGUARDED);
+    }
     if json {
         let map: serde_json::Map<String, serde_json::Value> = vars
             .into_iter()

@@ -19,6 +19,15 @@ programs (LD_PRELOAD does not reach them), or daemons that outlive the command; 
 and sandbox exec do (docs/security.md, \"What the preload route cannot stop\"); printed once, \
 --quiet leaves it out";
 
+/// The line every `sandbox env` prints where its commands may write and `--isolation off` was
+/// not given: the route has no namespaces and no check after the command, so what
+/// `--isolation preferred` promises (read-only `.git/hooks`, the repository's and the agents'
+/// control files put back after the command) does not hold.
+pub const UNGUARDED: &str = "sandbox: warning: the preload route cannot guard the repository or \
+the agents' control files: a command may leave git hooks, core.fsmonitor, .claude/ or .mcp.json \
+that run later outside the sandbox (sandbox run and sandbox exec put them back); pass \
+--isolation off to say this is known";
+
 /// The file that records that the line was printed, in the state directory.
 const MARK: &str = "preload-notice-shown";
 

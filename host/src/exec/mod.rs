@@ -110,7 +110,7 @@ pub(crate) use outcome::{
     emulated_entries, name_refusals, scan_leaks, violation_entries, violation_entry,
 };
 #[doc(hidden)]
-pub use paths::{preload_layer, PreloadLayer};
+pub use paths::{preload_layer, preload_layer_writes, PreloadLayer};
 #[doc(hidden)]
 pub use request::{Audience, PathRules, Streams, Validated, MAX_TIMEOUT_S};
 pub(crate) use run::{exec_for, learn_validated, run_validated, sandbox_for};

@@ -54,6 +54,13 @@ pub(crate) fn writes_allowed(sandbox: &Sandbox) -> bool {
     allows(sandbox).writes
 }
 
+/// Whether commands confined by the preload route under `sandbox` may write files: then what
+/// they leave in a repository or an agent's control files is not put back (the route has no
+/// check after the command), and `sandbox env` says so.
+pub fn preload_layer_writes(sandbox: &Sandbox) -> bool {
+    writes_allowed(sandbox)
+}
+
 /// The per-host directory under which each job gets its private TMPDIR. One directory for
 /// all jobs of this host, so that the cached ruleset stays valid across jobs; each job gets a
 /// fresh subdirectory, removed afterwards. The hosts' directories live in one private
