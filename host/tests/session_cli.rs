@@ -697,3 +697,31 @@ fn session_end_exits_0_whenever_the_session_ended() {
         assert!(!out.contains("still-there"), "{who:?}: {out}");
     }
 }
+
+#[test]
+fn run_session_keeps_the_callers_path_as_run_does() {
+    // A toolchain's directory the caller put in PATH after the session started (rustup, nvm,
+    // pyenv do this in shell start-up): `run --session` finds its programs and passes PATH
+    // on, as `sandbox run` does. Control: the caller's PATH without it gives 127.
+    for who in BOTH {
+        let dir = scratch();
+        let o = bash(
+            who,
+            dir.path(),
+            "mkdir -p \"$DIR/bin\" && printf '#!/bin/sh\\necho tool:$PATH\\n' > \"$DIR/bin/mytool\" && \
+             chmod +x \"$DIR/bin/mytool\" && \
+             id=$($S session start --profile shell --workspace \"$DIR\") || exit 90; \
+             PATH=\"$DIR/bin:$PATH\" $S run --session \"$id\" -- mytool; \
+             $S run --session \"$id\" -- mytool; echo \"without: $?\"; \
+             $S session end \"$id\"",
+        );
+        let out = text(&o.stdout);
+        let bin = dir.path().join("bin").display().to_string();
+        assert!(
+            out.contains(&format!("tool:{bin}:")),
+            "{who:?}: {out}{}",
+            text(&o.stderr)
+        );
+        assert!(out.contains("without: 127"), "{who:?}: {out}");
+    }
+}

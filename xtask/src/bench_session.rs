@@ -24,18 +24,37 @@ pub fn run(n: usize, growth: usize) -> Result<String> {
         .build();
     let session = Session::start(&policy, &SessionOptions::new(&bin))
         .map_err(|e| anyhow::anyhow!("starting a session: {} {}", e.field(), e.reason()))?;
+    // The same session in a git repository: the repository's control files are checked after
+    // every command (module `git_guard`), which a directory outside any repository skips.
+    let repo = tempfile::tempdir()?;
+    git_repository(repo.path(), REPO_FILES)?;
+    let in_repo = Request::builder(["/bin/true"])
+        .profile("minimal")
+        .cwd(repo.path().to_string_lossy())
+        .build();
+    let repo_session = Session::start(&in_repo, &SessionOptions::new(&bin))
+        .map_err(|e| anyhow::anyhow!("starting a session: {} {}", e.field(), e.reason()))?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let per_round = (n / ROUNDS).max(cpus);
     let one = || one_session(&session);
+    let one_repo = || one_session(&repo_session);
     // Warm-up: page cache, the session's first fork, the profile's plan.
     time(50, one)?;
+    time(50, one_repo)?;
     time(50, one_plain)?;
 
     let (mut plain1, mut sess1, mut plain_n, mut sess_n) = (vec![], vec![], vec![], vec![]);
-    let (mut cpu_plain, mut cpu_sess) = (Duration::ZERO, Duration::ZERO);
+    let mut repo1 = vec![];
+    let (mut cpu_plain, mut cpu_sess, mut cpu_repo) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     for round in 0..ROUNDS {
-        for k in 0..4 {
-            match (round + k) % 4 {
+        for k in 0..5 {
+            match (round + k) % 5 {
+                4 => {
+                    let c = cpu();
+                    repo1.push(time(per_round, one_repo)?);
+                    cpu_repo += cpu() - c;
+                }
                 0 => {
                     let c = cpu();
                     plain1.push(time(per_round, one_plain)?);
@@ -73,6 +92,7 @@ pub fn run(n: usize, growth: usize) -> Result<String> {
     std::thread::sleep(Duration::from_millis(200));
     let after = Memory::now()?;
     session.end();
+    repo_session.end();
 
     let mut md = String::new();
     writeln!(md, "## session: commands per second\n")?;
@@ -99,6 +119,12 @@ pub fn run(n: usize, growth: usize) -> Result<String> {
     )?;
     writeln!(
         md,
+        "| session in a git repository of {REPO_FILES} files, one at a time | {:.0} | {:.2}x |",
+        total(&repo1),
+        ratio(&repo1, &plain1)
+    )?;
+    writeln!(
+        md,
         "| plain, {cpus} at a time | {:.0} | 1 |",
         total(&plain_n)
     )?;
@@ -110,9 +136,10 @@ pub fn run(n: usize, growth: usize) -> Result<String> {
     )?;
     writeln!(
         md,
-        "Host CPU time per command, one at a time (user + system of the calling process, with its reaped children for the plain loop): plain {:.0} µs, session {:.0} µs (the resident's clone and the command's own start are in the session's processes, not counted here).\n",
+        "Host CPU time per command, one at a time (user + system of the calling process, with its reaped children for the plain loop): plain {:.0} µs, session {:.0} µs, session in a git repository {:.0} µs (the check of the repository's and the agents' control files after every command; the resident's clone and the command's own start are in the session's processes, not counted here).\n",
         per_cmd(cpu_plain),
-        per_cmd(cpu_sess)
+        per_cmd(cpu_sess),
+        per_cmd(cpu_repo)
     )?;
     writeln!(
         md,
@@ -140,6 +167,40 @@ pub fn run(n: usize, growth: usize) -> Result<String> {
         before.init_kib, after.init_kib
     )?;
     Ok(md)
+}
+
+/// Files of the repository the session in a repository runs in.
+const REPO_FILES: usize = 500;
+
+/// A git repository at `dir` with `files` files committed.
+fn git_repository(dir: &std::path::Path, files: usize) -> Result<()> {
+    for i in 0..files {
+        std::fs::write(dir.join(format!("f{i}.txt")), format!("{i}\n"))?;
+    }
+    for args in [
+        &["init", "-q"][..],
+        &["add", "."],
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@b",
+            "commit",
+            "-qm",
+            "files",
+        ],
+    ] {
+        let st = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .context("running git")?;
+        if !st.success() {
+            bail!("git {args:?} failed");
+        }
+    }
+    Ok(())
 }
 
 fn one_session(s: &Session) -> Result<()> {

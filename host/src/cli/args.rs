@@ -182,9 +182,10 @@ pub struct EnvArgs {
     /// Pass this variable of the caller's environment on (repeatable); refused as --env is.
     #[arg(long = "keep-env", value_name = "NAME")]
     pub keep: Vec<String>,
-    /// The program's HOME: the caller's, read-only (default); persistent (the per-user
-    /// sandbox home, kept between commands, writable, with the package caches); private
-    /// (HOME=/tmp, gone after the command). See docs/exec.md, "The job's home".
+    /// The program's HOME: real (the caller's, read-only: the default of `run`); persistent
+    /// (the per-user sandbox home, kept between commands, writable, with the package caches:
+    /// the default of `session start` and `mcp`); private (HOME=/tmp, gone after the
+    /// command). See docs/exec.md, "The job's home".
     #[arg(long = "home", value_name = "persistent|private|real")]
     pub home: Option<crate::exec::HomeMode>,
 }

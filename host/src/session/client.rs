@@ -305,6 +305,7 @@ fn relay(
         memory: own.memory,
         processes: own.processes,
         tty: terminal.map(|t| t.size),
+        path: std::env::var("PATH").ok(),
     };
     if let Err(e) = wire::send(sock.as_fd(), &req, &[0, 1, 2]) {
         return said(format_args!("run --session: {e}"));

@@ -69,6 +69,10 @@ pub(crate) enum Request {
         /// descriptors are then the caller's terminal, and only stdin and stdout are used.
         #[serde(default)]
         tty: Option<(u16, u16)>,
+        /// The caller's `PATH`: the program is looked up in it and the command gets it, as
+        /// `sandbox run` keeps the caller's (toolchains of rustup, nvm, pyenv).
+        #[serde(default)]
+        path: Option<String>,
     },
     /// The caller's terminal changed size (only after `Run` with `tty`).
     Resize { cols: u16, rows: u16 },

@@ -129,6 +129,9 @@ struct Daemon {
     /// `run`'s warning for root without `--allow-root`, when the session is below the
     /// isolated tier.
     root_warning: bool,
+    /// The session's `PATH` (the starting caller's): a `run --session` with the same one
+    /// sends nothing of its own.
+    path: Option<String>,
 }
 
 /// Parses the flags, starts the session and listens; `Err`: exit status and reason.
@@ -176,6 +179,7 @@ fn start(args: &[std::ffi::OsString]) -> Result<Arc<Daemon>, (i32, String)> {
         idle,
         timeout: Duration::from_secs_f64(req.timeout_s),
         root_warning: crate::platform::running_as_root() && !req.allow_root,
+        path: req.env.get("PATH").cloned(),
     }))
 }
 
@@ -306,13 +310,7 @@ impl Daemon {
                 self.end();
                 Reply::Ended
             }
-            Request::Run {
-                argv,
-                timeout_s,
-                memory,
-                processes,
-                tty,
-            } => return self.run(&conn, argv, timeout_s, (memory, processes), tty, fds),
+            run @ Request::Run { .. } => return self.run(&conn, run, fds),
             Request::Signal { .. } | Request::Resize { .. } => Reply::Refused {
                 reason: "a signal or a size goes to a running command: send `run` first".into(),
             },
@@ -335,15 +333,18 @@ impl Daemon {
 
     /// Runs `argv` with the caller's three descriptors, relays its streams, forwards the
     /// signals the caller sends, and answers with `run`'s lines and exit status.
-    fn run(
-        &self,
-        conn: &OwnedFd,
-        argv: Vec<String>,
-        timeout_s: Option<u64>,
-        (memory, processes): (Option<u64>, Option<u64>),
-        tty: Option<(u16, u16)>,
-        fds: Vec<OwnedFd>,
-    ) {
+    fn run(&self, conn: &OwnedFd, run: Request, fds: Vec<OwnedFd>) {
+        let Request::Run {
+            argv,
+            timeout_s,
+            memory,
+            processes,
+            tty,
+            path,
+        } = run
+        else {
+            return;
+        };
         let done = |lines: Vec<String>, status: i32| {
             let _ = wire::send(conn.as_fd(), &Reply::Done { lines, status }, &[]);
         };
@@ -370,6 +371,11 @@ impl Daemon {
             }
         };
         let mut cmd = Command::new(argv.clone()).stream(true).timeout(timeout);
+        // The caller's PATH, as `run` keeps it; the session's own when they are the same (a
+        // command changing only its arguments is validated on the session's, at less cost).
+        if let Some(p) = path.filter(|p| self.path.as_deref() != Some(p.as_str())) {
+            cmd = cmd.env("PATH", p);
+        }
         if let Some(m) = memory {
             cmd = cmd.memory(m);
         }
