@@ -133,8 +133,11 @@ fn completions_offer_profile_names_and_mode_values() {
                 let name = e.unwrap().file_name().into_string().unwrap();
                 name.strip_suffix(".toml").map(String::from)
             })
-            // groups.toml, credentials.toml and registries.toml are data, not profiles.
-            .filter(|n| n != "groups" && n != "credentials" && n != "registries")
+            // groups.toml, credentials.toml, registries.toml and control-files.toml are data,
+            // not profiles.
+            .filter(|n| {
+                !["groups", "credentials", "registries", "control-files"].contains(&n.as_str())
+            })
             .collect();
     assert!(profiles.len() >= 7, "{profiles:?}");
     for words in [

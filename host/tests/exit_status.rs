@@ -40,6 +40,7 @@ const SUBCOMMANDS: &[&[&str]] = &[
     &["profiles", "show", "minimal"],
     &["profiles", "groups"],
     &["profiles", "credentials"],
+    &["profiles", "control-files"],
     &["inspect", "/bin/true"],
     &["exec", "--json"],
     &["serve"],

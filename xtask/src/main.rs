@@ -82,64 +82,100 @@ pub fn build_preload() -> Result<PathBuf> {
     Ok(so)
 }
 
+/// Runs one step of `ci`, saying on stderr when it starts and how long it took (a step can
+/// take many minutes on a small machine, and a silent run looks hung).
+fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    eprintln!("xtask ci: {name} ...");
+    let t = std::time::Instant::now();
+    let r = f();
+    let took = t.elapsed().as_secs_f64();
+    match &r {
+        Ok(()) => eprintln!("xtask ci: {name}: done in {took:.0} s"),
+        Err(_) => eprintln!("xtask ci: {name}: FAILED after {took:.0} s"),
+    }
+    r
+}
+
 fn ci() -> Result<()> {
+    let started = std::time::Instant::now();
     // First, so that a missing `go` or `tsc` stops the run at once, named (see packages.rs).
-    let packages = xtask::packages::list(&root())?;
-    xtask::packages::ensure(&packages, xtask::packages::Missing::InstallAsRoot)?;
-    run(cargo().args(["fmt", "--all", "--", "--check"]))?;
-    msrv::check(&root())?;
+    step("Debian packages", || {
+        let packages = xtask::packages::list(&root())?;
+        xtask::packages::ensure(&packages, xtask::packages::Missing::InstallAsRoot)
+    })?;
+    step("cargo fmt --check", || {
+        run(cargo().args(["fmt", "--all", "--", "--check"]))
+    })?;
+    step("MSRV", || msrv::check(&root()))?;
     // `incompatible_msrv` is named although `-D warnings` covers it: it is the MSRV check for
     // std APIs (see msrv.rs) and must stay an error even if someone allows warnings locally.
-    run(cargo().args([
-        "clippy",
-        "--workspace",
-        "--all-targets",
-        "--quiet",
-        "--",
-        "-D",
-        "warnings",
-        "-D",
-        "clippy::incompatible_msrv",
-    ]))?;
+    step("clippy", || {
+        run(cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--quiet",
+            "--",
+            "-D",
+            "warnings",
+            "-D",
+            "clippy::incompatible_msrv",
+        ]))
+    })?;
     // The process API is code only its feature compiles (tonic, tokio): lint that build too.
-    run(cargo().args([
-        "clippy",
-        "-p",
-        "sandbox-host",
-        "--all-targets",
-        "--features",
-        "process-api",
-        "--quiet",
-        "--",
-        "-D",
-        "warnings",
-        "-D",
-        "clippy::incompatible_msrv",
-    ]))?;
+    step("clippy (process API)", || {
+        run(cargo().args([
+            "clippy",
+            "-p",
+            "sandbox-host",
+            "--all-targets",
+            "--features",
+            "process-api",
+            "--quiet",
+            "--",
+            "-D",
+            "warnings",
+            "-D",
+            "clippy::incompatible_msrv",
+        ]))
+    })?;
     // The shipped, no_std build of the preload is a different configuration: lint it too.
-    run(cargo().args([
-        "clippy",
-        "-p",
-        "sandbox-preload",
-        "--profile",
-        "preload",
-        "--quiet",
-        "--",
-        "-D",
-        "warnings",
-        "-D",
-        "clippy::incompatible_msrv",
-    ]))?;
-    run(cargo().args(["test", "--workspace", "--all-features"]))?;
-    cross_checks()?;
+    step("clippy (preload)", || {
+        run(cargo().args([
+            "clippy",
+            "-p",
+            "sandbox-preload",
+            "--profile",
+            "preload",
+            "--quiet",
+            "--",
+            "-D",
+            "warnings",
+            "-D",
+            "clippy::incompatible_msrv",
+        ]))
+    })?;
+    // `--no-fail-fast`: one failing test binary must not hide the results of the others.
+    step("cargo test --workspace", || {
+        run(cargo().args(["test", "--workspace", "--all-features", "--no-fail-fast"]))
+    })?;
+    step("cross checks", cross_checks)?;
     // The escape suite again, against the binary the release bundle ships (fully static where
     // the musl target is installed): a layer that a build configuration loses fails here.
-    let shipped = xtask::dist::build_shipped(&root(), "release")?;
-    run(cargo()
-        .args(["test", "-p", "sandbox-host", "--test", "escape"])
-        .env("SANDBOX_TEST_BINARY", &shipped.path))?;
+    step("escape suite on the shipped binary", || {
+        let shipped = xtask::dist::build_shipped(&root(), "release")?;
+        run(cargo()
+            .args(["test", "-p", "sandbox-host", "--test", "escape"])
+            .env("SANDBOX_TEST_BINARY", &shipped.path))
+    })?;
     // Real projects' test suites inside and outside (skipped, said, when registries are down).
-    acceptance::run(&root(), None)?;
+    step("acceptance (real projects)", || {
+        acceptance::run(&root(), None)
+    })?;
+    eprintln!(
+        "xtask ci: all steps passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
