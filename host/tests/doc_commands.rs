@@ -376,6 +376,12 @@ const CASES: &[Case] = &[
         ..C
     },
     Case {
+        doc: "sandbox profiles control-files",
+        stdout: &[".claude", ".mcp.json", ".envrc"],
+        quiet: true,
+        ..C
+    },
+    Case {
         doc: "sandbox inspect /usr/bin/git",
         stdout: &["the preload confines it"],
         quiet: true,

@@ -249,12 +249,13 @@ fn sandbox_env_refuses_a_broad_workspace_and_says_when_allowed() {
         );
         assert_eq!(text(&o.stdout), "", "{who:?}: printed variables");
         // Control: from a project directory it prints the variables, quietly (`--quiet`: the
-        // preload route's one-time note is not what this test is about).
+        // preload route's one-time note is not what this test is about; `--isolation off`:
+        // nor is its every-call line on what it cannot put back).
         let o = agent(
             who,
             &home,
             &h.path("project"),
-            "env --quiet --profile shell",
+            "env --quiet --isolation off --profile shell",
         );
         assert_eq!(o.status.code(), Some(0), "{who:?}: {}", text(&o.stderr));
         assert!(text(&o.stdout).contains("SANDBOX_LANDLOCK"), "{who:?}");
@@ -265,7 +266,8 @@ fn sandbox_env_refuses_a_broad_workspace_and_says_when_allowed() {
             &home,
             &home,
             &format!(
-                "env --quiet --profile shell --workspace '{}' --allow-broad-workspace",
+                "env --quiet --isolation off --profile shell --workspace '{}' \
+                 --allow-broad-workspace",
                 home.display()
             ),
         );

@@ -12,7 +12,7 @@
 //! allows an entry by its path (`allow_control_files`); each item undone is one
 //! [`Reverted`] entry with its warning line.
 
-use super::git_guard::Reverted;
+use super::reverted::Reverted;
 use crate::beneath::{Anchors, Found, Read};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -27,26 +27,10 @@
 use super::git_config::{self, Entry};
 use super::git_controls::{gitdir_of, is_dir, Content, Controls, MAX_FILE};
 use crate::beneath::{Anchors, Found, Read};
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// One thing the job left that was undone after it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Reverted {
-    /// The file changed back (a configuration file, a hook, a redirection).
-    pub path: PathBuf,
-    /// What was undone: a configuration key (`core.fsmonitor`), `hook`, `commondir`,
-    /// `gitdir`, `file` (a configuration file restored whole) or `symlink` (a directory of
-    /// control files made a symlink).
-    pub what: String,
-    /// `removed`, `restored`, or `failed` (it could not be undone: the warning says what to
-    /// remove by hand).
-    pub action: String,
-    /// The line said in `warnings` and on stderr.
-    #[serde(skip)]
-    pub warning: String,
-}
+pub use super::reverted::Reverted;
 
 /// A hook as listed: its identity and, for a regular file, its content (to restore it).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -67,6 +67,7 @@ mod refusals;
 #[doc(hidden)]
 pub mod request;
 mod result;
+mod reverted;
 mod run;
 mod schema;
 pub(crate) mod session_hook;
