@@ -146,6 +146,19 @@ impl Anchors {
         (!names.is_empty()).then_some((anchor, names))
     }
 
+    /// Whether the first component of `path` below its anchor exists (a symlink counts): one
+    /// `fstatat` on the anchor, where a walk would duplicate descriptors first. Absent paths
+    /// are most of what the control-file check looks for.
+    pub(crate) fn first_exists(&self, path: &Path) -> bool {
+        let Some((anchor, names)) = self.anchor_of(path) else {
+            return false;
+        };
+        let Some(first) = names.first().and_then(|n| c_name(n)) else {
+            return false;
+        };
+        at::stat_at(anchor.dir.as_fd(), &first).is_ok()
+    }
+
     /// Walks to `path`'s directory from its anchor, following no symlink.
     pub(crate) fn place(&self, path: &Path) -> Found {
         let Some((anchor, names)) = self.anchor_of(path) else {
@@ -260,6 +273,15 @@ impl Place {
     /// sees it; `Err` with the directory's own inode when the name is not a directory (a
     /// symlink, a file), `Ok(None)` when it is absent.
     pub(crate) fn entries(&self) -> Result<Option<(Place, Vec<Entry>)>, Stat> {
+        self.entries_but(|_| false)
+    }
+
+    /// [`Place::entries`] without those `skip` names (not even looked at: a hooks directory
+    /// holds a dozen `*.sample` files git never runs).
+    pub(crate) fn entries_but(
+        &self,
+        skip: impl Fn(&OsStr) -> bool,
+    ) -> Result<Option<(Place, Vec<Entry>)>, Stat> {
         let flags = libc::O_RDONLY | libc::O_DIRECTORY;
         let fd = match at::open_at(self.dir.as_fd(), &self.name, flags, 0) {
             Ok(fd) => fd,
@@ -281,6 +303,9 @@ impl Place {
         if let Ok(listed) = listed {
             for e in listed.flatten() {
                 let name = e.file_name();
+                if skip(&name) {
+                    continue;
+                }
                 let Some(c) = c_name(&name) else { continue };
                 if let Ok(stat) = at::stat_at(fd.as_fd(), &c) {
                     out.push(Entry { name, stat });

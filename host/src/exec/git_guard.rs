@@ -137,7 +137,8 @@ impl Guard {
         let Found::Here(place) = self.anchors.place(dir) else {
             return None;
         };
-        let (listed, entries) = match place.entries() {
+        let sample = |n: &std::ffi::OsStr| n.as_encoded_bytes().ends_with(b".sample");
+        let (listed, entries) = match place.entries_but(sample) {
             Ok(Some(l)) => l,
             Ok(None) => return None,
             Err(st) if st.kind() == libc::S_IFLNK => {
@@ -236,6 +237,11 @@ impl Guard {
     /// control files `allowed` names (`allow_control_files`).
     pub(crate) fn take(workspace: &Path, allowed: &[String]) -> Guard {
         let workspace = std::fs::canonicalize(workspace).unwrap_or(workspace.to_path_buf());
+        Guard::take_canonical(workspace, allowed)
+    }
+
+    /// [`Guard::take`] of a workspace path that is canonical already (a session's renewal).
+    fn take_canonical(workspace: PathBuf, allowed: &[String]) -> Guard {
         let agent_files = super::control_guard::Snapshot::take(&workspace, allowed);
         let controls = Controls::of(&workspace);
         // The highest directories first (a walk starts at the highest anchor above a path, so
@@ -346,12 +352,12 @@ impl Guard {
     pub(crate) fn check_and_renew(&mut self) -> Vec<Reverted> {
         // The state after the command is read once: the check compares with it, and when
         // nothing had to be undone it is the next command's snapshot as it is.
-        let next = Guard::take(&self.workspace, &self.allowed);
+        let next = Guard::take_canonical(self.workspace.clone(), &self.allowed);
         let undone = self.check_with(Some(&next));
         *self = if undone.is_empty() {
             next
         } else {
-            Guard::take(&self.workspace, &self.allowed)
+            Guard::take_canonical(self.workspace.clone(), &self.allowed)
         };
         undone
     }
