@@ -1078,22 +1078,7 @@ pub(crate) fn open_in(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<std::fs::F
 /// `(st_dev, st_ino)` of `name` in `dir`, a symlink itself rather than its target
 /// (`fstatat` with `AT_SYMLINK_NOFOLLOW`): what a removal checks right before `unlinkat`.
 pub(crate) fn identity_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<(u64, u64)> {
-    // SAFETY: a zeroed stat is a valid out-parameter.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: fstatat on a descriptor the caller owns with a NUL-terminated name, writing
-    // into st.
-    let rc = unsafe {
-        libc::fstatat(
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            &mut st,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((st.st_dev, st.st_ino))
+    beneath::stat_at(dir, name).map(|st| (st.dev, st.ino))
 }
 
 /// Removes `name` from `dir` (`unlinkat`; an empty directory when `directory`).

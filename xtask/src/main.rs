@@ -109,11 +109,8 @@ fn ci() -> Result<()> {
     step("MSRV", || msrv::check(&root()))?;
     // `incompatible_msrv` is named although `-D warnings` covers it: it is the MSRV check for
     // std APIs (see msrv.rs) and must stay an error even if someone allows warnings locally.
-    step("clippy", || {
-        run(cargo().args([
-            "clippy",
-            "--workspace",
-            "--all-targets",
+    let clippy = |what: &[&str]| {
+        run(cargo().arg("clippy").args(what).args([
             "--quiet",
             "--",
             "-D",
@@ -121,39 +118,21 @@ fn ci() -> Result<()> {
             "-D",
             "clippy::incompatible_msrv",
         ]))
-    })?;
+    };
+    step("clippy", || clippy(&["--workspace", "--all-targets"]))?;
     // The process API is code only its feature compiles (tonic, tokio): lint that build too.
     step("clippy (process API)", || {
-        run(cargo().args([
-            "clippy",
+        clippy(&[
             "-p",
             "sandbox-host",
             "--all-targets",
             "--features",
             "process-api",
-            "--quiet",
-            "--",
-            "-D",
-            "warnings",
-            "-D",
-            "clippy::incompatible_msrv",
-        ]))
+        ])
     })?;
     // The shipped, no_std build of the preload is a different configuration: lint it too.
     step("clippy (preload)", || {
-        run(cargo().args([
-            "clippy",
-            "-p",
-            "sandbox-preload",
-            "--profile",
-            "preload",
-            "--quiet",
-            "--",
-            "-D",
-            "warnings",
-            "-D",
-            "clippy::incompatible_msrv",
-        ]))
+        clippy(&["-p", "sandbox-preload", "--profile", "preload"])
     })?;
     // `--no-fail-fast`: one failing test binary must not hide the results of the others.
     step("cargo test --workspace", || {
