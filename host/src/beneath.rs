@@ -20,7 +20,7 @@
 //! which is the finding the callers report. Control paths are a handful of components deep.
 
 use crate::sys::beneath::{self as at, Stat};
-use std::ffi::{CString, OsStr, OsString};
+use std::ffi::{CStr, CString, OsStr, OsString};
 use std::io::{self, Read as _, Write as _};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -120,9 +120,8 @@ impl Anchors {
     /// The highest anchor strictly above `path` (the walk from it checks the most components),
     /// and the components below it.
     fn anchor_of<'p>(&self, path: &'p Path) -> Option<(&Anchor, Vec<&'p OsStr>)> {
-        // Byte prefixes, then one component parse of the rest: `Path::starts_with` parses
-        // every component of both paths for each anchor, and the guards ask for each of their
-        // paths several times per job.
+        // Bytes, not `Path::starts_with` and `components`, which parse every component of both
+        // paths for each anchor: the guards ask for each of their paths several times a job.
         let bytes = path.as_os_str().as_bytes();
         let anchor = self
             .list
@@ -170,9 +169,9 @@ impl Anchors {
         for name in dirs {
             here.push(name);
             let parent = dir.as_ref().map_or(anchor.dir.as_fd(), AsFd::as_fd);
-            match step(parent, name) {
+            match step(parent, name, &here) {
                 Ok(fd) => dir = Some(fd),
-                Err(found) => return found(here),
+                Err(found) => return found,
             }
         }
         let dir = match dir {
@@ -207,29 +206,37 @@ fn c_name(name: &OsStr) -> Option<CString> {
     CString::new(name.as_bytes()).ok()
 }
 
-type Stop = fn(PathBuf) -> Found;
+/// `openat` that never follows a symlink at `name` (`ELOOP`, or `ENOTDIR` with
+/// `O_PATH | O_DIRECTORY`, instead of opening its target).
+fn open_nofollow(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    crate::sys::openat(dir, name, flags | libc::O_NOFOLLOW, mode)
+}
 
-/// One step of a walk: the directory `name` in `parent`, never through a symlink.
-fn step(parent: BorrowedFd<'_>, name: &OsStr) -> Result<OwnedFd, Stop> {
+/// One step of a walk: the directory `name` in `parent`, never through a symlink; where it
+/// stops, what `here` (the path up to `name`) is.
+fn step(parent: BorrowedFd<'_>, name: &OsStr, here: &Path) -> Result<OwnedFd, Found> {
     let Some(c) = c_name(name) else {
-        return Err(|_| Found::Missing);
+        return Err(Found::Missing);
     };
-    match at::open_at(parent, &c, libc::O_PATH | libc::O_DIRECTORY, 0) {
+    match open_nofollow(parent, &c, libc::O_PATH | libc::O_DIRECTORY, 0) {
         Ok(fd) => Ok(fd),
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(|_| Found::Missing),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Err(Found::Missing),
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => {
             match at::stat_at(parent, &c) {
-                Ok(st) if st.kind() == libc::S_IFLNK => Err(Found::Symlink),
-                Ok(_) => Err(Found::NotDir),
-                Err(_) => Err(|_| Found::Missing),
+                Ok(st) if st.kind() == libc::S_IFLNK => Err(Found::Symlink(here.to_path_buf())),
+                Ok(_) => Err(Found::NotDir(here.to_path_buf())),
+                Err(_) => Err(Found::Missing),
             }
         }
-        Err(_) => Err(|p| {
-            Found::Failed(io::Error::other(format!(
-                "cannot open {} as a directory",
-                p.display()
-            )))
-        }),
+        Err(e) => Err(Found::Failed(io::Error::new(
+            e.kind(),
+            format!("cannot open {} as a directory: {e}", here.display()),
+        ))),
     }
 }
 
@@ -248,7 +255,7 @@ impl Place {
     /// waiting on a FIFO or taking a terminal.
     pub(crate) fn read(&self, max: u64) -> Read {
         let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
-        let fd = match at::open_at(self.dir.as_fd(), &self.name, flags, 0) {
+        let fd = match open_nofollow(self.dir.as_fd(), &self.name, flags, 0) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Read::Absent,
             Err(_) => return Read::Other,
@@ -283,7 +290,7 @@ impl Place {
         skip: impl Fn(&OsStr) -> bool,
     ) -> Result<Option<(Place, Vec<Entry>)>, Stat> {
         let flags = libc::O_RDONLY | libc::O_DIRECTORY;
-        let fd = match at::open_at(self.dir.as_fd(), &self.name, flags, 0) {
+        let fd = match open_nofollow(self.dir.as_fd(), &self.name, flags, 0) {
             Ok(fd) => fd,
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
             Err(_) => {
@@ -340,15 +347,15 @@ impl Place {
             .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         as_owner(self.dir.as_fd(), || {
             let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
-            let made = at::open_at(self.dir.as_fd(), &tmp, flags, mode).and_then(|fd| {
+            let made = open_nofollow(self.dir.as_fd(), &tmp, flags, mode).and_then(|fd| {
                 let mut f = std::fs::File::from(fd);
                 f.write_all(bytes)?;
                 // The mode asked for, whatever the umask is.
                 f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
-                at::rename_in(self.dir.as_fd(), &tmp, &self.name)
+                crate::sys::renameat(self.dir.as_fd(), &tmp, &self.name)
             });
             if made.is_err() {
-                let _ = at::remove_at(self.dir.as_fd(), &tmp);
+                let _ = crate::sys::unlink_at(self.dir.as_fd(), &tmp, false);
             }
             made
         })
@@ -358,7 +365,7 @@ impl Place {
     /// directory. Absent already is done. As root in another user's directory, as that user.
     pub(crate) fn remove(&self) -> io::Result<()> {
         as_owner(self.dir.as_fd(), || {
-            match at::remove_at(self.dir.as_fd(), &self.name) {
+            match crate::sys::unlink_at(self.dir.as_fd(), &self.name, false) {
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
                 r => r,
             }
@@ -371,7 +378,7 @@ impl Place {
     /// user's directory, as that user.
     pub(crate) fn make_dir(&self, mode: u32) -> io::Result<()> {
         as_owner(self.dir.as_fd(), || {
-            at::make_dir_at(self.dir.as_fd(), &self.name, mode & 0o777)
+            crate::sys::mkdirat(self.dir.as_fd(), &self.name, mode & 0o777)
         })
     }
 
@@ -413,7 +420,7 @@ impl Place {
             }
         }
         as_owner(self.dir.as_fd(), || {
-            match at::remove_dir_at(self.dir.as_fd(), &self.name) {
+            match crate::sys::unlink_at(self.dir.as_fd(), &self.name, true) {
                 Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
                 r => r,
             }

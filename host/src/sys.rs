@@ -1628,7 +1628,6 @@ pub(crate) fn openat2_beneath(
 }
 
 /// `openat(dir, name, flags | O_CLOEXEC, mode)`.
-#[cfg(feature = "process-api")]
 pub(crate) fn openat(
     dir: BorrowedFd<'_>,
     name: &CStr,
@@ -1652,7 +1651,6 @@ pub(crate) fn openat(
 }
 
 /// `mkdirat(dir, name, mode)`.
-#[cfg(feature = "process-api")]
 pub(crate) fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
     // SAFETY: mkdirat on a descriptor the caller owns with a NUL-terminated name.
     match unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) } {
@@ -1661,18 +1659,8 @@ pub(crate) fn mkdirat(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result
     }
 }
 
-/// `unlinkat(dir, name, flags)`: a name in `dir` (never a symlink's target).
-#[cfg(feature = "process-api")]
-pub(crate) fn unlinkat(dir: BorrowedFd<'_>, name: &CStr, flags: libc::c_int) -> io::Result<()> {
-    // SAFETY: unlinkat on a descriptor the caller owns with a NUL-terminated name.
-    match unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), flags) } {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
-}
-
-/// `renameat(dir, from, dir, to)`: both names in the same directory.
-#[cfg(feature = "process-api")]
+/// `renameat(dir, from, dir, to)`: both names in the same directory (a symlink at `to` is
+/// replaced, never written through).
 pub(crate) fn renameat(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
     // SAFETY: renameat within one directory the caller owns, NUL-terminated names.
     match unsafe { libc::renameat(dir.as_raw_fd(), from.as_ptr(), dir.as_raw_fd(), to.as_ptr()) } {

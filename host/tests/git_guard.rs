@@ -80,10 +80,16 @@ fn repository(who: As, dir: &Path) {
 
 /// `sandbox run --profile shell [EXTRA] -- bash -c SCRIPT` as `who` in `dir`.
 fn run(who: As, dir: &Path, extra: &[&str], script: &str) -> Output {
+    run_with(who, dir, extra, script, &[])
+}
+
+/// [`run`] with variables for `sandbox` itself.
+fn run_with(who: As, dir: &Path, extra: &[&str], script: &str, env: &[(&str, &str)]) -> Output {
     let mut c = command(who, SANDBOX);
     c.args(["run", "--allow-root", "--profile", "shell"])
         .args(extra)
         .args(["--", "bash", "-c", &format!("{SET_IDENTITY}{script}")])
+        .envs(env.iter().copied())
         .current_dir(dir);
     c.output().unwrap()
 }
@@ -640,20 +646,13 @@ fn a_hostile_key_name_is_named_escaped() {
 /// `sandbox run` in the contained tier (namespaces treated as unavailable), as the tier
 /// without read-only mounts over the repository's control directories.
 fn run_contained(who: As, dir: &Path, script: &str) -> Output {
-    let mut c = command(who, SANDBOX);
-    c.args([
-        "run",
-        "--allow-root",
-        "--profile",
-        "shell",
-        "--",
-        "bash",
-        "-c",
-    ])
-    .arg(format!("{SET_IDENTITY}{script}"))
-    .env("SANDBOX_ISOLATION_UNAVAILABLE", "test")
-    .current_dir(dir);
-    c.output().unwrap()
+    run_with(
+        who,
+        dir,
+        &[],
+        script,
+        &[("SANDBOX_ISOLATION_UNAVAILABLE", "test")],
+    )
 }
 
 #[test]

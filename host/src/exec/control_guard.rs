@@ -175,14 +175,13 @@ impl Snapshot {
     /// Checks after the job; undoes and names what it changed. `now`: a snapshot taken right
     /// after the job, whose walk is the current state (not made twice).
     pub(crate) fn check(&self, now: Option<&Snapshot>) -> Vec<Reverted> {
+        let walked;
         let after = match now {
-            Some(n) => Walk {
-                found: n.before.clone(),
-                truncated: n.truncated,
-                budget_entries: 0,
-                budget_bytes: 0,
-            },
-            None => self.walk(),
+            Some(n) => &n.before,
+            None => {
+                walked = self.walk();
+                &walked.found
+            }
         };
         let mut items = Vec::new();
         let shown = |p: &Path| {
@@ -216,16 +215,12 @@ impl Snapshot {
         // What the job made: removed, a directory with what it holds (its entries are then
         // gone too, and skipped).
         let mut removed: Vec<&Path> = Vec::new();
-        for (p, _) in after
-            .found
-            .iter()
-            .filter(|(p, _)| !self.before.contains_key(*p))
-        {
+        // Beyond the snapshot's bounds nothing is known to be new.
+        let new = after
+            .keys()
+            .filter(|p| !self.truncated && !self.before.contains_key(*p));
+        for p in new {
             if removed.iter().any(|r| p.starts_with(r)) {
-                continue;
-            }
-            if self.truncated {
-                // Beyond the snapshot's bounds nothing is known to be new.
                 continue;
             }
             let done = match self.anchors.place(p) {
@@ -245,7 +240,7 @@ impl Snapshot {
         // What the job changed or removed: put back as the snapshot saw it, parents first
         // (the map is in path order).
         for (p, was) in &self.before {
-            let now = after.found.get(p);
+            let now = after.get(p);
             if now == Some(was) || matches!(was, State::Other) {
                 continue;
             }

@@ -27,6 +27,7 @@
 use super::git_config::{self, Entry};
 use super::git_controls::{gitdir_of, is_dir, Content, Controls, MAX_FILE};
 use crate::beneath::{Anchors, Found, Read};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -93,20 +94,8 @@ fn unreached(found: Found) -> std::io::Error {
 
 impl Guard {
     /// A control file's content, read beneath the anchors without following a symlink.
-    fn read_with_mode(&self, path: &Path) -> (Content, Option<u32>) {
-        match self.anchors.place(path) {
-            Found::Here(p) => match p.read(MAX_FILE) {
-                Read::Absent => (Content::Absent, None),
-                Read::File(b, st) => (Content::Bytes(b), Some(st.mode & 0o777)),
-                Read::Other => (Content::Other, None),
-            },
-            Found::Missing => (Content::Absent, None),
-            _ => (Content::Other, None),
-        }
-    }
-
     fn read(&self, path: &Path) -> Content {
-        self.read_with_mode(path).0
+        read_found(self.anchors.place(path)).0
     }
 
     /// Replaces the file at `path` with `bytes` (module `beneath`: renamed over it in the
@@ -134,43 +123,63 @@ impl Guard {
 
     /// The hooks a directory holds (see [`Listing`]).
     fn list(&self, dir: &Path) -> Listing {
-        let Found::Here(place) = self.anchors.place(dir) else {
-            return None;
-        };
-        let sample = |n: &std::ffi::OsStr| n.as_encoded_bytes().ends_with(b".sample");
-        let (listed, entries) = match place.entries_but(sample) {
-            Ok(Some(l)) => l,
-            Ok(None) => return None,
-            Err(st) if st.kind() == libc::S_IFLNK => {
-                return Some(Err(place.link().unwrap_or_default()))
-            }
-            Err(_) => return None,
-        };
-        let mut out = BTreeMap::new();
-        for e in entries {
-            if e.name.to_string_lossy().ends_with(".sample") {
-                continue;
-            }
-            let Some(child) = listed.child(&e.name) else {
-                continue;
-            };
-            let m = e.stat;
-            let link = (m.kind() == libc::S_IFLNK).then(|| child.link().unwrap_or_default());
-            let content = match (m.kind() == libc::S_IFREG, child.read(MAX_FILE)) {
-                (true, Read::File(b, _)) => Some(b),
-                _ => None,
-            };
-            out.insert(
-                e.name,
-                Hook {
-                    id: (m.ino, m.size, m.mtime.0, m.mtime.1, m.mode),
-                    content,
-                    link,
-                },
-            );
-        }
-        Some(Ok(out))
+        list_found(self.anchors.place(dir))
     }
+}
+
+/// A control file's content where a walk ended, and its permission bits when it is a regular
+/// file (from the inode read, not a path).
+fn read_found(found: Found) -> (Content, Option<u32>) {
+    match found {
+        Found::Here(p) => match p.read(MAX_FILE) {
+            Read::Absent => (Content::Absent, None),
+            Read::File(b, st) => (Content::Bytes(b), Some(st.mode & 0o777)),
+            Read::Other => (Content::Other, None),
+        },
+        Found::Missing => (Content::Absent, None),
+        _ => (Content::Other, None),
+    }
+}
+
+/// The hooks of the directory where a walk ended (see [`Listing`]).
+fn list_found(found: Found) -> Listing {
+    let Found::Here(place) = found else {
+        return None;
+    };
+    // `*.sample` is never run by git: not even looked at.
+    let sample = |n: &std::ffi::OsStr| n.as_encoded_bytes().ends_with(b".sample");
+    let (listed, entries) = match place.entries_but(sample) {
+        Ok(Some(l)) => l,
+        Ok(None) => return None,
+        Err(st) if st.kind() == libc::S_IFLNK => {
+            return Some(Err(place.link().unwrap_or_default()))
+        }
+        Err(_) => return None,
+    };
+    let mut out = BTreeMap::new();
+    for e in entries {
+        let Some(child) = listed.child(&e.name) else {
+            continue;
+        };
+        let m = e.stat;
+        let link = (m.kind() == libc::S_IFLNK).then(|| child.link().unwrap_or_default());
+        let content = match m.kind() {
+            libc::S_IFREG => match child.read(MAX_FILE) {
+                Read::File(b, _) => Some(b),
+                _ => None,
+            },
+            _ => None,
+        };
+        out.insert(
+            e.name,
+            Hook {
+                id: (m.ino, m.size, m.mtime.0, m.mtime.1, m.mode),
+                content,
+                link,
+            },
+        );
+    }
+    Some(Ok(out))
 }
 
 /// Collects what was undone, with the lines that say it.
@@ -281,35 +290,31 @@ impl Guard {
             agent_files,
             allowed: allowed.to_vec(),
         };
-        for p in &paths {
-            if let Found::Symlink(s) = guard.anchors.place(p) {
-                guard.symlinks.insert(s);
-            }
-        }
-        let files: Vec<PathBuf> = controls
+        // One walk a path: its content (or listing), and whether a component was a symlink
+        // already (the user's own layout, not a finding later).
+        let files = controls
             .configs
             .iter()
             .chain(&controls.included)
             .chain(&controls.commondirs)
-            .chain(&controls.links)
-            .cloned()
-            .collect();
+            .chain(&controls.links);
         for p in files {
-            let (content, mode) = guard.read_with_mode(&p);
+            let found = guard.anchors.place(p);
+            if let Found::Symlink(s) = &found {
+                guard.symlinks.insert(s.clone());
+            }
+            let (content, mode) = read_found(found);
             if let Some(m) = mode {
                 guard.modes.insert(p.clone(), m);
             }
-            guard.files.insert(p, content);
+            guard.files.insert(p.clone(), content);
         }
-        let hooks: Vec<PathBuf> = controls
-            .hooks
-            .iter()
-            .chain(&controls.hooks_paths)
-            .cloned()
-            .collect();
-        for h in hooks {
-            let listing = guard.list(&h);
-            guard.hooks.insert(h, listing);
+        for h in controls.hooks.iter().chain(&controls.hooks_paths) {
+            let found = guard.anchors.place(h);
+            if let Found::Symlink(s) = &found {
+                guard.symlinks.insert(s.clone());
+            }
+            guard.hooks.insert(h.clone(), list_found(found));
         }
         guard.controls = controls;
         guard
@@ -454,17 +459,17 @@ impl Guard {
     /// A configuration file: new command keys removed; the file restored whole when its
     /// command keys were changed or removed-and-replaced, or when it cannot be read.
     /// A control file's content now: from the snapshot taken after the job when it has it.
-    fn current(&self, report: &Report, path: &Path) -> Content {
-        report
-            .now
-            .and_then(|g| g.files.get(path).cloned())
-            .unwrap_or_else(|| self.read(path))
+    fn current<'r>(&self, report: &Report<'r>, path: &Path) -> Cow<'r, Content> {
+        match report.now.and_then(|g| g.files.get(path)) {
+            Some(c) => Cow::Borrowed(c),
+            None => Cow::Owned(self.read(path)),
+        }
     }
 
     fn config(&self, path: &Path, report: &mut Report) {
         let before = self.before(path);
         let now = self.current(report, path);
-        if &now == before {
+        if now.as_ref() == before {
             return;
         }
         let old: Vec<Entry> = match before {
@@ -490,7 +495,7 @@ impl Guard {
                 report.add(path, "file", "removed", done, said);
             }
         };
-        let bytes = match &now {
+        let bytes = match now.as_ref() {
             Content::Absent => return,
             Content::Other => {
                 return restore(report, "it is not a regular file git can read".into());
@@ -555,7 +560,7 @@ impl Guard {
     fn commondir(&self, path: &Path, common: Option<&Path>, report: &mut Report) {
         let before = self.before(path);
         let now = self.current(report, path);
-        if &now == before || now == Content::Absent {
+        if now.as_ref() == before || *now == Content::Absent {
             return;
         }
         let shown = report.shown(path);
@@ -574,7 +579,7 @@ impl Guard {
             let target = dir.join(String::from_utf8_lossy(b).trim());
             std::fs::canonicalize(target).ok()
         };
-        if let Content::Bytes(b) = &now {
+        if let Content::Bytes(b) = now.as_ref() {
             let target = names(b);
             let own = std::fs::canonicalize(dir).ok();
             if target.is_some() && (target == own || target.as_deref() == common) {
@@ -594,7 +599,7 @@ impl Guard {
             return;
         };
         let now = self.current(report, path);
-        if now == Content::Absent || &now == self.before(path) {
+        if *now == Content::Absent || now.as_ref() == self.before(path) {
             return;
         }
         let shown = report.shown(path);
@@ -629,16 +634,16 @@ impl Guard {
     /// A hooks directory: new hooks removed, changed ones restored (or removed when their
     /// content was not kept); a hooks directory made a symlink is removed.
     fn hooks_dir(&self, dir: &Path, report: &mut Report) {
-        let before = self.hooks.get(dir).cloned().flatten();
+        let before = self.hooks.get(dir).and_then(Option::as_ref);
         let now = match report.now.and_then(|g| g.hooks.get(dir)) {
-            Some(l) => l.clone(),
-            None => self.list(dir),
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(self.list(dir)),
         };
         let shown_dir = report.shown(dir);
-        let now = match now {
+        let now = match now.as_ref() {
             None => return,
             Some(Err(target)) => {
-                if before == Some(Err(target)) {
+                if matches!(before, Some(Err(t)) if t == target) {
                     return;
                 }
                 let said = format!(
@@ -649,11 +654,12 @@ impl Guard {
             }
             Some(Ok(l)) => l,
         };
+        let none = BTreeMap::new();
         let old = match before {
             Some(Ok(l)) => l,
-            _ => BTreeMap::new(),
+            _ => &none,
         };
-        for (name, hook) in &now {
+        for (name, hook) in now {
             let path = dir.join(name);
             let shown_name = crate::escape::path(Path::new(name)).into_owned();
             match old.get(name) {

@@ -220,7 +220,7 @@ pub fn write(root: &OwnedFd, path: &str, bytes: &[u8], mode: u32) -> Result<(), 
         .and_then(|()| sys::renameat(dir.as_fd(), &tmp, &target));
     if let Err(e) = written {
         // Failure leaves a temporary file behind at worst, which is all this can do.
-        let _ = sys::unlinkat(dir.as_fd(), &tmp, 0);
+        let _ = sys::unlink_at(dir.as_fd(), &tmp, false);
         return Err(match e.raw_os_error() {
             Some(libc::EISDIR) => {
                 FileError::NotEmpty(format!("`{}` is a directory", path.escape_debug()))
@@ -257,7 +257,7 @@ pub fn remove(root: &OwnedFd, path: &str, recursive: bool) -> Result<(), FileErr
 fn remove_at(dir: &OwnedFd, name: &OsStr, recursive: bool) -> io::Result<()> {
     let c =
         CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let e = match sys::unlinkat(dir.as_fd(), &c, 0) {
+    let e = match sys::unlink_at(dir.as_fd(), &c, false) {
         Ok(()) => return Ok(()),
         Err(e) => e,
     };
@@ -265,7 +265,7 @@ fn remove_at(dir: &OwnedFd, name: &OsStr, recursive: bool) -> io::Result<()> {
         return Err(e);
     }
     // AT_REMOVEDIR removes an empty directory only.
-    let e = match sys::unlinkat(dir.as_fd(), &c, libc::AT_REMOVEDIR) {
+    let e = match sys::unlink_at(dir.as_fd(), &c, true) {
         Ok(()) => return Ok(()),
         Err(e) => e,
     };
@@ -283,5 +283,5 @@ fn remove_at(dir: &OwnedFd, name: &OsStr, recursive: bool) -> io::Result<()> {
     for child in names {
         remove_at(&sub, &child, true)?;
     }
-    sys::unlinkat(dir.as_fd(), &c, libc::AT_REMOVEDIR)
+    sys::unlink_at(dir.as_fd(), &c, true)
 }

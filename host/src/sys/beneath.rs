@@ -5,7 +5,7 @@
 
 use std::ffi::CStr;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 /// What `fstat` says of an inode: enough to tell what it is and whose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,12 +17,9 @@ pub(crate) struct Stat {
     pub ino: u64,
     pub size: u64,
     pub mtime: (i64, i64),
-    pub nlink: u64,
 }
 
 impl Stat {
-    // `st_nlink` is a u64 on x86_64 and a u32 on aarch64.
-    #[allow(clippy::unnecessary_cast)]
     fn of(st: &libc::stat) -> Stat {
         Stat {
             mode: st.st_mode,
@@ -32,7 +29,6 @@ impl Stat {
             ino: st.st_ino,
             size: st.st_size as u64,
             mtime: (st.st_mtime, st.st_mtime_nsec),
-            nlink: st.st_nlink as u64,
         }
     }
 
@@ -40,25 +36,6 @@ impl Stat {
     pub fn kind(&self) -> u32 {
         self.mode & libc::S_IFMT
     }
-}
-
-/// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)`: a symlink at `name` fails with
-/// `ELOOP` (or, with `O_PATH | O_DIRECTORY`, `ENOTDIR`), never opens its target.
-pub(crate) fn open_at(
-    dir: BorrowedFd<'_>,
-    name: &CStr,
-    flags: libc::c_int,
-    mode: u32,
-) -> io::Result<OwnedFd> {
-    let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    // SAFETY: openat on a descriptor the caller holds with a NUL-terminated name; the mode is
-    // passed as the variadic unsigned int openat reads only with O_CREAT.
-    let fd = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode as libc::c_uint) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the descriptor was just opened and belongs to nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// `fstat(fd)` (an `O_PATH` descriptor too).
@@ -110,26 +87,6 @@ pub(crate) fn read_link_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u
     Ok(buf)
 }
 
-/// `renameat(dir, from, dir, to)`: both names in one directory; a symlink at `to` is
-/// replaced, never written through.
-pub(crate) fn rename_in(dir: BorrowedFd<'_>, from: &CStr, to: &CStr) -> io::Result<()> {
-    let d = dir.as_raw_fd();
-    // SAFETY: renameat within one directory the caller holds, NUL-terminated names.
-    match unsafe { libc::renameat(d, from.as_ptr(), d, to.as_ptr()) } {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
-}
-
-/// `unlinkat(dir, name, 0)`: a file or a symlink itself (`EISDIR` for a directory).
-pub(crate) fn remove_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
-    // SAFETY: unlinkat on a descriptor the caller holds with a NUL-terminated name.
-    match unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0) } {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
-}
-
 /// Makes the calling thread's file-system identity `uid`:`gid` with no supplementary group,
 /// for the rest of the thread's life. Raw calls: glibc's `setgroups` would change every thread
 /// of the process, the kernel's changes only the caller's; `setfsuid` from 0 to another id
@@ -158,24 +115,6 @@ pub(crate) fn become_fs_user(uid: u32, gid: u32) -> io::Result<()> {
         return Err(io::Error::from_raw_os_error(libc::EPERM));
     }
     Ok(())
-}
-
-/// `mkdirat(dir, name, mode)`.
-pub(crate) fn make_dir_at(dir: BorrowedFd<'_>, name: &CStr, mode: u32) -> io::Result<()> {
-    // SAFETY: mkdirat on a descriptor the caller holds with a NUL-terminated name.
-    match unsafe { libc::mkdirat(dir.as_raw_fd(), name.as_ptr(), mode as libc::mode_t) } {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
-}
-
-/// `unlinkat(dir, name, AT_REMOVEDIR)`: an empty directory.
-pub(crate) fn remove_dir_at(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<()> {
-    // SAFETY: unlinkat on a descriptor the caller holds with a NUL-terminated name.
-    match unsafe { libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), libc::AT_REMOVEDIR) } {
-        0 => Ok(()),
-        _ => Err(io::Error::last_os_error()),
-    }
 }
 
 /// `symlinkat(target, dir, name)`: a symlink saying `target`, made in `dir`.
