@@ -20,6 +20,16 @@ pub const SAFE: &[(&str, &str)] = &[
     ("SHELL", "/bin/sh"),
 ];
 
+/// Settings every job gets unless the request sets them: package managers that would give the
+/// files they install other names in a cache or store shared with other projects (hard
+/// links) copy them instead, so that a job's own installs make no file that a later job's
+/// writes would be refused for, or that would carry its writes into other projects
+/// (docs/isolation.md, "Hard links").
+pub const COPY_MODES: &[(&str, &str)] = &[
+    ("UV_LINK_MODE", "copy"),
+    ("npm_config_package_import_method", "copy"),
+];
+
 /// Variables refused by exact name, each with why: it makes a program load or run code it was
 /// not asked to run (a library, a module search path, a start-up file, a helper command),
 /// moves a program's configuration (which names such code) outside the workspace, or changes
@@ -313,6 +323,9 @@ pub fn scrubbed(base: Base<'_>, extra: &BTreeMap<String, String>) -> Vec<(String
         "USER".into(),
         caller("USER").unwrap_or_else(|| user().to_string()),
     );
+    for (k, v) in COPY_MODES {
+        env.insert(k.to_string(), v.to_string());
+    }
     for (k, v) in extra {
         env.insert(k.clone(), v.clone());
     }

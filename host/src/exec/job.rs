@@ -452,17 +452,21 @@ impl Job {
         let join_v1 = group.v1_dirs();
         let mut registration = Registration::new(group.cgroup_name(), response);
         let places = match (emulated, &layer) {
-            (true, Some(l)) => Some(super::emulate::Places::new(
-                &l.writable,
-                &v.paths.allowed_sockets,
-                v.paths.connect_ports.as_deref(),
-            )),
+            (true, Some(l)) => Some(
+                super::emulate::Places::new(
+                    &l.writable,
+                    &v.paths.allowed_sockets,
+                    v.paths.connect_ports.as_deref(),
+                )
+                .with_denied(&denied(v, &credentials)),
+            ),
             _ => None,
         };
         let places = match (tier, claimed, &namespaces) {
-            (super::emulate::Tier::Isolated, true, Some(ns)) => {
-                Some(isolated_places(v, sandbox, &here, layer.as_ref(), ns))
-            }
+            (super::emulate::Tier::Isolated, true, Some(ns)) => Some(
+                isolated_places(v, sandbox, &here, layer.as_ref(), ns)
+                    .with_denied(&denied(v, &credentials)),
+            ),
             _ => places,
         };
         // A session's places go to the session, whose commands' calls it answers itself.
@@ -666,7 +670,9 @@ fn isolated_places(
         private.push(c"/tmp".to_owned());
     }
     if ns.fresh_dev {
+        // Its own terminals too: the fresh `/dev` has a devpts instance of its own.
         private.push(c"/dev/shm".to_owned());
+        private.push(c"/dev/pts".to_owned());
     }
     super::emulate::Places::new(&writable, &v.paths.allowed_sockets, ports).in_view(
         super::emulate::View {
@@ -834,6 +840,15 @@ fn refuse_root_below_isolated(
 /// Whether the job's mount namespace, if it gets one, mounts a private `/tmp`. Landlock's
 /// rule for a private /tmp would reach into directories bound back there: not when it must
 /// keep something under /tmp unreadable.
+/// The paths a job may not open: the credential list and the request's own deny list.
+fn denied(v: &Validated, credentials: &[PathBuf]) -> Vec<PathBuf> {
+    credentials
+        .iter()
+        .chain(&v.paths.deny_read)
+        .cloned()
+        .collect()
+}
+
 fn private_tmp(v: &Validated, credentials: &[PathBuf]) -> bool {
     v.paths.mode == crate::landlock::Mode::Off
         || !credentials

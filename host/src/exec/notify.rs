@@ -776,6 +776,9 @@ fn answer_emulated(
         Some(places) if kind == Some(super::emulate::Kind::Flags) => {
             super::emulate::flags(fd, c, places, &mut record)
         }
+        Some(places) if kind == Some(super::emulate::Kind::Open) => {
+            super::emulate::write_open(fd, c, places, &mut record)
+        }
         Some(places) => super::emulate::answer(fd, c, places, &mut record),
         None => {
             record(super::emulate::Refused {

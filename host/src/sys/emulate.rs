@@ -372,3 +372,139 @@ pub(crate) fn open_in_root(
     // SAFETY: the descriptor was just opened and belongs to nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
 }
+
+/// What the write-intent opens need of an object: its type and mode, owner, link count,
+/// device number (for a device) and birth time (`None` where the file system keeps none).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub rdev: (u32, u32),
+    pub dev: (u32, u32),
+    pub ino: u64,
+    pub born: Option<(i64, u32)>,
+}
+
+/// `statx(fd, "", AT_EMPTY_PATH)` with the birth time where the file system has one.
+pub(crate) fn shape(fd: BorrowedFd<'_>) -> io::Result<Shape> {
+    // SAFETY: an all-zero statx is a valid value for the kernel to overwrite.
+    let mut sx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: an empty NUL-terminated path with AT_EMPTY_PATH and a statx buffer of the
+    // right size, both live for the call.
+    let rc = unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_BASIC_STATS | libc::STATX_BTIME,
+            &mut sx,
+        )
+    };
+    if let Err(e) = done(rc.into()) {
+        // A profile or kernel without statx (ENOSYS, or EPERM from a profile): fstat, with
+        // no birth time.
+        if !matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
+            return Err(e);
+        }
+        let st = fstat(fd)?;
+        return Ok(Shape {
+            mode: st.st_mode,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            nlink: st.st_nlink as u32,
+            rdev: (libc::major(st.st_rdev), libc::minor(st.st_rdev)),
+            dev: (libc::major(st.st_dev), libc::minor(st.st_dev)),
+            ino: st.st_ino,
+            born: None,
+        });
+    }
+    Ok(Shape {
+        mode: u32::from(sx.stx_mode),
+        uid: sx.stx_uid,
+        gid: sx.stx_gid,
+        nlink: sx.stx_nlink,
+        rdev: (sx.stx_rdev_major, sx.stx_rdev_minor),
+        dev: (sx.stx_dev_major, sx.stx_dev_minor),
+        ino: sx.stx_ino,
+        born: (sx.stx_mask & libc::STATX_BTIME != 0)
+            .then_some((sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec)),
+    })
+}
+
+/// The object `fd` holds (an `O_PATH` descriptor) opened again for I/O with `flags`, through
+/// its magic link `/proc/self/fd/N`, which leads to that very object: never a terminal made
+/// the host's controlling one (`O_NOCTTY`), never inherited by the host's children.
+pub(crate) fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let path = magic(fd);
+    // SAFETY: a NUL-terminated path that outlives the call; no mode is read without O_CREAT,
+    // which the caller never passes.
+    let rc = unsafe {
+        libc::open(
+            path.as_ptr(),
+            (flags & !(libc::O_CREAT | libc::O_EXCL)) | libc::O_NOCTTY | libc::O_CLOEXEC,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc) })
+}
+
+/// `openat(dir, name, flags | O_CREAT | O_EXCL | O_NOFOLLOW, mode)`: a new file, never one
+/// that exists (a symlink included).
+pub(crate) fn create_at(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    let flags =
+        flags | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_NOCTTY | libc::O_CLOEXEC;
+    // SAFETY: a NUL-terminated name that outlives the call, a live directory descriptor.
+    let rc = unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags, mode as libc::c_uint) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the descriptor was just opened and belongs to nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc) })
+}
+
+/// `ftruncate(fd, len)`.
+pub(crate) fn truncate_fd(fd: BorrowedFd<'_>, len: i64) -> io::Result<()> {
+    // SAFETY: a live descriptor; the call touches no memory of ours.
+    done(unsafe { libc::ftruncate(fd.as_raw_fd(), len) }.into())
+}
+
+/// Sets the open file's status flags (`F_SETFL`).
+pub(crate) fn set_status_flags(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: F_SETFL takes an int of flags.
+    done(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) }.into())
+}
+
+/// Whether the object `fd` holds lies on a read-only mount (`ST_RDONLY`).
+pub(crate) fn read_only_mount(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    // SAFETY: an all-zero statvfs is a valid value for the kernel to overwrite.
+    let mut sv: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a live descriptor and a statvfs buffer of the right size.
+    done(unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut sv) }.into())?;
+    Ok(sv.f_flag & libc::ST_RDONLY != 0)
+}
+
+/// The host's file-mode creation mask, read once (`Umask:` of `/proc/self/status`; the host
+/// never changes it while it runs jobs).
+pub(crate) fn host_umask() -> u32 {
+    static MASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MASK.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Umask:"))
+                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            })
+            .unwrap_or(0o022)
+    })
+}

@@ -56,6 +56,9 @@ pub(crate) struct Claims {
     send: Vec<u32>,
     /// `ioctl`'s number and the file-flag commands ([`FLAG_COMMANDS`]) the profile allows.
     flags: Option<(u32, Vec<u32>)>,
+    /// The opens that may write, `truncate` and `openat2` (module `opens`), where the
+    /// profile allows them outright.
+    opens: Vec<u32>,
 }
 
 /// The `ioctl` commands that change an inode through a descriptor of it, as 32-bit commands
@@ -121,22 +124,33 @@ impl Claims {
         }
     }
 
-    /// The isolated tier's claims: `connect`, `sendto` with an address, `sendmsg` and
-    /// `sendmmsg`, where the profile lets the job make unix sockets and the host may take its
-    /// descriptors. The view covers the host's sockets bound before the job started, but not
-    /// one bound later, which a read-only mount does not keep from `connect` (module
+    /// The isolated tier's claims: the opens that may write, `truncate` and the metadata
+    /// calls (the view's writable mounts hold files that may have other names: module
+    /// `opens`), and `connect`, `sendto` with an address, `sendmsg` and `sendmmsg`, where the
+    /// profile lets the job make unix sockets; all where the host may take the job's
+    /// descriptors (the view covers the host's sockets bound before the job started, but not
+    /// one bound later, which a read-only mount does not keep from `connect`: module
     /// `inview`).
     pub(crate) fn isolated(policy: &Policy) -> Claims {
-        // The profile first: a profile without unix sockets needs no probe.
-        if !makes_unix_sockets(policy) || !can_take_descriptors() {
+        // The profile first: a profile that writes nothing and makes no unix sockets needs
+        // no probe.
+        let writes = !opens(policy).is_empty();
+        if !(writes || makes_unix_sockets(policy)) || !can_take_descriptors() {
             return Claims::default();
         }
-        let connect = NATIVE
-            .syscall_number("connect")
-            .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
+        let (connect, send) = if makes_unix_sockets(policy) {
+            let connect = NATIVE
+                .syscall_number("connect")
+                .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
+            (connect, sends(policy))
+        } else {
+            (None, Vec::new())
+        };
         Claims {
             connect,
-            send: sends(policy),
+            send,
+            metadata: if writes { numbers(policy) } else { Vec::new() },
+            opens: opens(policy),
             ..Claims::default()
         }
     }
@@ -170,6 +184,7 @@ impl Claims {
             connect,
             send,
             flags,
+            opens: if take { opens(policy) } else { Vec::new() },
         }
     }
 
@@ -205,6 +220,12 @@ impl Claims {
             let conds: Vec<[crate::policy::Cond; 1]> = cmds.iter().map(|c| [command(*c)]).collect();
             let alts: Vec<&[crate::policy::Cond]> = conds.iter().map(|c| &c[..]).collect();
             policy.add_rule(*nr, Action::Trap, &alts)?;
+        }
+        for nr in &self.opens {
+            match open_flags_arg(*nr) {
+                Some(arg) => policy.add_rule(*nr, Action::Trap, &[&write_intent(arg)])?,
+                None => policy.add_rule(*nr, Action::Trap, &[])?,
+            }
         }
         Ok(())
     }
@@ -251,10 +272,61 @@ impl Claims {
             .is_some_and(|(n, cmds)| *n == nr && cmds.contains(&(args[1] as u32)))
         {
             Some(Kind::Flags)
+        } else if self.opens.contains(&nr)
+            && open_flags_arg(nr).is_none_or(|arg| may_write(args[arg]))
+        {
+            Some(Kind::Open)
         } else {
             None
         }
     }
+}
+
+/// The [`super::opens::CALLS`] `policy` allows whatever their arguments.
+fn opens(policy: &Policy) -> Vec<u32> {
+    super::opens::CALLS
+        .iter()
+        .filter_map(|name| NATIVE.syscall_number(name))
+        .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow))
+        .collect()
+}
+
+/// Which argument holds an open's flags (`open`: the second, `openat`: the third); `None` for
+/// the calls claimed whatever their arguments (`creat`, `truncate`, `openat2`).
+fn open_flags_arg(nr: u32) -> Option<usize> {
+    match NATIVE.syscall_name(nr)? {
+        "open" => Some(1),
+        "openat" => Some(2),
+        _ => None,
+    }
+}
+
+/// Whether open flags `flags` make an open that may reach an existing file to write:
+/// [`super::opens::WRITE_INTENT`], and neither `O_CREAT | O_EXCL` nor `O_TMPFILE` (those
+/// make a new inode or fail).
+fn may_write(flags: u64) -> bool {
+    let f = flags as u32 as u64;
+    let excl = (libc::O_CREAT | libc::O_EXCL) as u64;
+    let tmp = libc::O_TMPFILE as u64;
+    f & super::opens::WRITE_INTENT != 0 && f & excl != excl && f & tmp != tmp
+}
+
+/// The rule's conditions for [`may_write`] on argument `arg`, as the filter checks them.
+fn write_intent(arg: usize) -> [crate::policy::Cond; 3] {
+    let cond = |mask: u64, op, value| crate::policy::Cond {
+        arg: arg as u8,
+        width: crate::policy::Width::W32,
+        mask,
+        op,
+        value,
+    };
+    let excl = (libc::O_CREAT | libc::O_EXCL) as u64;
+    let tmp = libc::O_TMPFILE as u64;
+    [
+        cond(super::opens::WRITE_INTENT, crate::policy::CmpOp::Ne, 0),
+        cond(excl, crate::policy::CmpOp::Ne, excl),
+        cond(tmp, crate::policy::CmpOp::Ne, tmp),
+    ]
 }
 
 /// A claimed call's kind.
@@ -270,6 +342,8 @@ pub(crate) enum Kind {
     Flags,
     /// `sendto` with an address, `sendmsg`, `sendmmsg` ([`super::send`]).
     Send,
+    /// An open that may write, `truncate`, `openat2` ([`super::write_open`]).
+    Open,
 }
 
 /// The calls that may carry a destination address, claimed where the job can make unix

@@ -42,9 +42,11 @@ mod claims;
 mod decode;
 mod flags;
 mod inview;
+mod opens;
 mod peer;
 mod places;
 mod report;
+mod resolve;
 mod send;
 mod socket;
 mod target;
@@ -52,6 +54,7 @@ mod target;
 pub(crate) use claims::can_take_descriptors;
 pub(crate) use claims::{Claims, Kind, Tier};
 pub(crate) use flags::flags;
+pub(crate) use opens::open as write_open;
 pub(crate) use peer::peer;
 pub(crate) use places::{Places, Refused, View, Why};
 pub(crate) use report::{advice, late_sockets_undelegable, names, undelegable, unguarded, Tally};
@@ -63,8 +66,9 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use target::Thread;
 
-/// Opens the call's object on the host's side.
-fn open(t: &Thread, target: &Target) -> io::Result<(OwnedFd, bool)> {
+/// Opens the call's object on the host's side (from the job's root `root` in the isolated
+/// tier).
+fn open(t: &Thread, root: Option<BorrowedFd<'_>>, target: &Target) -> io::Result<(OwnedFd, bool)> {
     match target {
         Target::Fd(fd) => Ok((t.fd(*fd)?, true)),
         Target::Path {
@@ -73,20 +77,14 @@ fn open(t: &Thread, target: &Target) -> io::Result<(OwnedFd, bool)> {
             follow,
             empty,
         } => {
-            let base = match dir {
-                Some(fd) => Some(t.fd(*fd)?),
-                None if path.as_bytes().first() == Some(&b'/') => None,
-                None => Some(t.cwd()?),
-            };
             if path.as_bytes().is_empty() {
-                return match (empty, base) {
-                    (true, Some(b)) => Ok((b, *follow)),
+                return match (empty, dir) {
+                    (true, Some(fd)) => Ok((t.fd(*fd)?, *follow)),
+                    (true, None) => Ok((t.cwd()?, *follow)),
                     _ => Err(errno(libc::ENOENT)),
                 };
             }
-            let extra = if *follow { 0 } else { libc::O_NOFOLLOW };
-            let fd = crate::sys::emulate::open_path(base.as_ref().map(|b| b.as_fd()), path, extra)?;
-            Ok((fd, *follow))
+            Ok((resolve::object(t, root, *dir, path, *follow)?, *follow))
         }
     }
 }
@@ -148,7 +146,8 @@ fn decide(listener: BorrowedFd<'_>, n: &libc::seccomp_notif, places: &Places) ->
         Ok(d) => d,
         Err(e) => return Answer::Result(Err(e)),
     };
-    if !thread.same_credentials() {
+    let standing = thread.standing();
+    if let target::Standing::Other = standing {
         return Answer::Refused(libc::EPERM, Why::Credentials);
     }
     if let Target::Fd(fd) = target {
@@ -156,7 +155,15 @@ fn decide(listener: BorrowedFd<'_>, n: &libc::seccomp_notif, places: &Places) ->
             return Answer::Result(Err(errno(libc::EBADF)));
         }
     }
-    let opened = open(&thread, &target);
+    let root = match places.view {
+        Some(_) => match thread.root() {
+            Ok(r) => Some(r),
+            Err(e) => return Answer::Result(Err(e)),
+        },
+        None => None,
+    };
+    let root = root.as_ref().map(|r| r.as_fd());
+    let opened = open(&thread, root, &target);
     // Everything about the thread was read through its id: it must still be the thread
     // whose call waits (seccomp_unotify(2)).
     if !crate::sys::notif_id_valid(listener, n.id) {
@@ -166,8 +173,20 @@ fn decide(listener: BorrowedFd<'_>, n: &libc::seccomp_notif, places: &Places) ->
         Ok(o) => o,
         Err(e) => return Answer::Result(Err(e)),
     };
-    if let Err(why) = places.locate(fd.as_fd()) {
+    if let Err(why) = places.writable(root, fd.as_fd()) {
+        if root.is_some() && crate::sys::emulate::read_only_mount(fd.as_fd()).unwrap_or(false) {
+            return Answer::Result(Err(errno(libc::EROFS)));
+        }
         return Answer::Refused(libc::EACCES, why);
+    }
+    let Ok(shape) = crate::sys::emulate::shape(fd.as_fd()) else {
+        return Answer::Result(Err(errno(libc::EACCES)));
+    };
+    if places.shared(&shape) {
+        return Answer::Refused(libc::EACCES, Why::Linked(places::name_of(fd.as_fd())));
+    }
+    if !standing.may_change(&shape, &op) {
+        return Answer::Result(Err(errno(libc::EPERM)));
     }
     Answer::Result(perform(fd.as_fd(), followed, &op))
 }

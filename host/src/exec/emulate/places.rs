@@ -17,6 +17,12 @@ pub(crate) struct Places {
     pub(super) ports: Option<Vec<u16>>,
     /// For a job of the isolated tier: its paths are resolved in its own mount namespace.
     pub(super) view: Option<View>,
+    /// Paths the job may not open at all (the deny list: credentials and the request's own),
+    /// which Landlock's carve-out keeps out of the contained tier's writable places.
+    deny: Vec<PathBuf>,
+    /// When the job (or the session) began, as a birth time: a file born since has all its
+    /// names where the job may write ([`Places::shared`]).
+    since: (i64, u32),
 }
 
 /// What the supervisor knows of an isolated-tier job's constructed view (docs/isolation.md):
@@ -67,6 +73,100 @@ impl Places {
             sockets: sockets.to_vec(),
             ports: ports.map(<[u16]>::to_vec),
             view: None,
+            deny: Vec::new(),
+            since: now(),
+        }
+    }
+
+    /// The same places with the deny list `deny` (resolved once).
+    pub(crate) fn with_denied(mut self, deny: &[PathBuf]) -> Places {
+        self.deny = deny
+            .iter()
+            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+            .collect();
+        self
+    }
+
+    /// Whether the object `fd` holds lies beneath a path of the deny list.
+    pub(super) fn denied(&self, fd: BorrowedFd<'_>) -> bool {
+        if self.deny.is_empty() {
+            return false;
+        }
+        let name = name_of(fd);
+        self.deny.iter().any(|d| name.starts_with(d))
+    }
+
+    /// Whether the device `s` is one the job is granted: the nodes every program may use
+    /// (`landlock::DEVICES`, bound into the view as they are) and, in the isolated tier, the
+    /// devices of its private mounts (its own terminals).
+    pub(super) fn grants_device(
+        &self,
+        root: Option<BorrowedFd<'_>>,
+        s: &crate::sys::emulate::Shape,
+    ) -> bool {
+        if let (Some(root), Some(view)) = (root, self.view.as_ref()) {
+            if view
+                .private_devices(root)
+                .contains(&libc::makedev(s.dev.0, s.dev.1))
+            {
+                return true;
+            }
+        }
+        granted_devices().contains(&(s.dev, s.ino))
+    }
+
+    /// Whether the object `s` is a regular file with names the job may not reach: more than
+    /// one link, and born before the job (or on a file system that keeps no birth time). A
+    /// job cannot give a file from outside its writable places a name inside them (Landlock
+    /// refuses such a link, `EXDEV`, and the view's mounts are other mounts), so a file born
+    /// during the job has all its names within them; an older one may have one anywhere
+    /// (a uv venv's packages, pnpm's store, a local clone's objects, `cp -al`).
+    pub(super) fn shared(&self, s: &crate::sys::emulate::Shape) -> bool {
+        s.mode & libc::S_IFMT == libc::S_IFREG
+            && s.nlink > 1
+            && s.born.is_none_or(|b| b < self.since)
+    }
+
+    /// Whether the object `fd` holds lies in one of the writable places, seen from the job's
+    /// root `root` in the isolated tier (`None`: the job's root is the host's). In the
+    /// isolated tier an object on one of the job's private mounts is its own; one elsewhere is
+    /// placed by its name in the job's namespace, which must still lead to it.
+    pub(super) fn writable(
+        &self,
+        root: Option<BorrowedFd<'_>>,
+        fd: BorrowedFd<'_>,
+    ) -> Result<(), Why> {
+        let (Some(root), Some(view)) = (root, self.view.as_ref()) else {
+            return self.locate(fd);
+        };
+        let st = crate::sys::emulate::fstat(fd).map_err(|_| Why::Outside(None))?;
+        if view.private_devices(root).contains(&st.st_dev) {
+            return Ok(());
+        }
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .map_err(|_| Why::Outside(None))?;
+        let bytes = link.as_os_str().as_bytes();
+        if !bytes.starts_with(b"/") {
+            return Ok(());
+        }
+        if let Some(gone) = bytes.strip_suffix(b" (deleted)") {
+            let name = Path::new(std::ffi::OsStr::from_bytes(gone)).to_path_buf();
+            return if st.st_nlink == 0 {
+                Ok(())
+            } else {
+                Err(Why::Outside(Some(name)))
+            };
+        }
+        if !self.holds(&link) {
+            return Err(Why::Outside(Some(link)));
+        }
+        let again = std::ffi::CString::new(bytes)
+            .ok()
+            .and_then(|c| crate::sys::emulate::open_in_root(root, &c, libc::O_NOFOLLOW).ok())
+            .and_then(|o| crate::sys::emulate::fstat(std::os::fd::AsFd::as_fd(&o)).ok());
+        match again {
+            Some(a) if a.st_dev == st.st_dev && a.st_ino == st.st_ino => Ok(()),
+            _ => Err(Why::Outside(Some(link))),
         }
     }
 
@@ -133,6 +233,9 @@ pub(crate) enum Why {
     Abstract,
     /// A TCP port the request does not allow.
     Port(u16),
+    /// A write or metadata change through a name in the writable places to a file that has
+    /// other names (hard links) the job may not reach (its name).
+    Linked(PathBuf),
 }
 
 /// A call the emulation refused.
@@ -142,6 +245,34 @@ pub(crate) struct Refused {
     pub nr: u32,
     /// Why.
     pub why: Why,
+}
+
+/// The device and inode of each of `landlock::DEVICES`, read once.
+fn granted_devices() -> &'static [((u32, u32), u64)] {
+    static GRANTED: std::sync::OnceLock<Vec<((u32, u32), u64)>> = std::sync::OnceLock::new();
+    GRANTED.get_or_init(|| {
+        crate::landlock::DEVICES
+            .iter()
+            .filter_map(|d| std::ffi::CString::new(*d).ok())
+            .filter_map(|c| crate::sys::emulate::open_path(None, &c, 0).ok())
+            .filter_map(|f| crate::sys::emulate::shape(std::os::fd::AsFd::as_fd(&f)).ok())
+            .map(|s| (s.dev, s.ino))
+            .collect()
+    })
+}
+
+/// Now as a birth time (seconds and nanoseconds since the epoch).
+fn now() -> (i64, u32) {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs() as i64, d.subsec_nanos())
+}
+
+/// The name the kernel keeps for the object `fd` holds (from the job's root in the isolated
+/// tier), for a refusal to show.
+pub(super) fn name_of(fd: BorrowedFd<'_>) -> PathBuf {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_default()
 }
 
 /// Whether `st` (a socket's inode) is the one at `path`.

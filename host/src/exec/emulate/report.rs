@@ -173,6 +173,17 @@ pub(crate) fn advice(
                 Some(change),
             )
         }
+        Why::Linked(path) => (
+            format!(
+                "{} has other names (hard links) made before the job, which may lie outside \
+                 the writable places and which a change through this name would reach; have \
+                 the tool copy instead of link (UV_LINK_MODE=copy, pnpm's \
+                 package-import-method=copy, git clone --no-hardlinks), or copy the file over \
+                 itself outside the sandbox",
+                crate::escape::path(path)
+            ),
+            None,
+        ),
         Why::Unreadable => (
             "a process that made itself non-dumpable cannot have its call read".to_string(),
             None,
@@ -228,7 +239,7 @@ impl Tally {
 /// again in the program's stderr, is not named twice).
 pub(crate) fn names(tally: &Tally, path: &std::path::Path) -> bool {
     tally.seen.iter().any(|s| match &s.refused.why {
-        Why::Socket(p) | Why::Outside(Some(p)) => p == path,
+        Why::Socket(p) | Why::Outside(Some(p)) | Why::Linked(p) => p == path,
         _ => false,
     })
 }

@@ -150,6 +150,53 @@ impl Thread {
         std::fs::read_link(format!("/proc/{}/cwd", self.tid))
     }
 
+    /// The name of the object the thread's descriptor `fd` refers to, as seen from its own
+    /// root (EBADF when it has none).
+    pub(super) fn fd_name(&self, fd: u64) -> io::Result<std::path::PathBuf> {
+        let fd = fd as u32 as i32;
+        if fd < 0 {
+            return Err(ebadf());
+        }
+        std::fs::read_link(format!("/proc/{}/fd/{fd}", self.tid)).map_err(|e| {
+            match e.raw_os_error() {
+                Some(libc::ENOENT) => ebadf(),
+                _ => e,
+            }
+        })
+    }
+
+    /// The thread's file-mode creation mask (`Umask:` in `/proc/TID/status`).
+    pub(super) fn umask(&self) -> io::Result<u32> {
+        self.status()?
+            .lines()
+            .find_map(|l| l.strip_prefix("Umask:"))
+            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+            .ok_or_else(efault)
+    }
+
+    /// The thread's controlling terminal's device number (`tty_nr` of `/proc/TID/stat`), as
+    /// (major, minor); `None` when it has none.
+    pub(super) fn terminal(&self) -> Option<(u32, u32)> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.tid)).ok()?;
+        // The command name may hold anything: the fields start after its last ')'.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let nr: u32 = rest.split(' ').nth(4)?.parse().ok()?;
+        (nr != 0).then_some(((nr >> 8) & 0xfff, (nr & 0xff) | ((nr >> 12) & 0xfff00)))
+    }
+
+    /// One of the thread's descriptors that holds the terminal device `tty` (its controlling
+    /// terminal, for `/dev/tty`), opened `O_PATH` through `/proc/TID/fd/N`.
+    pub(super) fn descriptor_of(&self, tty: (u32, u32)) -> Option<OwnedFd> {
+        let dir = std::fs::read_dir(format!("/proc/{}/fd", self.tid)).ok()?;
+        dir.filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<u64>().ok())
+            .filter_map(|n| self.fd(n).ok())
+            .find(|fd| {
+                crate::sys::emulate::shape(std::os::fd::AsFd::as_fd(fd))
+                    .is_ok_and(|s| s.mode & libc::S_IFMT == libc::S_IFCHR && s.rdev == tty)
+            })
+    }
+
     /// The object the thread's descriptor `fd` refers to (EBADF when it has none).
     pub(super) fn fd(&self, fd: u64) -> io::Result<OwnedFd> {
         // The argument is a C int: its low 32 bits, as the kernel reads it.
@@ -236,6 +283,73 @@ impl Standing {
             Standing::Other => false,
         }
     }
+
+    /// Whether the thread may open the object `s` for what `access` asks (`O_RDONLY`,
+    /// `O_WRONLY`, `O_RDWR`; `write`: it also truncates): the host's own open decides where
+    /// the credentials are the same; else the file's mode bits for the thread's user.
+    pub(super) fn may_open(
+        &self,
+        s: &crate::sys::emulate::Shape,
+        access: i32,
+        write: bool,
+    ) -> bool {
+        let file = (s.uid, s.gid, s.mode);
+        match self {
+            Standing::Same => true,
+            Standing::FewerCapabilities(c) => {
+                let read = access != libc::O_WRONLY;
+                let write = write || access != libc::O_RDONLY;
+                (!read || c.mode_allows(file, libc::S_IRUSR))
+                    && (!write || c.mode_allows(file, libc::S_IWUSR))
+            }
+            Standing::Other => false,
+        }
+    }
+
+    /// Whether the thread may change the metadata of `s` as `op` asks: the host's own call
+    /// decides where the credentials are the same; without capabilities only the owner may
+    /// (to another owner never, to another group only one of its own), a strict reading of
+    /// the kernel's rules.
+    pub(super) fn may_change(
+        &self,
+        s: &crate::sys::emulate::Shape,
+        op: &super::decode::Op,
+    ) -> bool {
+        match self {
+            Standing::Same => true,
+            Standing::FewerCapabilities(c) => {
+                let uid = c.fsuid.parse::<u32>().ok();
+                if uid != Some(s.uid) {
+                    return false;
+                }
+                match op {
+                    super::decode::Op::Owner(u, g) => {
+                        (*u == u32::MAX || *u == s.uid)
+                            && (*g == u32::MAX
+                                || *g == s.gid
+                                || c.fsgid.parse::<u32>().ok() == Some(*g)
+                                || c.groups
+                                    .split_whitespace()
+                                    .any(|x| x.parse::<u32>().ok() == Some(*g)))
+                    }
+                    _ => true,
+                }
+            }
+            Standing::Other => false,
+        }
+    }
+
+    /// Whether the thread may make a name in the directory `s` (write and search).
+    pub(super) fn may_create_in(&self, s: &crate::sys::emulate::Shape) -> bool {
+        let file = (s.uid, s.gid, s.mode);
+        match self {
+            Standing::Same => true,
+            Standing::FewerCapabilities(c) => {
+                c.mode_allows(file, libc::S_IWUSR) && c.mode_allows(file, libc::S_IXUSR)
+            }
+            Standing::Other => false,
+        }
+    }
 }
 
 /// `PIDFD_THREAD` (Linux 6.9): a pidfd for a thread that need not lead its group.
@@ -273,7 +387,17 @@ impl Credentials {
 
     /// Whether the mode bits of a file (its owner, group and mode) let this user write it,
     /// without any capability.
-    fn mode_allows_write(&self, (owner, group, mode): (u32, u32, u32)) -> bool {
+    fn mode_allows_write(&self, file: (u32, u32, u32)) -> bool {
+        self.mode_allows(file, libc::S_IWUSR)
+    }
+
+    /// Whether the mode bits of a file let this user do what `owner_bit` (`S_IRUSR`,
+    /// `S_IWUSR`, `S_IXUSR`) stands for, without any capability.
+    pub(super) fn mode_allows(
+        &self,
+        (owner, group, mode): (u32, u32, u32),
+        owner_bit: u32,
+    ) -> bool {
         let uid = self.fsuid.parse::<u32>().ok();
         let gid = self.fsgid.parse::<u32>().ok();
         let mut groups = self
@@ -281,11 +405,11 @@ impl Credentials {
             .split_whitespace()
             .filter_map(|g| g.parse::<u32>().ok());
         let bit = if uid == Some(owner) {
-            libc::S_IWUSR
+            owner_bit
         } else if gid == Some(group) || groups.any(|g| g == group) {
-            libc::S_IWGRP
+            owner_bit >> 3
         } else {
-            libc::S_IWOTH
+            owner_bit >> 6
         };
         mode & bit != 0
     }
