@@ -1,8 +1,8 @@
 //! A file in the workspace that is another name (a hard link) of a file elsewhere is the same
 //! inode: Landlock and the view decide by path, so before the host made a job's opens that may
 //! write, a write through the workspace's name reached the other project (docs/isolation.md,
-//! "Hard links"). Each attack runs in the isolated tier (the default) and the contained one
-//! (`--isolation off`), as root and as uid 65534, dynamic and static programs, through
+//! "Hard links"). Each attack runs in the contained tier (`--isolation off`; the isolated
+//! tier does not claim these opens yet), as root and as uid 65534, dynamic and static programs, through
 //! `bash -c` in a bare environment; its control is the filtered tier (`--landlock off` too),
 //! where the write lands.
 
@@ -62,16 +62,17 @@ const RACE_C: &str = r#"
 #include <stdio.h>
 #include <unistd.h>
 #include <sys/syscall.h>
-static volatile int stop;
+static volatile int stop, swaps;
 static void *swap(void *x) {
-    while (!stop) syscall(SYS_renameat2, AT_FDCWD, "a", AT_FDCWD, "h", 2);
+    while (!stop) if (syscall(SYS_renameat2, AT_FDCWD, "a", AT_FDCWD, "h", 2) == 0) swaps++;
     return x;
 }
 int main(void) {
     pthread_t t;
     pthread_create(&t, NULL, swap, NULL);
     int opened = 0;
-    for (int i = 0; i < 3000; i++) {
+    while (swaps < 10) usleep(100);
+    for (int i = 0; i < 3000 || swaps < 1000; i++) {
         int fd = open("a", O_WRONLY | O_APPEND);
         if (fd >= 0) { opened++; if (write(fd, "X", 1) < 0) perror("write"); close(fd); }
     }
@@ -83,10 +84,8 @@ int main(void) {
 "#;
 
 /// The tiers a case runs in: (its name, the arguments that ask for it).
-const TIERS: [(&str, &[&str]); 2] = [
-    ("isolated", &["--profile", "shell"]),
-    ("contained", &["--profile", "shell", "--isolation", "off"]),
-];
+/// The isolated tier does not claim these opens yet (docs/isolation.md, "Hard links").
+const TIERS: [(&str, &[&str]); 1] = [("contained", &["--profile", "shell", "--isolation", "off"])];
 
 /// The control: the filtered tier, whose writes are not the host's.
 const FILTERED: &[&str] = &[

@@ -315,6 +315,12 @@ fn env_scrub_drops_host_secrets() {
         "TERM=dumb".into(),
         format!("USER={user}"),
     ];
+    // The package managers' copy modes (docs/isolation.md, "Hard links").
+    want.extend(
+        sandbox_host::exec::env::COPY_MODES
+            .iter()
+            .map(|(k, v)| format!("{k}={v}")),
+    );
     want.sort();
     assert_eq!(
         lines, want,

@@ -352,6 +352,12 @@ pub fn run(args: &[&str]) -> Result<()> {
         print!("{}", crate::bench_leaks::run(if quick { 5 } else { 21 })?);
         return Ok(());
     }
+    // `--opens`: only the section on the host's opens in a linked workspace, printed.
+    if args.contains(&"--opens") {
+        let (rounds, per) = if quick { (3, 3) } else { (7, 5) };
+        print!("{}", crate::bench_opens::run(rounds, per)?);
+        return Ok(());
+    }
     // `--landlock`: only the Landlock section, printed, not written.
     if args.contains(&"--landlock") {
         let (rounds, per) = if quick { (9, 10) } else { (15, 40) };

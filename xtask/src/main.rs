@@ -31,6 +31,7 @@ mod bench_learn;
 mod bench_mcp;
 mod bench_oci;
 mod bench_oneshot;
+mod bench_opens;
 mod bench_outer;
 mod bench_process_api;
 mod bench_proxy;

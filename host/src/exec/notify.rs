@@ -777,7 +777,11 @@ fn answer_emulated(
             super::emulate::flags(fd, c, places, &mut record)
         }
         Some(places) if kind == Some(super::emulate::Kind::Open) => {
-            super::emulate::write_open(fd, c, places, &mut record)
+            let nested = slot
+                .main
+                .get()
+                .is_some_and(|m| seccomp_filters(c.pid as i32) > seccomp_filters(m.pid));
+            super::emulate::write_open(fd, c, places, nested, &mut record)
         }
         Some(places) => super::emulate::answer(fd, c, places, &mut record),
         None => {
@@ -788,6 +792,19 @@ fn answer_emulated(
             crate::sys::notif_fail(fd, c.id, libc::EACCES);
         }
     }
+}
+
+/// How many seccomp filters thread `pid` runs under (`Seccomp_filters:` of its status; 0
+/// when it cannot be read).
+fn seccomp_filters(pid: i32) -> u32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Seccomp_filters:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// Credential changes glibc makes in *every* thread of the process (its `setxid` broadcast)

@@ -124,33 +124,24 @@ impl Claims {
         }
     }
 
-    /// The isolated tier's claims: the opens that may write, `truncate` and the metadata
-    /// calls (the view's writable mounts hold files that may have other names: module
-    /// `opens`), and `connect`, `sendto` with an address, `sendmsg` and `sendmmsg`, where the
-    /// profile lets the job make unix sockets; all where the host may take the job's
-    /// descriptors (the view covers the host's sockets bound before the job started, but not
-    /// one bound later, which a read-only mount does not keep from `connect`: module
-    /// `inview`).
+    /// The isolated tier's claims: `connect`, `sendto` with an address, `sendmsg` and
+    /// `sendmmsg`, where the profile lets the job make unix sockets and the host may take its
+    /// descriptors. The view covers the host's sockets bound before the job started, but not
+    /// one bound later, which a read-only mount does not keep from `connect` (module
+    /// `inview`). The opens that may write are not claimed here yet (docs/isolation.md,
+    /// "Hard links": the resolution in the job's namespace is built and tested, but claiming
+    /// them changed which spawners `serve` keeps).
     pub(crate) fn isolated(policy: &Policy) -> Claims {
-        // The profile first: a profile that writes nothing and makes no unix sockets needs
-        // no probe.
-        let writes = !opens(policy).is_empty();
-        if !(writes || makes_unix_sockets(policy)) || !can_take_descriptors() {
+        // The profile first: a profile without unix sockets needs no probe.
+        if !makes_unix_sockets(policy) || !can_take_descriptors() {
             return Claims::default();
         }
-        let (connect, send) = if makes_unix_sockets(policy) {
-            let connect = NATIVE
-                .syscall_number("connect")
-                .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
-            (connect, sends(policy))
-        } else {
-            (None, Vec::new())
-        };
+        let connect = NATIVE
+            .syscall_number("connect")
+            .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
         Claims {
             connect,
-            send,
-            metadata: if writes { numbers(policy) } else { Vec::new() },
-            opens: opens(policy),
+            send: sends(policy),
             ..Claims::default()
         }
     }
@@ -228,6 +219,20 @@ impl Claims {
             }
         }
         Ok(())
+    }
+
+    /// The claims a session's commands carry: these without the opens (module `opens`) and, in
+    /// the isolated tier, without the metadata calls: a session's commands leave
+    /// processes behind whose calls no command's supervisor answers once it ended, and an
+    /// open of `/dev/null` then failed; sessions keep the kernel's opens until the one
+    /// engine serves every process of a session (docs/sessions.md).
+    pub(crate) fn for_session(mut self, tier: Tier) -> Claims {
+        self.opens.clear();
+        // The isolated tier's metadata claims are for the files that opens would write.
+        if tier == Tier::Isolated {
+            self.metadata.clear();
+        }
+        self
     }
 
     /// Whether any call is claimed.

@@ -185,7 +185,11 @@ fn decide(listener: BorrowedFd<'_>, n: &libc::seccomp_notif, places: &Places) ->
     if places.shared(&shape) {
         return Answer::Refused(libc::EACCES, Why::Linked(places::name_of(fd.as_fd())));
     }
-    if !standing.may_change(&shape, &op) {
+    let owner = match op {
+        Op::Owner(u, g) => Some((u, g)),
+        _ => None,
+    };
+    if !standing.may_change(&shape, owner) {
         return Answer::Result(Err(errno(libc::EPERM)));
     }
     Answer::Result(perform(fd.as_fd(), followed, &op))
@@ -366,7 +370,45 @@ mod tests {
         // The view keeps metadata and flags: not claimed (the contained tier claims them).
         assert_eq!(claims.kind(chmod, &[0; 6]), None);
         assert_eq!(claims.kind(ioctl, &setflags), None);
+        // The contained tier claims opens that may write; reads, `O_EXCL` creations and
+        // `O_TMPFILE` not.
+        let openat = nr("openat");
+        let at = |flags: i32| [0, 0, flags as u64, 0, 0, 0];
         let contained = Claims::for_tier(&p, Tier::Contained);
+        for flags in [
+            libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC,
+            libc::O_RDWR,
+            libc::O_TRUNC,
+        ] {
+            assert_eq!(
+                contained.kind(openat, &at(flags)),
+                Some(Kind::Open),
+                "{flags:o}"
+            );
+        }
+        for flags in [
+            libc::O_RDONLY,
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+            libc::O_RDWR | libc::O_TMPFILE,
+        ] {
+            assert_eq!(contained.kind(openat, &at(flags)), None, "{flags:o}");
+        }
+        let mut filtered = outer("shell-network");
+        contained.add_to(&mut filtered).unwrap();
+        assert_eq!(filtered.decide(openat, &at(libc::O_WRONLY)), Action::Trap);
+        assert_eq!(filtered.decide(openat, &at(libc::O_RDONLY)), Action::Allow);
+        assert_eq!(
+            filtered.decide(openat, &at(libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL)),
+            Action::Allow
+        );
+        // A session's commands carry no open claims (docs/sessions.md).
+        assert_eq!(
+            contained
+                .clone()
+                .for_session(Tier::Contained)
+                .kind(openat, &at(libc::O_WRONLY)),
+            None
+        );
         assert_eq!(contained.kind(chmod, &[0; 6]), Some(Kind::Metadata));
         // A profile that makes no unix sockets: nothing.
         for name in ["shell", "minimal"] {

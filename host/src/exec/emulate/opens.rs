@@ -88,6 +88,8 @@ enum Plan {
     Done(io::Result<()>),
     /// A FIFO opened to write only: it waits for a reader, on a thread of its own.
     Fifo(OwnedFd, i32),
+    /// The kernel makes the call (a job that stacked restrictions of its own: below).
+    Continue,
 }
 
 /// How many times a name that appears or vanishes between the host's steps is looked up
@@ -96,10 +98,17 @@ const ROUNDS: usize = 8;
 
 /// Carries out one waiting open or `truncate` of a job whose writable places are `places`,
 /// and answers it. A refusal is given to `record` before the answer.
+///
+/// `nested`: the thread runs under more seccomp filters than the job's program started with,
+/// so it stacked restrictions of its own (a sandbox inside this one, whose Landlock domain
+/// the host's open would not carry). Its opens are checked for a shared file and then made
+/// by the kernel (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`), which applies every domain; the race
+/// the host's own open closes is open again for such a thread (docs/isolation.md).
 pub(crate) fn open(
     listener: BorrowedFd<'_>,
     n: &libc::seccomp_notif,
     places: &Places,
+    nested: bool,
     record: &mut dyn FnMut(Refused),
 ) {
     let nr = n.data.nr as u32;
@@ -108,7 +117,7 @@ pub(crate) fn open(
         crate::sys::notif_fail(listener, n.id, libc::ENOSYS);
         return;
     }
-    let plan = plan(n, name, places);
+    let plan = plan(n, name, places, nested);
     // Everything about the thread was read through its id: it must still be the thread
     // whose call waits.
     if !crate::sys::notif_id_valid(listener, n.id) {
@@ -136,10 +145,19 @@ pub(crate) fn open(
             let _ = crate::sys::notif_send(listener, &resp);
         }
         Plan::Fifo(object, flags) => fifo(listener, n.id, object, flags),
+        Plan::Continue => {
+            let resp = libc::seccomp_notif_resp {
+                id: n.id,
+                val: 0,
+                error: 0,
+                flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+            };
+            let _ = crate::sys::notif_send(listener, &resp);
+        }
     }
 }
 
-fn plan(n: &libc::seccomp_notif, name: &str, places: &Places) -> Plan {
+fn plan(n: &libc::seccomp_notif, name: &str, places: &Places, nested: bool) -> Plan {
     let Ok(t) = Thread::open(n.pid) else {
         return Plan::Refused(libc::EPERM, Why::Unreadable);
     };
@@ -160,6 +178,17 @@ fn plan(n: &libc::seccomp_notif, name: &str, places: &Places) -> Plan {
     };
     let root = root.as_ref().map(|r| r.as_fd());
     let follow = call.flags & libc::O_NOFOLLOW == 0;
+    if nested {
+        return match resolve::object(&t, root, call.dir, &call.path, follow) {
+            Ok(object) => match crate::sys::emulate::shape(object.as_fd()) {
+                Ok(s) if places.shared(&s) => {
+                    Plan::Refused(libc::EACCES, Why::Linked(name_of(object.as_fd())))
+                }
+                _ => Plan::Continue,
+            },
+            Err(_) => Plan::Continue,
+        };
+    }
     let mut path = call.path.clone();
     let mut dir = call.dir;
     for _ in 0..ROUNDS {

@@ -78,11 +78,13 @@ impl Places {
         }
     }
 
-    /// The same places with the deny list `deny` (resolved once).
+    /// The same places with the deny list `deny`: the paths that exist now, resolved once
+    /// (Landlock's carve-out, like the view's covers, keeps out only those that existed when
+    /// the job was planned).
     pub(crate) fn with_denied(mut self, deny: &[PathBuf]) -> Places {
         self.deny = deny
             .iter()
-            .map(|d| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone()))
+            .filter_map(|d| std::fs::canonicalize(d).ok())
             .collect();
         self
     }

@@ -310,30 +310,28 @@ impl Standing {
     /// decides where the credentials are the same; without capabilities only the owner may
     /// (to another owner never, to another group only one of its own), a strict reading of
     /// the kernel's rules.
+    /// `owner`: the owner and group a `chown` asks for (`u32::MAX`: unchanged).
     pub(super) fn may_change(
         &self,
         s: &crate::sys::emulate::Shape,
-        op: &super::decode::Op,
+        owner: Option<(u32, u32)>,
     ) -> bool {
         match self {
             Standing::Same => true,
             Standing::FewerCapabilities(c) => {
-                let uid = c.fsuid.parse::<u32>().ok();
-                if uid != Some(s.uid) {
+                if c.fsuid.parse::<u32>().ok() != Some(s.uid) {
                     return false;
                 }
-                match op {
-                    super::decode::Op::Owner(u, g) => {
-                        (*u == u32::MAX || *u == s.uid)
-                            && (*g == u32::MAX
-                                || *g == s.gid
-                                || c.fsgid.parse::<u32>().ok() == Some(*g)
-                                || c.groups
-                                    .split_whitespace()
-                                    .any(|x| x.parse::<u32>().ok() == Some(*g)))
-                    }
-                    _ => true,
-                }
+                let mine = |g: u32| {
+                    g == s.gid
+                        || c.fsgid.parse::<u32>().ok() == Some(g)
+                        || c.groups
+                            .split_whitespace()
+                            .any(|x| x.parse::<u32>().ok() == Some(g))
+                };
+                owner.is_none_or(|(u, g)| {
+                    (u == u32::MAX || u == s.uid) && (g == u32::MAX || mine(g))
+                })
             }
             Standing::Other => false,
         }
