@@ -1,8 +1,8 @@
 //! A file in the workspace that is another name (a hard link) of a file elsewhere is the same
 //! inode: Landlock and the view decide by path, so before the host made a job's opens that may
 //! write, a write through the workspace's name reached the other project (docs/isolation.md,
-//! "Hard links"). Each attack runs in the contained tier (`--isolation off`; the isolated
-//! tier does not claim these opens yet), as root and as uid 65534, dynamic and static programs, through
+//! "Hard links"). Each attack runs in the isolated tier (the default) and the contained one
+//! (`--isolation off`), as root and as uid 65534, dynamic and static programs, through
 //! `bash -c` in a bare environment; its control is the filtered tier (`--landlock off` too),
 //! where the write lands.
 
@@ -84,8 +84,10 @@ int main(void) {
 "#;
 
 /// The tiers a case runs in: (its name, the arguments that ask for it).
-/// The isolated tier does not claim these opens yet (docs/isolation.md, "Hard links").
-const TIERS: [(&str, &[&str]); 1] = [("contained", &["--profile", "shell", "--isolation", "off"])];
+const TIERS: [(&str, &[&str]); 2] = [
+    ("isolated", &["--profile", "shell"]),
+    ("contained", &["--profile", "shell", "--isolation", "off"]),
+];
 
 /// The control: the filtered tier, whose writes are not the host's.
 const FILTERED: &[&str] = &[
@@ -516,4 +518,70 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// A session's commands are served by the same supervisor: a linked file made before the
+/// session is refused in each tier; a link made by an earlier command of the session is the
+/// session's own and may be written; a background process left by a command still has its
+/// opens made.
+#[test]
+fn a_sessions_commands_do_not_write_through_a_linked_file() {
+    for who in BOTH {
+        for (tier, args) in TIERS {
+            let outside = owned_dir(who, "links-session-out");
+            let ws = owned_dir(who, "links-session-ws");
+            let f = linked(who, outside.path(), ws.path(), "victim");
+            let start = common::command(who, common::SANDBOX)
+                .args(["session", "start", "--allow-root"])
+                .args(args)
+                .current_dir(ws.path())
+                .output()
+                .unwrap();
+            assert!(start.status.success(), "{who:?} {tier}: {}", text(&start));
+            let id = String::from_utf8_lossy(&start.stdout).trim().to_string();
+            let cmd = |script: &str| {
+                common::command(who, common::SANDBOX)
+                    .args(["run", "--session", &id, "--", "bash", "-c", script])
+                    .current_dir(ws.path())
+                    .output()
+                    .unwrap()
+            };
+            let o = cmd("echo evil >> victim; echo rc $?");
+            assert!(
+                String::from_utf8_lossy(&o.stdout).contains("rc 1"),
+                "{who:?} {tier}: {}",
+                text(&o)
+            );
+            assert!(
+                String::from_utf8_lossy(&o.stderr).contains("victim has other names"),
+                "{who:?} {tier}: {}",
+                text(&o)
+            );
+            assert!(untouched(&f), "{who:?} {tier}");
+            let o = cmd("echo a > own && ln own own2");
+            assert!(o.status.success(), "{who:?} {tier}: {}", text(&o));
+            let o = cmd("echo b >> own2 && cat own");
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout),
+                "a\nb\n",
+                "{who:?} {tier}: {}",
+                text(&o)
+            );
+            // A process the command leaves behind opens after the command ended.
+            let o = cmd("(sleep 0.5; echo late > late) >/dev/null 2>&1 &");
+            assert!(o.status.success(), "{who:?} {tier}: {}", text(&o));
+            let o = cmd("sleep 1.5; cat late");
+            assert_eq!(
+                String::from_utf8_lossy(&o.stdout),
+                "late\n",
+                "{who:?} {tier}: {}",
+                text(&o)
+            );
+            let end = common::command(who, common::SANDBOX)
+                .args(["session", "end", &id])
+                .output()
+                .unwrap();
+            assert!(end.status.success(), "{who:?} {tier}: {}", text(&end));
+        }
+    }
 }

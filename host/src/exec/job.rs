@@ -319,7 +319,7 @@ impl Job {
                     && recorder.is_none()
                     && crate::platform::seccomp_listener().is_ok() =>
             {
-                let claims = super::emulate::Claims::for_tier(policy, tier).for_session(tier);
+                let claims = super::emulate::Claims::for_tier(policy, tier);
                 // The rule tables' room does not depend on the path buffer's address, which
                 // the resident tells only once it runs.
                 (claims.any() && claims.attached_program(policy, 0).is_some()).then_some(claims)

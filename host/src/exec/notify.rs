@@ -526,6 +526,11 @@ impl Known {
         Some(Arc::clone(slot))
     }
 
+    /// Forgets the threads of requests that ended (no one else holds their slot).
+    fn forget_finished(&mut self) {
+        self.map.retain(|_, t| Arc::strong_count(&t.slot) > 1);
+    }
+
     fn insert(&mut self, tid: i32, slot: &Arc<Slot>) {
         let Ok(pidfd) = crate::sys::pidfd_open(tid, PIDFD_THREAD) else {
             return;
@@ -536,7 +541,7 @@ impl Known {
         };
         // Entries of finished requests hold descriptors for nothing: they go first, so the
         // cache holds at most the threads of running requests (and never more than the cap).
-        self.map.retain(|_, t| Arc::strong_count(&t.slot) > 1);
+        self.forget_finished();
         if self.map.len() >= KNOWN_MAX {
             self.map.clear();
         }
@@ -610,6 +615,16 @@ pub(crate) fn supervise(
             let mut orphans: Vec<i32> = Vec::new();
             let mut known = Known::default();
             loop {
+                if pending.is_empty() && !known.map.is_empty() {
+                    // Threads are remembered (a pidfd each): wake within a second to forget
+                    // those of requests that ended meanwhile, so that no descriptor outlives
+                    // its request for long.
+                    if crate::sys::poll_one(fd, libc::POLLIN, 1000).unwrap_or(0) & libc::POLLIN == 0
+                    {
+                        known.forget_finished();
+                        continue;
+                    }
+                }
                 if pending.is_empty() {
                     // Nothing waits for a claim: block in the kernel until a call comes (one
                     // system call per refused call instead of two).

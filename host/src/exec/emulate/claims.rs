@@ -132,16 +132,25 @@ impl Claims {
     /// "Hard links": the resolution in the job's namespace is built and tested, but claiming
     /// them changed which spawners `serve` keeps).
     pub(crate) fn isolated(policy: &Policy) -> Claims {
-        // The profile first: a profile without unix sockets needs no probe.
-        if !makes_unix_sockets(policy) || !can_take_descriptors() {
+        // The profile first: a profile that writes nothing and makes no unix sockets needs
+        // no probe.
+        let writes = !opens(policy).is_empty();
+        if !(writes || makes_unix_sockets(policy)) || !can_take_descriptors() {
             return Claims::default();
         }
-        let connect = NATIVE
-            .syscall_number("connect")
-            .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
+        let (connect, send) = if makes_unix_sockets(policy) {
+            let connect = NATIVE
+                .syscall_number("connect")
+                .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
+            (connect, sends(policy))
+        } else {
+            (None, Vec::new())
+        };
         Claims {
             connect,
-            send: sends(policy),
+            send,
+            metadata: if writes { numbers(policy) } else { Vec::new() },
+            opens: opens(policy),
             ..Claims::default()
         }
     }
@@ -219,20 +228,6 @@ impl Claims {
             }
         }
         Ok(())
-    }
-
-    /// The claims a session's commands carry: these without the opens (module `opens`) and, in
-    /// the isolated tier, without the metadata calls: a session's commands leave
-    /// processes behind whose calls no command's supervisor answers once it ended, and an
-    /// open of `/dev/null` then failed; sessions keep the kernel's opens until the one
-    /// engine serves every process of a session (docs/sessions.md).
-    pub(crate) fn for_session(mut self, tier: Tier) -> Claims {
-        self.opens.clear();
-        // The isolated tier's metadata claims are for the files that opens would write.
-        if tier == Tier::Isolated {
-            self.metadata.clear();
-        }
-        self
     }
 
     /// Whether any call is claimed.
