@@ -261,6 +261,10 @@ try: os.open("d", os.O_WRONLY)
 except OSError as e: print("dir", errno.errorcode[e.errno])
 try: os.open("/dev/tty", os.O_RDWR)
 except OSError as e: print("tty", errno.errorcode[e.errno])
+f = os.open("new2", os.O_WRONLY | os.O_NOFOLLOW | os.O_APPEND); os.write(f, b"nofollow"); print("nofollow", open("new2").read())
+os.symlink("new2", "sym")
+try: os.open("sym", os.O_WRONLY | os.O_NOFOLLOW)
+except OSError as e: print("symlink", errno.errorcode[e.errno])
 '
 mkfifo p; (sleep 0.2; cat p) & echo through-fifo > p; wait
 echo gone > /dev/null && echo devnull
@@ -287,6 +291,8 @@ fn ordinary_writes_in_the_workspace_work_as_before() {
                 "excl EEXIST\n",
                 "dir EISDIR\n",
                 "tty ENXIO\n",
+                "nofollow nofollow\n",
+                "symlink ELOOP\n",
                 "through-fifo\n",
                 "devnull\n",
                 "mine more \n",

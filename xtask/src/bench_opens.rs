@@ -4,11 +4,12 @@
 //! real tools (`uv` and `pnpm` on `PATH`, or `BENCH_LINK_TOOLS`: a directory with
 //! `venv/bin/uv` and `node_modules/.bin/pnpm`, as `host/tests/hard_links.rs` installs them).
 //!
-//! Each workload is a whole `sandbox run --profile shell` as root in the default (isolated)
-//! tier, its CPU time (user + system of the `sandbox` process and its children), in
-//! interleaved rounds: the build measured (`BENCH_SANDBOX`, else the shipped build), the build
-//! before it (`BENCH_SANDBOX_BASE`, when given: the A/B), and the same build in the filtered
-//! tier (`--isolation off --landlock off`: nothing claimed).
+//! Each workload is a whole `sandbox run --profile shell` as root, its CPU time (user +
+//! system of the `sandbox` process and its children), in interleaved rounds: the build
+//! measured (`BENCH_SANDBOX`, else the shipped build) and the build before it
+//! (`BENCH_SANDBOX_BASE`, when given: the A/B), each in the isolated tier (the default) and
+//! the contained one (`--isolation off`), and the same build in the filtered tier
+//! (`--isolation off --landlock off`: nothing claimed).
 
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
@@ -132,10 +133,15 @@ pub fn run(rounds: usize, per: usize) -> Result<String> {
             .unwrap_or_default()
     };
     let load_before = load(());
-    let mut variants: Vec<(String, PathBuf, Vec<&str>)> =
-        vec![("this build, isolated".into(), sandbox.clone(), vec![])];
-    if let Some(b) = &base {
-        variants.push(("the build before, isolated".into(), b.clone(), vec![]));
+    let mut variants: Vec<(String, PathBuf, Vec<&str>)> = Vec::new();
+    for (tier, args) in [
+        ("isolated", vec![]),
+        ("contained", vec!["--isolation", "off"]),
+    ] {
+        variants.push((format!("this build, {tier}"), sandbox.clone(), args.clone()));
+        if let Some(b) = &base {
+            variants.push((format!("the build before, {tier}"), b.clone(), args));
+        }
     }
     variants.push((
         "this build, filtered".into(),

@@ -18,7 +18,9 @@
 //!
 //! A process whose chain leads to a child of the resident that is not registered yet (a
 //! command between its clone and the host's `started`) waits for it, at most
-//! [`REGISTERING`]. Anything else (a background process whose command has ended) belongs to no
+//! [`REGISTERING`] (a command's first process leads a process group or session of its own
+//! before its program runs; a child of the resident that leads none is an adopted background
+//! process). Anything else (a background process whose command has ended) belongs to no
 //! running command: its calls are refused by the session's rules and counted for the session
 //! ([`Routes::unowned`]), named when the session ends (a `tracing` warning), not in any
 //! command's result.
@@ -100,7 +102,16 @@ impl Routes {
                 return Found::Command(Arc::clone(s));
             }
             match stat(p) {
-                Some((parent, _)) if parent == self.resident => return Found::Registering,
+                // A command's first process leads a group (or session) of its own from
+                // before its program runs: a child of the resident that leads none is a
+                // background process of an ended command, adopted by the resident.
+                Some((parent, group)) if parent == self.resident => {
+                    return if group == p {
+                        Found::Registering
+                    } else {
+                        Found::Nobody
+                    };
+                }
                 Some((parent, _)) if parent > 1 => p = parent,
                 _ => return Found::Nobody,
             }

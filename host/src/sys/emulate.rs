@@ -443,7 +443,11 @@ pub(crate) fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int) -> io::Result<Owned
     let rc = unsafe {
         libc::open(
             path.as_ptr(),
-            (flags & !(libc::O_CREAT | libc::O_EXCL)) | libc::O_NOCTTY | libc::O_CLOEXEC,
+            // O_NOFOLLOW would refuse the magic link itself (ELOOP): the object is the one
+            // held, which the caller resolved as the job's call would.
+            (flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_DIRECTORY))
+                | libc::O_NOCTTY
+                | libc::O_CLOEXEC,
         )
     };
     if rc < 0 {

@@ -110,6 +110,11 @@ pub(crate) fn flags(
     if let Err(why) = places.locate(file.as_fd()) {
         return refuse(record, libc::EACCES, why);
     }
+    // A file with other names made before the job (docs/isolation.md, "Hard links").
+    if crate::sys::emulate::shape(file.as_fd()).is_ok_and(|s| places.shared(&s)) {
+        let name = super::places::name_of(file.as_fd());
+        return refuse(record, libc::EACCES, Why::Linked(name));
+    }
     // An argument that cannot be read is passed as NULL: the kernel answers EFAULT where it
     // would read it, and first what it answers before (ENOTTY where the file system has no
     // such ioctl, EOPNOTSUPP where the kernel has no fs-verity).
