@@ -155,12 +155,9 @@ fn decide(listener: BorrowedFd<'_>, n: &libc::seccomp_notif, places: &Places) ->
             return Answer::Result(Err(errno(libc::EBADF)));
         }
     }
-    let root = match places.view {
-        Some(_) => match thread.root() {
-            Ok(r) => Some(r),
-            Err(e) => return Answer::Result(Err(e)),
-        },
-        None => None,
+    let root = match places.root_of(&thread) {
+        Ok(r) => r,
+        Err(e) => return Answer::Result(Err(e)),
     };
     let root = root.as_ref().map(|r| r.as_fd());
     let opened = open(&thread, root, &target);

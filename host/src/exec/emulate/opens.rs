@@ -169,12 +169,9 @@ fn plan(n: &libc::seccomp_notif, name: &str, places: &Places, nested: bool) -> P
     if let Standing::Other = standing {
         return Plan::Refused(libc::EPERM, Why::Credentials);
     }
-    let root = match places.view {
-        Some(_) => match t.root() {
-            Ok(r) => Some(r),
-            Err(e) => return Plan::Fail(err(e)),
-        },
-        None => None,
+    let root = match places.root_of(&t) {
+        Ok(r) => r,
+        Err(e) => return Plan::Fail(err(e)),
     };
     let root = root.as_ref().map(|r| r.as_fd());
     let follow = call.flags & libc::O_NOFOLLOW == 0;

@@ -129,6 +129,18 @@ impl Places {
             && s.born.is_none_or(|b| b < self.since)
     }
 
+    /// The root of the job's mount namespace, where its paths are resolved: for a job of the
+    /// isolated tier, the thread's `/proc/TID/root`; `None` where the job's root is the host's.
+    pub(super) fn root_of(
+        &self,
+        t: &super::target::Thread,
+    ) -> std::io::Result<Option<std::os::fd::OwnedFd>> {
+        match self.view {
+            Some(_) => t.root().map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// Whether the object `fd` holds lies in one of the writable places, seen from the job's
     /// root `root` in the isolated tier (`None`: the job's root is the host's). In the
     /// isolated tier an object on one of the job's private mounts is its own; one elsewhere is
@@ -148,16 +160,8 @@ impl Places {
         let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
             .map_err(|_| Why::Outside(None))?;
         let bytes = link.as_os_str().as_bytes();
-        if !bytes.starts_with(b"/") {
-            return Ok(());
-        }
-        if let Some(gone) = bytes.strip_suffix(b" (deleted)") {
-            let name = Path::new(std::ffi::OsStr::from_bytes(gone)).to_path_buf();
-            return if st.st_nlink == 0 {
-                Ok(())
-            } else {
-                Err(Why::Outside(Some(name)))
-            };
+        if let Some(answer) = nameless(bytes, &st) {
+            return answer;
         }
         if !self.holds(&link) {
             return Err(Why::Outside(Some(link)));
@@ -193,19 +197,12 @@ impl Places {
         let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
             .map_err(|_| Why::Outside(None))?;
         let bytes = link.as_os_str().as_bytes();
-        // `pipe:[N]`, `socket:[N]`, `anon_inode:...`: reachable by no path.
         if !bytes.starts_with(b"/") {
             return Ok(());
         }
         let st = crate::sys::emulate::fstat(fd).map_err(|_| Why::Outside(None))?;
-        if let Some(gone) = bytes.strip_suffix(b" (deleted)") {
-            // Unlinked: harmless once no other name leads to it.
-            let name = Path::new(std::ffi::OsStr::from_bytes(gone)).to_path_buf();
-            return if st.st_nlink == 0 {
-                Ok(())
-            } else {
-                Err(Why::Outside(Some(name)))
-            };
+        if let Some(answer) = nameless(bytes, &st) {
+            return answer;
         }
         if !self.holds(&link) {
             return Err(Why::Outside(Some(link)));
@@ -247,6 +244,23 @@ pub(crate) struct Refused {
     pub nr: u32,
     /// Why.
     pub why: Why,
+}
+
+/// The answer for an object whose kernel name `name` is no path: `pipe:[N]`, `socket:[N]`,
+/// `anon_inode:...` are reachable by no path; a file unlinked (`... (deleted)`) is harmless
+/// once no other name leads to it. `None` for a path.
+fn nameless(name: &[u8], st: &libc::stat) -> Option<Result<(), Why>> {
+    if !name.starts_with(b"/") {
+        return Some(Ok(()));
+    }
+    let gone = name.strip_suffix(b" (deleted)")?;
+    Some(if st.st_nlink == 0 {
+        Ok(())
+    } else {
+        Err(Why::Outside(Some(
+            Path::new(std::ffi::OsStr::from_bytes(gone)).to_path_buf(),
+        )))
+    })
 }
 
 /// The device and inode of each of `landlock::DEVICES`, read once.
