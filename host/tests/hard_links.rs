@@ -267,6 +267,8 @@ try: os.open("sym", os.O_WRONLY | os.O_NOFOLLOW)
 except OSError as e: print("symlink", errno.errorcode[e.errno])
 '
 mkfifo p; (sleep 0.2; cat p) & echo through-fifo > p; wait
+mkdir sub && cd sub && echo up > ../up && cd .. && cat up
+T=${TMPDIR:-/tmp}; ln -s "$T/abs-target" abs && echo absolute > abs && cat "$T/abs-target"
 echo gone > /dev/null && echo devnull
 echo to-stderr > /dev/stderr
 echo mine > linked-here; ln linked-here second; echo more >> second; cat linked-here | tr '\n' ' '; echo
@@ -296,6 +298,8 @@ fn ordinary_writes_in_the_workspace_work_as_before() {
                 "through-fifo\n",
                 "devnull\n",
                 "mine more \n",
+                "up\n",
+                "absolute\n",
                 "1\n",
             ] {
                 assert!(

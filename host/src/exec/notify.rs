@@ -317,6 +317,9 @@ pub(crate) struct Slot {
     places: OnceLock<super::emulate::Places>,
     /// The metadata calls it refused.
     emulated: Mutex<super::emulate::Tally>,
+    /// How many seccomp filters its program started under, read at its first claimed open
+    /// (module `emulate::opens`: a thread under more stacked restrictions of its own).
+    main_filters: OnceLock<u32>,
 }
 
 impl Slot {
@@ -340,6 +343,7 @@ impl Slot {
             state: Mutex::default(),
             places: OnceLock::new(),
             emulated: Mutex::default(),
+            main_filters: OnceLock::new(),
         };
         if let Some(m) = main {
             let _ = slot.main.set(m);
@@ -399,6 +403,7 @@ impl Registration {
                 state: Mutex::default(),
                 places: OnceLock::new(),
                 emulated: Mutex::default(),
+                main_filters: OnceLock::new(),
             }),
             keys: Vec::new(),
         };
@@ -792,11 +797,11 @@ fn answer_emulated(
             super::emulate::flags(fd, c, places, &mut record)
         }
         Some(places) if kind == Some(super::emulate::Kind::Open) => {
-            let nested = slot
+            let main = slot
                 .main
                 .get()
-                .is_some_and(|m| seccomp_filters(c.pid as i32) > seccomp_filters(m.pid));
-            super::emulate::write_open(fd, c, places, nested, &mut record)
+                .map(|m| *slot.main_filters.get_or_init(|| seccomp_filters(m.pid)));
+            super::emulate::write_open(fd, c, places, main, &mut record)
         }
         Some(places) => super::emulate::answer(fd, c, places, &mut record),
         None => {
@@ -814,11 +819,7 @@ fn answer_emulated(
 fn seccomp_filters(pid: i32) -> u32 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Seccomp_filters:"))
-                .and_then(|v| v.trim().parse().ok())
-        })
+        .and_then(|s| super::emulate::filters_in(&s))
         .unwrap_or(0)
 }
 

@@ -351,10 +351,32 @@ pub(crate) fn open_in_root(
     path: &CStr,
     extra: libc::c_int,
 ) -> io::Result<OwnedFd> {
+    open_resolved(root, path, extra, libc::RESOLVE_IN_ROOT)
+}
+
+/// `openat2(dir, path, O_PATH | O_CLOEXEC | extra)` that stays beneath `dir`
+/// (`RESOLVE_BENEATH`: `EXDEV` where `..`, an absolute path or an absolute symlink would
+/// leave it) and follows no magic link: a relative path of an isolated job resolved from the
+/// directory the thread holds, which gives the object the thread's own call reaches whenever
+/// it succeeds (the same components from the same directory in the same mounts).
+pub(crate) fn open_beneath(
+    dir: BorrowedFd<'_>,
+    path: &CStr,
+    extra: libc::c_int,
+) -> io::Result<OwnedFd> {
+    open_resolved(dir, path, extra, libc::RESOLVE_BENEATH)
+}
+
+fn open_resolved(
+    root: BorrowedFd<'_>,
+    path: &CStr,
+    extra: libc::c_int,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
     let how = OpenHow {
         flags: (libc::O_PATH | libc::O_CLOEXEC | extra) as u64,
         mode: 0,
-        resolve: libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+        resolve: resolve | libc::RESOLVE_NO_MAGICLINKS,
     };
     // SAFETY: a NUL-terminated path and a properly sized `open_how`, both live for the call.
     let fd = unsafe {

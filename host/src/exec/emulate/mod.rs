@@ -54,7 +54,7 @@ mod target;
 pub(crate) use claims::can_take_descriptors;
 pub(crate) use claims::{Claims, Kind, Tier};
 pub(crate) use flags::flags;
-pub(crate) use opens::open as write_open;
+pub(crate) use opens::{filters_in, open as write_open};
 pub(crate) use peer::peer;
 pub(crate) use places::{Places, Refused, View, Why};
 pub(crate) use report::{advice, late_sockets_undelegable, names, undelegable, unguarded, Tally};

@@ -99,8 +99,8 @@ const ROUNDS: usize = 8;
 /// Carries out one waiting open or `truncate` of a job whose writable places are `places`,
 /// and answers it. A refusal is given to `record` before the answer.
 ///
-/// `nested`: the thread runs under more seccomp filters than the job's program started with,
-/// so it stacked restrictions of its own (a sandbox inside this one, whose Landlock domain
+/// `main_filters`: how many seccomp filters the job's program started under. A thread under
+/// more stacked restrictions of its own (a sandbox inside this one, whose Landlock domain
 /// the host's open would not carry). Its opens are checked for a shared file and then made
 /// by the kernel (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`), which applies every domain; the race
 /// the host's own open closes is open again for such a thread (docs/isolation.md).
@@ -108,7 +108,7 @@ pub(crate) fn open(
     listener: BorrowedFd<'_>,
     n: &libc::seccomp_notif,
     places: &Places,
-    nested: bool,
+    main_filters: Option<u32>,
     record: &mut dyn FnMut(Refused),
 ) {
     let nr = n.data.nr as u32;
@@ -117,7 +117,7 @@ pub(crate) fn open(
         crate::sys::notif_fail(listener, n.id, libc::ENOSYS);
         return;
     }
-    let plan = plan(n, name, places, nested);
+    let plan = plan(n, name, places, main_filters);
     // Everything about the thread was read through its id: it must still be the thread
     // whose call waits.
     if !crate::sys::notif_id_valid(listener, n.id) {
@@ -157,7 +157,15 @@ pub(crate) fn open(
     }
 }
 
-fn plan(n: &libc::seccomp_notif, name: &str, places: &Places, nested: bool) -> Plan {
+/// The `Seccomp_filters:` count of a `/proc/PID/status` text.
+pub(crate) fn filters_in(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Seccomp_filters:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn plan(n: &libc::seccomp_notif, name: &str, places: &Places, main_filters: Option<u32>) -> Plan {
     let Ok(t) = Thread::open(n.pid) else {
         return Plan::Refused(libc::EPERM, Why::Unreadable);
     };
@@ -165,10 +173,15 @@ fn plan(n: &libc::seccomp_notif, name: &str, places: &Places, nested: bool) -> P
         Ok(c) => c,
         Err(e) => return Plan::Fail(err(e)),
     };
-    let standing = t.standing();
+    // The thread's status, read once: its credentials, filters and mode mask.
+    let Ok(status) = t.status() else {
+        return Plan::Refused(libc::EPERM, Why::Unreadable);
+    };
+    let standing = t.standing_in(&status);
     if let Standing::Other = standing {
         return Plan::Refused(libc::EPERM, Why::Credentials);
     }
+    let nested = main_filters.is_some_and(|m| filters_in(&status).unwrap_or(0) > m);
     let root = match places.root_of(&t) {
         Ok(r) => r,
         Err(e) => return Plan::Fail(err(e)),
@@ -196,7 +209,7 @@ fn plan(n: &libc::seccomp_notif, name: &str, places: &Places, nested: bool) -> P
                     && call.flags & libc::O_CREAT != 0
                     && call.truncate.is_none() =>
             {
-                match create(&t, &standing, dir, &path, &call, places, root) {
+                match create(&t, &standing, &status, dir, &path, &call, places, root) {
                     Created::Plan(p) => return p,
                     // Made meanwhile: open what is there now.
                     Created::Exists => {}
@@ -336,9 +349,11 @@ enum Created {
 
 /// Makes the file `path` names, which did not exist: in its directory, which must lie in a
 /// writable place, never over a name that exists.
+#[allow(clippy::too_many_arguments)]
 fn create(
     t: &Thread,
     standing: &Standing,
+    status: &str,
     dir: Option<u64>,
     path: &CStr,
     call: &Call,
@@ -380,7 +395,7 @@ fn create(
         Ok(d) => d,
         Err(e) => return Created::Plan(Plan::Fail(err(e))),
     };
-    let mask = t.umask().unwrap_or(0o022);
+    let mask = super::target::umask_in(status).unwrap_or(0o022);
     let mode = call.mode & 0o7777 & !mask;
     let flags = call.flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_TRUNC);
     match crate::sys::emulate::create_at(dir.as_fd(), &last, flags, mode) {

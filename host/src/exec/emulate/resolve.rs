@@ -52,11 +52,22 @@ pub(super) fn object(
     if bytes.first() == Some(&b'/') {
         return crate::sys::emulate::open_in_root(root, path, nofollow);
     }
-    // A relative path starts at the directory's name in the job's namespace, which must still
-    // lead to the directory the thread holds (one renamed or removed meanwhile fails closed).
-    let (name, held) = match dir {
-        Some(fd) => (t.fd_name(fd)?, t.fd(fd)?),
-        None => (t.cwd_name()?, t.cwd()?),
+    // A relative path that stays beneath the directory the thread holds resolves from it
+    // as the thread's own call would (most do: `out.o`, `src/x.rs`).
+    let held = match dir {
+        Some(fd) => t.fd(fd)?,
+        None => t.cwd()?,
+    };
+    match crate::sys::emulate::open_beneath(held.as_fd(), path, nofollow) {
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
+        r => return r,
+    }
+    // One that leaves it (`..`, an absolute symlink) starts at the directory's name in the
+    // job's namespace, which must still lead to the directory the thread holds (one renamed
+    // or removed meanwhile fails closed).
+    let name = match dir {
+        Some(fd) => t.fd_name(fd)?,
+        None => t.cwd_name()?,
     };
     let name = name.as_os_str().as_bytes();
     if name.first() != Some(&b'/') {

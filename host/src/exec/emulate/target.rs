@@ -165,15 +165,6 @@ impl Thread {
         })
     }
 
-    /// The thread's file-mode creation mask (`Umask:` in `/proc/TID/status`).
-    pub(super) fn umask(&self) -> io::Result<u32> {
-        self.status()?
-            .lines()
-            .find_map(|l| l.strip_prefix("Umask:"))
-            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-            .ok_or_else(efault)
-    }
-
     /// The thread's controlling terminal's device number (`tty_nr` of `/proc/TID/stat`), as
     /// (major, minor); `None` when it has none.
     pub(super) fn terminal(&self) -> Option<(u32, u32)> {
@@ -245,11 +236,28 @@ impl Thread {
     /// The thread's credentials against the host's, read once (two `status` reads), for a
     /// connect or send of the isolated tier ([`Standing`]).
     pub(super) fn standing(&self) -> Standing {
-        let read = |p: String| std::fs::read_to_string(p).ok();
-        match (
-            read(format!("/proc/{}/status", self.tid)).and_then(|t| Credentials::of(&t)),
-            read("/proc/thread-self/status".to_string()).and_then(|o| Credentials::of(&o)),
-        ) {
+        match self.status() {
+            Ok(status) => self.standing_in(&status),
+            Err(_) => Standing::Other,
+        }
+    }
+
+    /// The credentials of the thread's `status` text against this host thread's, which are
+    /// read once per thread (a thread that serves calls never changes its own).
+    pub(super) fn standing_in(&self, status: &str) -> Standing {
+        thread_local! {
+            static OURS: std::cell::OnceCell<Option<Credentials>> =
+                const { std::cell::OnceCell::new() };
+        }
+        let ours = OURS.with(|c| {
+            c.get_or_init(|| {
+                std::fs::read_to_string("/proc/thread-self/status")
+                    .ok()
+                    .and_then(|o| Credentials::of(&o))
+            })
+            .clone()
+        });
+        match (Credentials::of(status), ours) {
             (Some(t), Some(o)) if t.covers(&o) => Standing::Same,
             (Some(t), Some(o)) if t.same_ids(&o) => Standing::FewerCapabilities(t),
             _ => Standing::Other,
@@ -357,8 +365,16 @@ fn ebadf() -> io::Error {
     io::Error::from_raw_os_error(libc::EBADF)
 }
 
+/// The file-mode creation mask of a `/proc/TID/status` text (`Umask:`).
+pub(super) fn umask_in(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+}
+
 /// What decides a file-system permission check, from `/proc/TID/status`.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Credentials {
     fsuid: String,
     fsgid: String,
