@@ -271,6 +271,9 @@ impl Job {
             super::emulate::Tier::Contained
         } else if isolated.is_some() && !landlock_resolves_unix {
             super::emulate::Tier::Isolated
+        } else if isolated.is_some() {
+            // The opens that may write are claimed all the same (module `emulate::opens`).
+            super::emulate::Tier::IsolatedFiles
         } else {
             super::emulate::Tier::None
         };
@@ -458,14 +461,22 @@ impl Job {
                     &v.paths.allowed_sockets,
                     v.paths.connect_ports.as_deref(),
                 )
-                .with_denied(&denied(v, &credentials)),
+                .with_denied(&denied(v, &credentials))
+                // Without a terminal peer made for it, Landlock grants the host's /dev/pts.
+                .with_host_terminals(!delegable()),
             ),
             _ => None,
         };
         let places = match (tier, claimed, &namespaces) {
-            (super::emulate::Tier::Isolated, true, Some(ns)) => Some(
+            (
+                super::emulate::Tier::Isolated | super::emulate::Tier::IsolatedFiles,
+                true,
+                Some(ns),
+            ) => Some(
                 isolated_places(v, sandbox, &here, layer.as_ref(), ns)
-                    .with_denied(&denied(v, &credentials)),
+                    .with_denied(&denied(v, &credentials))
+                    // Without a terminal peer made for it, Landlock grants the host's /dev/pts.
+                    .with_host_terminals(!delegable()),
             ),
             _ => places,
         };

@@ -110,8 +110,12 @@ pub(crate) enum Tier {
     /// The contained tier (Landlock without namespaces): every claim ([`Claims::of`]).
     Contained,
     /// The isolated tier: `connect` and the addressed sends, where the profile lets the job
-    /// make unix sockets ([`Claims::isolated`]); its constructed view keeps the rest.
+    /// make unix sockets, and the file claims ([`Claims::isolated`]); its constructed view
+    /// keeps the rest.
     Isolated,
+    /// The isolated tier where Landlock keeps the job's unix sockets itself (ABI 9): the file
+    /// claims only.
+    IsolatedFiles,
 }
 
 impl Claims {
@@ -121,6 +125,11 @@ impl Claims {
             Tier::None => Claims::default(),
             Tier::Contained => Claims::of(policy),
             Tier::Isolated => Claims::isolated(policy),
+            Tier::IsolatedFiles => Claims {
+                connect: None,
+                send: Vec::new(),
+                ..Claims::isolated(policy)
+            },
         }
     }
 
@@ -128,17 +137,13 @@ impl Claims {
     /// `sendmmsg`, where the profile lets the job make unix sockets and the host may take its
     /// descriptors. The view covers the host's sockets bound before the job started, but not
     /// one bound later, which a read-only mount does not keep from `connect` (module
-    /// `inview`). The opens that may write are not claimed here yet (docs/isolation.md,
-    /// "Hard links": the resolution in the job's namespace is built and tested, but claiming
-    /// them changed which spawners `serve` keeps).
+    /// `inview`). And the opens that may write, `truncate` and the metadata calls, wherever
+    /// the profile allows them (the view's writable mounts hold files that may have other
+    /// names: module `opens`); those need no descriptor taken.
     pub(crate) fn isolated(policy: &Policy) -> Claims {
-        // The profile first: a profile that writes nothing and makes no unix sockets needs
-        // no probe.
         let writes = !opens(policy).is_empty();
-        if !(writes || makes_unix_sockets(policy)) || !can_take_descriptors() {
-            return Claims::default();
-        }
-        let (connect, send) = if makes_unix_sockets(policy) {
+        // The profile first: a profile without unix sockets needs no probe.
+        let (connect, send) = if makes_unix_sockets(policy) && can_take_descriptors() {
             let connect = NATIVE
                 .syscall_number("connect")
                 .filter(|nr| policy.constant_decision(*nr) == Some(Action::Allow));
@@ -184,7 +189,9 @@ impl Claims {
             connect,
             send,
             flags,
-            opens: if take { opens(policy) } else { Vec::new() },
+            // No descriptor is taken for them (the host opens through `/proc/TID` and hands
+            // the result over with the listener's ADDFD): claimed wherever a listener is.
+            opens: opens(policy),
         }
     }
 

@@ -20,6 +20,9 @@ pub(crate) struct Places {
     /// Paths the job may not open at all (the deny list: credentials and the request's own),
     /// which Landlock's carve-out keeps out of the contained tier's writable places.
     deny: Vec<PathBuf>,
+    /// The host's `/dev/pts` is granted to the job (a contained job where the host may not
+    /// take its descriptors, so no terminal peer is opened for it: module `claims`).
+    host_terminals: bool,
     /// When the job (or the session) began, as a birth time: a file born since has all its
     /// names where the job may write ([`Places::shared`]).
     since: (i64, u32),
@@ -74,6 +77,7 @@ impl Places {
             ports: ports.map(<[u16]>::to_vec),
             view: None,
             deny: Vec::new(),
+            host_terminals: false,
             since: now(),
         }
     }
@@ -86,6 +90,12 @@ impl Places {
             .iter()
             .filter_map(|d| std::fs::canonicalize(d).ok())
             .collect();
+        self
+    }
+
+    /// The same places for a job that Landlock grants the host's `/dev/pts`.
+    pub(crate) fn with_host_terminals(mut self, granted: bool) -> Places {
+        self.host_terminals = granted;
         self
     }
 
@@ -115,6 +125,7 @@ impl Places {
             }
         }
         granted_devices().contains(&(s.dev, s.ino))
+            || (self.host_terminals && host_terminals_device() == Some(s.dev))
     }
 
     /// Whether the object `s` is a regular file with names the job may not reach: more than
@@ -274,6 +285,17 @@ fn granted_devices() -> &'static [((u32, u32), u64)] {
             .filter_map(|f| crate::sys::emulate::shape(std::os::fd::AsFd::as_fd(&f)).ok())
             .map(|s| (s.dev, s.ino))
             .collect()
+    })
+}
+
+/// The device of the host's `/dev/pts` mount, read once.
+fn host_terminals_device() -> Option<(u32, u32)> {
+    static DEV: std::sync::OnceLock<Option<(u32, u32)>> = std::sync::OnceLock::new();
+    *DEV.get_or_init(|| {
+        let f = crate::sys::emulate::open_path(None, c"/dev/pts", 0).ok()?;
+        crate::sys::emulate::shape(std::os::fd::AsFd::as_fd(&f))
+            .ok()
+            .map(|s| s.dev)
     })
 }
 
