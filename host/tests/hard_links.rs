@@ -51,9 +51,9 @@ int main(int argc, char **argv) {
 const WRITES: usize = 9;
 
 /// Two threads: one swaps the names `a` (a file of the workspace's own) and `h` (a link to a
-/// file elsewhere) over and over (`RENAME_EXCHANGE`), the other appends to `a` 3,000 times.
-/// A check of the name followed by the kernel's own open would let some appends reach the
-/// linked file.
+/// file elsewhere) over and over (`RENAME_EXCHANGE`), the other appends to `a` at least 3,000
+/// times and until it met the linked file 20 times (opened through it, or refused). A check of
+/// the name followed by the kernel's own open would let some appends reach the linked file.
 const RACE_C: &str = r#"
 #define _GNU_SOURCE
 #include <errno.h>
@@ -61,27 +61,38 @@ const RACE_C: &str = r#"
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 static volatile int stop, swaps;
 static void *swap(void *x) {
-    while (!stop) if (syscall(SYS_renameat2, AT_FDCWD, "a", AT_FDCWD, "h", 2) == 0) swaps++;
+    unsigned r = 1;
+    while (!stop) {
+        if (syscall(SYS_renameat2, AT_FDCWD, "a", AT_FDCWD, "h", 2) == 0) swaps++;
+        /* A pause of random length: without it the two threads can fall into step, the
+           opens always finding the same name. */
+        r = r * 1103515245 + 12345;
+        for (unsigned k = (r >> 16) % 256; k; k--) __asm__ volatile("" ::: "memory");
+    }
     return x;
 }
 int main(void) {
     pthread_t t;
     pthread_create(&t, NULL, swap, NULL);
-    int opened = 0;
+    int opened = 0, linked = 0, refused = 0;
     while (swaps < 10) usleep(100);
-    // Until the swaps went on during the appends too (a loaded machine can leave the other
-    // thread waiting for a while).
-    int from = swaps;
-    for (int i = 0; i < 3000 || swaps - from < 2000; i++) {
+    /* Until the swapped name was met often enough (opened through, or refused), or long. */
+    for (int i = 0; (i < 3000 || linked + refused < 20) && i < 300000; i++) {
         int fd = open("a", O_WRONLY | O_APPEND);
-        if (fd >= 0) { opened++; if (write(fd, "X", 1) < 0) perror("write"); close(fd); }
+        if (fd < 0) { if (errno == EACCES) refused++; continue; }
+        opened++;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && st.st_nlink > 1) linked++;
+        if (write(fd, "X", 1) < 0) perror("write");
+        close(fd);
     }
     stop = 1;
     pthread_join(t, NULL);
-    printf("opened %d\n", opened);
+    printf("opened %d linked %d refused %d\n", opened, linked, refused);
     return 0;
 }
 "#;
@@ -233,13 +244,19 @@ fn a_name_swapped_during_the_open_does_not_carry_it_to_a_linked_file() {
                 "{who:?} {tier}: an append reached the linked file: {}",
                 text(&o)
             );
-            // Some appends went to the workspace's own file, as they should.
-            let opened: usize = String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .strip_prefix("opened ")
-                .and_then(|n| n.parse().ok())
-                .unwrap_or(0);
-            assert!(opened > 0, "{who:?} {tier}: {}", text(&o));
+            // Some appends went to the workspace's own file, as they should, none through the
+            // linked one, and the swapped name was met (and refused) during the run.
+            let out = String::from_utf8_lossy(&o.stdout).to_string();
+            let field = |name: &str| -> usize {
+                out.split_whitespace()
+                    .skip_while(|w| *w != name)
+                    .nth(1)
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0)
+            };
+            assert!(field("opened") > 0, "{who:?} {tier}: {}", text(&o));
+            assert_eq!(field("linked"), 0, "{who:?} {tier}: {}", text(&o));
+            assert!(field("refused") > 0, "{who:?} {tier}: {}", text(&o));
         }
     }
 }
