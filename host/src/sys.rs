@@ -1209,6 +1209,18 @@ pub(crate) fn notif_fail(listener: BorrowedFd<'_>, id: u64, errno: i32) {
     let _ = notif_send(listener, &resp);
 }
 
+/// Answers seccomp notification `id` with `result`: 0, or the call's failure with its errno
+/// (EIO where it has none).
+pub(crate) fn notif_result(listener: BorrowedFd<'_>, id: u64, result: io::Result<()>) {
+    notif_fail(
+        listener,
+        id,
+        result
+            .err()
+            .map_or(0, |e| e.raw_os_error().unwrap_or(libc::EIO)),
+    );
+}
+
 /// A child of a test: forks, runs `f` in the child and ends it with `f`'s result as its exit
 /// status (no exit handlers run); returns the child's wait status.
 ///
@@ -1587,7 +1599,6 @@ mod tests {
 
 /// The kernel's `struct open_how` for `openat2` (libc's is non-exhaustive: it cannot be built
 /// outside libc).
-#[cfg(feature = "process-api")]
 #[repr(C)]
 struct OpenHow {
     flags: u64,
@@ -1595,20 +1606,18 @@ struct OpenHow {
     resolve: u64,
 }
 
-/// `openat2(dir, path, flags | O_CLOEXEC, mode)` resolved beneath `dir` without magic links
-/// (`RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): `..` above `dir`, absolute symlinks and
-/// symlinks leading out fail with EXDEV, whatever happens to the tree meanwhile.
-#[cfg(feature = "process-api")]
-pub(crate) fn openat2_beneath(
+/// `openat2(dir, path, flags | O_CLOEXEC, mode)` with the `RESOLVE_*` flags `resolve`.
+pub(crate) fn openat2(
     dir: BorrowedFd<'_>,
     path: &CStr,
     flags: libc::c_int,
     mode: u32,
+    resolve: u64,
 ) -> io::Result<OwnedFd> {
     let how = OpenHow {
         flags: (flags | libc::O_CLOEXEC) as u64,
         mode: u64::from(mode),
-        resolve: libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+        resolve,
     };
     // SAFETY: a NUL-terminated path and a properly sized `open_how`, both live for the call.
     let fd = unsafe {
@@ -1625,6 +1634,24 @@ pub(crate) fn openat2_beneath(
     }
     // SAFETY: the descriptor was just opened and belongs to nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `openat2(dir, path, flags | O_CLOEXEC, mode)` resolved beneath `dir` without magic links
+/// (`RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`): `..` above `dir`, absolute symlinks and
+/// symlinks leading out fail with EXDEV, whatever happens to the tree meanwhile.
+pub(crate) fn openat2_beneath(
+    dir: BorrowedFd<'_>,
+    path: &CStr,
+    flags: libc::c_int,
+    mode: u32,
+) -> io::Result<OwnedFd> {
+    openat2(
+        dir,
+        path,
+        flags,
+        mode,
+        libc::RESOLVE_BENEATH | libc::RESOLVE_NO_MAGICLINKS,
+    )
 }
 
 /// `openat(dir, name, flags | O_CLOEXEC, mode)`.

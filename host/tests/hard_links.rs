@@ -132,13 +132,9 @@ fn untouched(f: &Path) -> bool {
     fs::read_to_string(f).unwrap() == "original\n" && m.mode() & 0o7777 != 0o777
 }
 
-fn with(base: &[&str], extra: &[&str]) -> Vec<String> {
-    base.iter().chain(extra).map(|s| s.to_string()).collect()
-}
-
-fn run_s(who: As, cwd: &Path, args: &[String]) -> std::process::Output {
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    run(who, cwd, &a)
+/// `sandbox run` with the arguments of `parts` one after another.
+fn run_parts(who: As, cwd: &Path, parts: &[&[&str]]) -> std::process::Output {
+    run(who, cwd, &parts.concat())
 }
 
 #[test]
@@ -160,27 +156,12 @@ fn no_write_truncation_or_metadata_change_reaches_a_linked_file() {
             let cmd = ["--", "bash", "-c", &script];
             // Control: in the filtered tier every change lands on the other name.
             let f = linked(who, outside.path(), ws.path(), "victim");
-            let o = run_s(
-                who,
-                ws.path(),
-                &with(
-                    &with(FILTERED, &statics)
-                        .iter()
-                        .map(String::as_str)
-                        .collect::<Vec<_>>(),
-                    &cmd,
-                ),
-            );
+            let o = run_parts(who, ws.path(), &[FILTERED, &statics, &cmd]);
             assert_eq!(o.status.code(), Some(0), "{who:?} control: {}", text(&o));
             assert!(!untouched(&f), "{who:?} control: the write did not land");
             for (tier, args) in TIERS {
                 let f = linked(who, outside.path(), ws.path(), "victim");
-                let base = with(args, &statics);
-                let o = run_s(
-                    who,
-                    ws.path(),
-                    &with(&base.iter().map(String::as_str).collect::<Vec<_>>(), &cmd),
-                );
+                let o = run_parts(who, ws.path(), &[args, &statics, &cmd]);
                 let out = String::from_utf8_lossy(&o.stdout);
                 assert_eq!(
                     out.matches(&format!(" {}\n", libc::EACCES)).count(),
@@ -222,11 +203,7 @@ fn a_name_swapped_during_the_open_does_not_carry_it_to_a_linked_file() {
         // Control: in the filtered tier some appends reach the linked file.
         own(ws.path());
         let f = linked(who, outside.path(), ws.path(), "h");
-        let o = run_s(
-            who,
-            ws.path(),
-            &with(FILTERED, &["--", "bash", "-c", &script]),
-        );
+        let o = run_parts(who, ws.path(), &[FILTERED, &["--", "bash", "-c", &script]]);
         assert!(o.status.success(), "{who:?} control: {}", text(&o));
         assert!(
             fs::read_to_string(&f).unwrap().contains('X'),
@@ -236,7 +213,7 @@ fn a_name_swapped_during_the_open_does_not_carry_it_to_a_linked_file() {
         for (tier, args) in TIERS {
             own(ws.path());
             let f = linked(who, outside.path(), ws.path(), "h");
-            let o = run_s(who, ws.path(), &with(args, &["--", "bash", "-c", &script]));
+            let o = run_parts(who, ws.path(), &[args, &["--", "bash", "-c", &script]]);
             assert!(o.status.success(), "{who:?} {tier}: {}", text(&o));
             assert_eq!(
                 fs::read_to_string(&f).unwrap(),
@@ -300,7 +277,7 @@ fn ordinary_writes_in_the_workspace_work_as_before() {
     for who in BOTH {
         for (tier, args) in TIERS {
             let ws = owned_dir(who, "links-ordinary-ws");
-            let o = run_s(who, ws.path(), &with(args, &["--", "bash", "-c", ORDINARY]));
+            let o = run_parts(who, ws.path(), &[args, &["--", "bash", "-c", ORDINARY]]);
             let out = String::from_utf8_lossy(&o.stdout);
             let err = String::from_utf8_lossy(&o.stderr);
             for want in [
@@ -376,7 +353,7 @@ fn a_local_clones_objects_stay_the_sources() {
              echo rc $?"
         );
         for (tier, args) in TIERS {
-            let o = run_s(who, ws.path(), &with(args, &["--", "bash", "-c", &script]));
+            let o = run_parts(who, ws.path(), &[args, &["--", "bash", "-c", &script]]);
             assert!(
                 String::from_utf8_lossy(&o.stdout).contains("rc 1"),
                 "{who:?} {tier}: {}",
@@ -385,11 +362,7 @@ fn a_local_clones_objects_stay_the_sources() {
             assert_eq!(git(src.path(), &["cat-file", "-p", &blob]), "source");
         }
         // Control: in the filtered tier the source's object changes.
-        let o = run_s(
-            who,
-            ws.path(),
-            &with(FILTERED, &["--", "bash", "-c", &script]),
-        );
+        let o = run_parts(who, ws.path(), &[FILTERED, &["--", "bash", "-c", &script]]);
         assert!(
             String::from_utf8_lossy(&o.stdout).contains("rc 0"),
             "{}",
@@ -468,7 +441,7 @@ fn uv_venvs_and_pnpm_trees_linked_from_their_stores_are_not_written_through() {
         number.display()
     );
     for (tier, args) in TIERS {
-        let o = run_s(As::Root, &ws, &with(args, &["--", "bash", "-c", &script]));
+        let o = run_parts(As::Root, &ws, &[args, &["--", "bash", "-c", &script]]);
         let out = String::from_utf8_lossy(&o.stdout);
         assert_eq!(out.matches("rc 1").count(), 2, "{tier}: {}", text(&o));
         assert!(out.contains("copy copy"), "{tier}: {}", text(&o));
@@ -483,11 +456,7 @@ fn uv_venvs_and_pnpm_trees_linked_from_their_stores_are_not_written_through() {
         );
     }
     // Control: the filtered tier writes into uv's cache and pnpm's store.
-    let o = run_s(
-        As::Root,
-        &ws,
-        &with(FILTERED, &["--", "bash", "-c", &script]),
-    );
+    let o = run_parts(As::Root, &ws, &[FILTERED, &["--", "bash", "-c", &script]]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout).matches("rc 0").count(),
         2,
@@ -613,5 +582,69 @@ fn a_sessions_commands_do_not_write_through_a_linked_file() {
                 .unwrap();
             assert!(end.status.success(), "{who:?} {tier}: {}", text(&end));
         }
+    }
+}
+
+/// Docker's default seccomp profile refuses `pidfd_getfd` without `CAP_SYS_PTRACE`; the host's
+/// opens take no descriptor of the job, so they are made there too. Here the host itself runs
+/// under a filter that refuses `pidfd_getfd` with EPERM (the preload, as the container's
+/// profile would be).
+#[test]
+fn without_pidfd_getfd_the_host_still_makes_the_opens() {
+    let lib_dir = tempfile::tempdir().unwrap();
+    let lib = lib_dir.path().join("libsandbox.so");
+    let o = Command::new(common::SANDBOX)
+        .args(["extract", "--to"])
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    fs::set_permissions(
+        lib_dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    for who in BOTH {
+        let outside = owned_dir(who, "links-nogetfd-out");
+        let ws = owned_dir(who, "links-nogetfd-ws");
+        let f = linked(who, outside.path(), ws.path(), "victim");
+        let o = common::command(who, common::SANDBOX)
+            .args([
+                "run",
+                "--allow-root",
+                "--isolation",
+                "off",
+                "--profile",
+                "shell",
+            ])
+            .args([
+                "--",
+                "bash",
+                "-c",
+                "echo evil >> victim; echo rc $?; echo mine > own && cat own",
+            ])
+            .env("LD_PRELOAD", &lib)
+            .env("SECCOMP_SYSCALL_DENY", "pidfd_getfd")
+            .env("SECCOMP_DEFAULT_ACTION", "errno:EPERM")
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        // Control: the host may not take descriptors here (the run says so).
+        assert!(
+            err.contains("may not take the job's descriptors"),
+            "{who:?}: {}",
+            text(&o)
+        );
+        assert!(out.contains("rc 1\nmine\n"), "{who:?}: {}", text(&o));
+        assert!(
+            err.contains("victim has other names"),
+            "{who:?}: {}",
+            text(&o)
+        );
+        assert!(untouched(&f), "{who:?}");
     }
 }

@@ -65,7 +65,7 @@ fn one_exec(mode: Mode, dir: &str) -> Result<()> {
 }
 
 /// The one-minute load average (`/proc/loadavg`), to print beside the figures.
-fn load() -> String {
+pub(crate) fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))

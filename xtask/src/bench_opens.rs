@@ -126,13 +126,8 @@ pub fn run(rounds: usize, per: usize) -> Result<String> {
         .prefix("bench-opens")
         .tempdir_in("/var/tmp")?;
     let ws = workspace(root.path())?;
-    let load = |_: ()| {
-        std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|l| l.split_whitespace().next().map(str::to_owned))
-            .unwrap_or_default()
-    };
-    let load_before = load(());
+    let load = crate::bench_landlock::load;
+    let load_before = load();
     let mut variants: Vec<(String, PathBuf, Vec<&str>)> = Vec::new();
     for (tier, args) in [
         ("isolated", vec![]),
@@ -186,7 +181,7 @@ pub fn run(rounds: usize, per: usize) -> Result<String> {
     writeln!(
         md,
         "\nLoad average {load_before} before, {} after.\n",
-        load(())
+        load()
     )?;
     Ok(md)
 }

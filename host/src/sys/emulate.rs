@@ -332,15 +332,6 @@ pub(crate) fn tgkill(tgid: i32, tid: i32, sig: libc::c_int) -> io::Result<()> {
     done(unsafe { libc::syscall(libc::SYS_tgkill, tgid, tid, sig) })
 }
 
-/// The kernel's `struct open_how` for `openat2` (libc's is non-exhaustive: it cannot be built
-/// outside libc).
-#[repr(C)]
-struct OpenHow {
-    flags: u64,
-    mode: u64,
-    resolve: u64,
-}
-
 /// `openat2(root, path, O_PATH | O_CLOEXEC | extra)` resolved as if `root` were the root
 /// directory (`RESOLVE_IN_ROOT`: absolute paths and symlinks start at `root`, `..` never goes
 /// above it) and without magic links (`/proc/PID/fd/N`, `/proc/PID/root`, which would lead out
@@ -351,48 +342,13 @@ pub(crate) fn open_in_root(
     path: &CStr,
     extra: libc::c_int,
 ) -> io::Result<OwnedFd> {
-    open_resolved(root, path, extra, libc::RESOLVE_IN_ROOT)
-}
-
-/// `openat2(dir, path, O_PATH | O_CLOEXEC | extra)` that stays beneath `dir`
-/// (`RESOLVE_BENEATH`: `EXDEV` where `..`, an absolute path or an absolute symlink would
-/// leave it) and follows no magic link: a relative path of an isolated job resolved from the
-/// directory the thread holds, which gives the object the thread's own call reaches whenever
-/// it succeeds (the same components from the same directory in the same mounts).
-pub(crate) fn open_beneath(
-    dir: BorrowedFd<'_>,
-    path: &CStr,
-    extra: libc::c_int,
-) -> io::Result<OwnedFd> {
-    open_resolved(dir, path, extra, libc::RESOLVE_BENEATH)
-}
-
-fn open_resolved(
-    root: BorrowedFd<'_>,
-    path: &CStr,
-    extra: libc::c_int,
-    resolve: u64,
-) -> io::Result<OwnedFd> {
-    let how = OpenHow {
-        flags: (libc::O_PATH | libc::O_CLOEXEC | extra) as u64,
-        mode: 0,
-        resolve: resolve | libc::RESOLVE_NO_MAGICLINKS,
-    };
-    // SAFETY: a NUL-terminated path and a properly sized `open_how`, both live for the call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            root.as_raw_fd(),
-            path.as_ptr(),
-            &how as *const OpenHow,
-            std::mem::size_of::<OpenHow>(),
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the descriptor was just opened and belongs to nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) })
+    super::openat2(
+        root,
+        path,
+        libc::O_PATH | extra,
+        0,
+        libc::RESOLVE_IN_ROOT | libc::RESOLVE_NO_MAGICLINKS,
+    )
 }
 
 /// What the write-intent opens need of an object: its type and mode, owner, link count,
@@ -517,20 +473,4 @@ pub(crate) fn read_only_mount(fd: BorrowedFd<'_>) -> io::Result<bool> {
     // SAFETY: a live descriptor and a statvfs buffer of the right size.
     done(unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut sv) }.into())?;
     Ok(sv.f_flag & libc::ST_RDONLY != 0)
-}
-
-/// The host's file-mode creation mask, read once (`Umask:` of `/proc/self/status`; the host
-/// never changes it while it runs jobs).
-pub(crate) fn host_umask() -> u32 {
-    static MASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *MASK.get_or_init(|| {
-        std::fs::read_to_string("/proc/self/status")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Umask:"))
-                    .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-            })
-            .unwrap_or(0o022)
-    })
 }

@@ -50,7 +50,7 @@ fn at_flags(flags: u64, allowed: libc::c_int) -> io::Result<(bool, bool)> {
 }
 
 /// A directory argument: `AT_FDCWD` is the working directory.
-fn dir_arg(a: u64) -> Option<u64> {
+pub(super) fn dir_arg(a: u64) -> Option<u64> {
     (a as u32 as i32 != libc::AT_FDCWD).then_some(a)
 }
 

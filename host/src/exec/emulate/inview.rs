@@ -20,7 +20,7 @@
 //!   capability in its user namespace, so the file's mode bits are checked for it.
 
 use super::checked::{err, not_a_socket, through, Checked};
-use super::places::{Places, View, Why};
+use super::places::{leads_to, Places, View, Why};
 use super::target::{Standing, Thread};
 use std::ffi::{CStr, CString};
 use std::io;
@@ -106,7 +106,6 @@ fn place(
     if places.allows_socket(st) {
         return Ok(());
     }
-    let same = |a: &libc::stat| a.st_dev == st.st_dev && a.st_ino == st.st_ino;
     if view.private_devices(root).contains(&st.st_dev) {
         return Ok(());
     }
@@ -117,12 +116,9 @@ fn place(
         return Err(Some(name));
     }
     // The name was the object's when it was read: it still leads to the same inode there.
-    let again = CString::new(name.as_os_str().as_bytes())
-        .ok()
-        .and_then(|c| crate::sys::emulate::open_in_root(root, &c, libc::O_NOFOLLOW).ok())
-        .and_then(|o| crate::sys::emulate::fstat(o.as_fd()).ok());
-    match again {
-        Some(a) if same(&a) => Ok(()),
-        _ => Err(Some(name)),
+    if leads_to(root, name.as_os_str().as_bytes(), st) {
+        Ok(())
+    } else {
+        Err(Some(name))
     }
 }

@@ -51,7 +51,7 @@ struct Call {
 }
 
 fn decode(name: &str, a: &[u64; 6], t: &Thread) -> io::Result<Call> {
-    let dir = |v: u64| (v as u32 as i32 != libc::AT_FDCWD).then_some(v);
+    let dir = super::decode::dir_arg;
     let call = |dir, path, flags: u64, mode: u64, truncate| -> io::Result<Call> {
         Ok(Call {
             dir,
@@ -135,24 +135,10 @@ pub(crate) fn open(
                 crate::sys::notif_fail(listener, n.id, err(e));
             }
         }
-        Plan::Done(r) => {
-            let resp = libc::seccomp_notif_resp {
-                id: n.id,
-                val: 0,
-                error: r.err().map_or(0, |e| -err(e)),
-                flags: 0,
-            };
-            let _ = crate::sys::notif_send(listener, &resp);
-        }
+        Plan::Done(r) => crate::sys::notif_result(listener, n.id, r),
         Plan::Fifo(object, flags) => fifo(listener, n.id, object, flags),
         Plan::Continue => {
-            let resp = libc::seccomp_notif_resp {
-                id: n.id,
-                val: 0,
-                error: 0,
-                flags: libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
-            };
-            let _ = crate::sys::notif_send(listener, &resp);
+            let _ = crate::sys::notif_continue(listener, n.id);
         }
     }
 }
@@ -401,7 +387,7 @@ fn create(
     match crate::sys::emulate::create_at(dir.as_fd(), &last, flags, mode) {
         Ok(f) => {
             // The host's own mask applied too: the mode is made the thread's.
-            if crate::sys::emulate::host_umask() & mode != 0 {
+            if super::target::host_umask() & mode != 0 {
                 let _ = crate::sys::emulate::chmod_fd(f.as_fd(), mode);
             }
             Created::Plan(Plan::Install(f, call.flags & libc::O_CLOEXEC != 0))

@@ -174,17 +174,10 @@ impl Places {
         if let Some(answer) = nameless(bytes, &st) {
             return answer;
         }
-        if !self.holds(&link) {
+        if !self.holds(&link) || !leads_to(root, bytes, &st) {
             return Err(Why::Outside(Some(link)));
         }
-        let again = std::ffi::CString::new(bytes)
-            .ok()
-            .and_then(|c| crate::sys::emulate::open_in_root(root, &c, libc::O_NOFOLLOW).ok())
-            .and_then(|o| crate::sys::emulate::fstat(std::os::fd::AsFd::as_fd(&o)).ok());
-        match again {
-            Some(a) if a.st_dev == st.st_dev && a.st_ino == st.st_ino => Ok(()),
-            _ => Err(Why::Outside(Some(link))),
-        }
+        Ok(())
     }
 
     /// The same places for a job of the isolated tier, whose paths are resolved in its mount
@@ -272,6 +265,17 @@ fn nameless(name: &[u8], st: &libc::stat) -> Option<Result<(), Why>> {
             Path::new(std::ffi::OsStr::from_bytes(gone)).to_path_buf(),
         )))
     })
+}
+
+/// Whether `name`, resolved in the job's namespace from its root `root`, still leads to the
+/// object `st` (the name was the object's when the kernel gave it; a rename meanwhile fails
+/// closed).
+pub(super) fn leads_to(root: BorrowedFd<'_>, name: &[u8], st: &libc::stat) -> bool {
+    std::ffi::CString::new(name)
+        .ok()
+        .and_then(|c| crate::sys::emulate::open_in_root(root, &c, libc::O_NOFOLLOW).ok())
+        .and_then(|o| crate::sys::emulate::fstat(std::os::fd::AsFd::as_fd(&o)).ok())
+        .is_some_and(|a| a.st_dev == st.st_dev && a.st_ino == st.st_ino)
 }
 
 /// The device and inode of each of `landlock::DEVICES`, read once.

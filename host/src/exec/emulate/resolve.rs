@@ -58,7 +58,9 @@ pub(super) fn object(
         Some(fd) => t.fd(fd)?,
         None => t.cwd()?,
     };
-    match crate::sys::emulate::open_beneath(held.as_fd(), path, nofollow) {
+    // (`RESOLVE_BENEATH`: EXDEV where `..`, an absolute path or an absolute symlink would
+    // leave it.)
+    match crate::sys::openat2_beneath(held.as_fd(), path, libc::O_PATH | nofollow, 0) {
         Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {}
         r => return r,
     }

@@ -223,18 +223,10 @@ impl Thread {
     /// emulation acts with the host's credentials, so a thread that changed its own (a job
     /// started as root that dropped to another user) must not have its calls made for it.
     pub(super) fn same_credentials(&self) -> bool {
-        let Ok(theirs) = std::fs::read_to_string(format!("/proc/{}/status", self.tid)) else {
-            return false;
-        };
-        let Ok(ours) = std::fs::read_to_string("/proc/thread-self/status") else {
-            return false;
-        };
-        Credentials::of(&theirs)
-            .is_some_and(|t| Credentials::of(&ours).is_some_and(|o| t.covers(&o)))
+        matches!(self.standing(), Standing::Same)
     }
 
-    /// The thread's credentials against the host's, read once (two `status` reads), for a
-    /// connect or send of the isolated tier ([`Standing`]).
+    /// The thread's credentials against the host's ([`Standing`]).
     pub(super) fn standing(&self) -> Standing {
         match self.status() {
             Ok(status) => self.standing_in(&status),
@@ -286,7 +278,7 @@ impl Standing {
         match self {
             Standing::Same => true,
             Standing::FewerCapabilities(c) => {
-                c.mode_allows_write((st.st_uid, st.st_gid, st.st_mode))
+                c.mode_allows((st.st_uid, st.st_gid, st.st_mode), libc::S_IWUSR)
             }
             Standing::Other => false,
         }
@@ -365,6 +357,18 @@ fn ebadf() -> io::Error {
     io::Error::from_raw_os_error(libc::EBADF)
 }
 
+/// The host's file-mode creation mask, read once (the host never changes it while it runs
+/// jobs).
+pub(super) fn host_umask() -> u32 {
+    static MASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *MASK.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| umask_in(&s))
+            .unwrap_or(0o022)
+    })
+}
+
 /// The file-mode creation mask of a `/proc/TID/status` text (`Umask:`).
 pub(super) fn umask_in(status: &str) -> Option<u32> {
     status
@@ -397,12 +401,6 @@ impl Credentials {
     /// Whether `self` and `host` are the same user, group and groups (capabilities aside).
     fn same_ids(&self, host: &Credentials) -> bool {
         self.fsuid == host.fsuid && self.fsgid == host.fsgid && self.groups == host.groups
-    }
-
-    /// Whether the mode bits of a file (its owner, group and mode) let this user write it,
-    /// without any capability.
-    fn mode_allows_write(&self, file: (u32, u32, u32)) -> bool {
-        self.mode_allows(file, libc::S_IWUSR)
     }
 
     /// Whether the mode bits of a file let this user do what `owner_bit` (`S_IRUSR`,
@@ -480,12 +478,12 @@ mod tests {
         let root = Credentials::of(ROOT).unwrap();
         let grouped = Credentials::of(&ROOT.replace("Groups:\t ", "Groups:\t4 27")).unwrap();
         // The owner's bit, then the group's (primary or supplementary), then the others'.
-        assert!(root.mode_allows_write(st(0, 0, 0o200)));
-        assert!(!root.mode_allows_write(st(0, 0, 0o022)));
-        assert!(!root.mode_allows_write(st(1000, 1000, 0o700)));
-        assert!(root.mode_allows_write(st(1000, 0, 0o020)));
-        assert!(grouped.mode_allows_write(st(1000, 27, 0o020)));
-        assert!(!grouped.mode_allows_write(st(1000, 28, 0o020)));
-        assert!(root.mode_allows_write(st(1000, 1000, 0o002)));
+        assert!(root.mode_allows(st(0, 0, 0o200), libc::S_IWUSR));
+        assert!(!root.mode_allows(st(0, 0, 0o022), libc::S_IWUSR));
+        assert!(!root.mode_allows(st(1000, 1000, 0o700), libc::S_IWUSR));
+        assert!(root.mode_allows(st(1000, 0, 0o020), libc::S_IWUSR));
+        assert!(grouped.mode_allows(st(1000, 27, 0o020), libc::S_IWUSR));
+        assert!(!grouped.mode_allows(st(1000, 28, 0o020), libc::S_IWUSR));
+        assert!(root.mode_allows(st(1000, 1000, 0o002), libc::S_IWUSR));
     }
 }
