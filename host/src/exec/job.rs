@@ -250,99 +250,101 @@ impl Job {
         let isolated = isolation.as_ref().ok();
         let mut root_warning = Vec::new();
         refuse_root_below_isolated(v, isolated.is_some(), layer.as_ref(), &mut root_warning)?;
-        // The contained tier (Landlock without namespaces): its spawner's filter sends the
-        // metadata calls to the supervisor, which makes them within the writable places only
-        // (module `emulate`).
-        let contained = isolated.is_none()
-            && layer
-                .as_ref()
-                .is_some_and(|l| !l.prepared.status().enforced.is_empty());
-        // The isolated tier: its view covers the host's unix sockets bound before the job
-        // started, and its filter sends `connect` and the addressed sends to the supervisor,
-        // which checks unix socket paths in the job's mount namespace (module `emulate`), so
-        // that one bound later is refused too. Not where Landlock's own unix-socket right
-        // (ABI 9) keeps the job to its writable places, unless sockets are allowed by name
-        // (its rules grant them nothing).
-        let landlock_resolves_unix = layer.as_ref().is_some_and(|l| {
-            let s = l.prepared.status();
-            !s.enforced.is_empty() && s.abi.used >= 9
-        }) && v.paths.allowed_sockets.is_empty();
-        let tier = if contained {
-            super::emulate::Tier::Contained
-        } else if isolated.is_some() && !landlock_resolves_unix {
-            super::emulate::Tier::Isolated
-        } else if isolated.is_some() {
-            // The opens that may write are claimed all the same (module `emulate::opens`).
-            super::emulate::Tier::IsolatedFiles
-        } else {
-            super::emulate::Tier::None
-        };
+        // The tier and its claims, from the layers just planned (module `tier`): the contained
+        // tier's filter sends the metadata calls, connects and sends and the opens that may
+        // write to the supervisor, which makes them within the writable places; the isolated
+        // tier's its opens that may write and, unless Landlock keeps unix sockets itself
+        // (ABI 9, no socket allowed by name), its connects and sends, checked in the job's
+        // mount namespace (module `emulate`).
+        let landlock = layer.as_ref().map(|l| l.prepared.status());
+        let choice = super::tier::choose(super::tier::Layers {
+            filter: plan.planned,
+            namespaces: isolated.is_some(),
+            landlock: landlock.is_some_and(|s| !s.enforced.is_empty()),
+            landlock_unix: landlock.is_some_and(|s| !s.enforced.is_empty() && s.abi.used >= 9)
+                && v.paths.allowed_sockets.is_empty(),
+        });
+        let session = matches!(v.streams, Streams::Session(_));
+        let policy = sandbox.profile_policy();
+        // Every carrier needs a listener; without one the claims are not worked out (their
+        // rules probe `pidfd_getfd`, which a sandbox around this one refuses and names).
+        let listener = crate::platform::seccomp_listener().is_ok();
+        let claims = policy
+            .filter(|_| listener)
+            .map(|p| super::emulate::Claims::for_set(p, choice.claims));
+        let any_claim = claims.as_ref().is_some_and(|c| c.any());
         #[cfg(target_arch = "x86_64")]
-        let spawner = match spawner_base {
-            Some(base) if plan.planned == Sandboxed::Exact => {
-                Some(Spawner::for_tier(sandbox.key(), base, tier).map_err(ExecError::Setup)?)
-            }
-            _ => None,
-        };
+        let by_spawner = spawner_base.is_some() && plan.planned == Sandboxed::Exact;
         #[cfg(not(target_arch = "x86_64"))]
-        let spawner: Option<()> = None;
+        let by_spawner = false;
         // A filter attached in the child (a request that changed its profile, a profile whose
         // exact filter the preload stacks) carries the claims itself where it notifies the
         // host: its listener's supervisor makes them as the spawner's does. The preload's
         // stacked filter cannot undo that: of two filters the kernel takes the stricter
-        // answer, and a user notification is stricter than allowing.
-        let attached_claims = match (sandbox.profile_policy(), &plan.filter) {
-            (Some(policy), Some(_))
-                if tier != super::emulate::Tier::None
-                    && spawner.is_none()
+        // answer, and a user notification is stricter than allowing. Compiled only where the
+        // spawner does not carry them.
+        let attached_program = match (policy, &claims) {
+            (Some(policy), Some(c))
+                if !by_spawner
+                    && any_claim
+                    && plan.filter.is_some()
                     && plan.notify
                     && recorder.is_none()
-                    && !matches!(v.streams, Streams::Session(_)) =>
+                    && !session =>
             {
-                let claims = super::emulate::Claims::for_tier(policy, tier);
-                match claims.attached_program(policy, path.as_ptr() as u64) {
-                    Some(prog) if claims.any() => {
-                        plan.filter = Some(prog);
-                        Some(claims)
-                    }
-                    _ => None,
-                }
+                c.attached_program(policy, path.as_ptr() as u64)
             }
             _ => None,
         };
-        let claimed = spawner.is_some() || attached_claims.is_some();
         // A session's commands install the filter the resident was sent: in the contained
         // and isolated tiers it carries the claims, and the host makes them within the
         // session's places (module `session`). Decided here, where the tier is known, so
-        // that the session's warnings say whether they are guarded.
-        let session_claims = match sandbox.profile_policy() {
-            Some(policy)
-                if tier != super::emulate::Tier::None
-                    && session_notify
-                    && recorder.is_none()
-                    && crate::platform::seccomp_listener().is_ok() =>
-            {
-                let claims = super::emulate::Claims::for_tier(policy, tier);
-                // The rule tables' room does not depend on the path buffer's address, which
-                // the resident tells only once it runs.
-                (claims.any() && claims.attached_program(policy, 0).is_some()).then_some(claims)
+        // that the session's warnings say whether they are guarded. The rule tables' room
+        // does not depend on the path buffer's address, which the resident tells only once
+        // it runs.
+        let session_fits = session_notify
+            && any_claim
+            && recorder.is_none()
+            && policy
+                .zip(claims.as_ref())
+                .is_some_and(|(p, c)| c.attached_program(p, 0).is_some());
+        let carried = super::tier::carry(
+            choice,
+            super::tier::Routes {
+                listener,
+                // Probed only where something is claimed (module `emulate::claims`).
+                descriptors: choice.claims != super::emulate::ClaimSet::None && delegable(),
+                spawner: by_spawner,
+                attached: attached_program.is_some(),
+                session: session_fits,
+            },
+        );
+        #[cfg(target_arch = "x86_64")]
+        let spawner = match spawner_base {
+            Some(base) if by_spawner => Some(
+                Spawner::for_set(sandbox.key(), base, choice.claims).map_err(ExecError::Setup)?,
+            ),
+            _ => None,
+        };
+        let attached_claims = match (carried.carrier, attached_program) {
+            (super::tier::Carrier::Attached, Some(prog)) => {
+                plan.filter = Some(prog);
+                claims.clone()
             }
             _ => None,
         };
-        let claimed = claimed || session_claims.is_some();
-        let emulated = contained && claimed;
-        if contained && !emulated {
-            root_warning.extend(super::emulate::unguarded(
-                sandbox,
-                v.audience,
-                crate::platform::seccomp_listener().is_ok(),
-            ));
-        } else if emulated {
-            root_warning.extend(super::emulate::undelegable(sandbox));
-        } else if tier == super::emulate::Tier::Isolated && claimed {
-            // Only where a supervisor exists: elsewhere (no listener) the probe is not made.
-            root_warning.extend(super::emulate::late_sockets_undelegable(sandbox));
-        }
+        let session_claims = match carried.carrier {
+            super::tier::Carrier::Session => claims,
+            _ => None,
+        };
+        root_warning.extend(match carried.gap {
+            super::tier::Gap::None => None,
+            super::tier::Gap::Unguarded { listener } => {
+                super::emulate::unguarded(sandbox, v.audience, listener)
+            }
+            super::tier::Gap::Undelegable => super::emulate::undelegable(sandbox),
+            super::tier::Gap::LateSockets => super::emulate::late_sockets_undelegable(sandbox),
+        });
         // After the mounts the program changes to its directory by name: an inherited working
         // directory would still be the one beneath them.
         let here_c = match isolated {
@@ -454,8 +456,8 @@ impl Job {
         // cgroup or its child.
         let join_v1 = group.v1_dirs();
         let mut registration = Registration::new(group.cgroup_name(), response);
-        let places = match (emulated, &layer) {
-            (true, Some(l)) => Some(
+        let places = match (choice.claims, carried.supervised(), &layer) {
+            (super::emulate::ClaimSet::Contained, true, Some(l)) => Some(
                 super::emulate::Places::new(
                     &l.writable,
                     &v.paths.allowed_sockets,
@@ -467,9 +469,9 @@ impl Job {
             ),
             _ => None,
         };
-        let places = match (tier, claimed, &namespaces) {
+        let places = match (choice.claims, carried.supervised(), &namespaces) {
             (
-                super::emulate::Tier::Isolated | super::emulate::Tier::IsolatedFiles,
+                super::emulate::ClaimSet::Isolated | super::emulate::ClaimSet::IsolatedFiles,
                 true,
                 Some(ns),
             ) => Some(

@@ -149,21 +149,21 @@ impl Spawner {
     /// (again after a fork: the thread exists only in the process that started it).
     #[cfg(test)]
     pub(crate) fn for_profile(name: &str, base: &Policy) -> std::io::Result<&'static Spawner> {
-        Spawner::for_tier(name, base, super::emulate::Tier::None)
+        Spawner::for_set(name, base, super::emulate::ClaimSet::None)
     }
 
     /// The spawner for a profile, for a tier whose filter claims calls (the contained tier:
     /// the metadata calls the profile allows, its connects and sends; the isolated tier: its
     /// connects and sends; module `emulate`) or for none. A profile has one per tier,
     /// started on first use.
-    pub(crate) fn for_tier(
+    pub(crate) fn for_set(
         name: &str,
         base: &Policy,
-        tier: super::emulate::Tier,
+        set: super::emulate::ClaimSet,
     ) -> std::io::Result<&'static Spawner> {
-        type Cache = Mutex<HashMap<(String, super::emulate::Tier, u32), &'static Spawner>>;
+        type Cache = Mutex<HashMap<(String, super::emulate::ClaimSet, u32), &'static Spawner>>;
         static CACHE: OnceLock<Cache> = OnceLock::new();
-        let key = (name.to_string(), tier, std::process::id());
+        let key = (name.to_string(), set, std::process::id());
         let mut cache = CACHE
             .get_or_init(Default::default)
             .lock()
@@ -171,12 +171,12 @@ impl Spawner {
         if let Some(s) = cache.get(&key) {
             return Ok(s);
         }
-        let claims = super::emulate::Claims::for_tier(base, tier);
+        let claims = super::emulate::Claims::for_set(base, set);
         // A tier that claims nothing under this profile (the isolated tier of a profile that
         // makes no unix sockets) shares the unclaimed spawner: the same filter.
         let unclaimed = (
             name.to_string(),
-            super::emulate::Tier::None,
+            super::emulate::ClaimSet::None,
             std::process::id(),
         );
         if let (false, Some(s)) = (claims.any(), cache.get(&unclaimed)) {

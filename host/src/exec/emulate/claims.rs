@@ -101,9 +101,10 @@ pub(crate) fn can_take_descriptors() -> bool {
     *CAN.get_or_init(crate::sys::take_fd_probe)
 }
 
-/// Which tier a filter's claims are for.
+/// Which calls a job's filter sends to the supervisor, named for the tier they serve (module
+/// [`crate::exec::tier`] chooses it with the tier).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Tier {
+pub(crate) enum ClaimSet {
     /// No claims (the filter of a run without Landlock and without namespaces, or a
     /// recording).
     None,
@@ -119,13 +120,13 @@ pub(crate) enum Tier {
 }
 
 impl Claims {
-    /// The claims of `tier` for a profile whose outer policy is `policy`.
-    pub(crate) fn for_tier(policy: &Policy, tier: Tier) -> Claims {
-        match tier {
-            Tier::None => Claims::default(),
-            Tier::Contained => Claims::of(policy),
-            Tier::Isolated => Claims::isolated(policy),
-            Tier::IsolatedFiles => Claims {
+    /// The claims of `set` for a profile whose outer policy is `policy`.
+    pub(crate) fn for_set(policy: &Policy, set: ClaimSet) -> Claims {
+        match set {
+            ClaimSet::None => Claims::default(),
+            ClaimSet::Contained => Claims::of(policy),
+            ClaimSet::Isolated => Claims::isolated(policy),
+            ClaimSet::IsolatedFiles => Claims {
                 connect: None,
                 send: Vec::new(),
                 ..Claims::isolated(policy)

@@ -52,7 +52,7 @@ mod socket;
 mod target;
 
 pub(crate) use claims::can_take_descriptors;
-pub(crate) use claims::{Claims, Kind, Tier};
+pub(crate) use claims::{ClaimSet, Claims, Kind};
 pub(crate) use flags::flags;
 pub(crate) use opens::{filters_in, open as write_open};
 pub(crate) use peer::peer;
@@ -358,7 +358,7 @@ mod tests {
             (nr("connect"), nr("sendmsg"), nr("chmod"), nr("ioctl"));
         let setflags = [3, 0x4008_6602, 0, 0, 0, 0];
         let p = outer("shell-network");
-        let claims = Claims::for_tier(&p, Tier::Isolated);
+        let claims = Claims::for_set(&p, ClaimSet::Isolated);
         assert_eq!(
             claims.kind(connect, &[3, 0, 0, 0, 0, 0]),
             Some(Kind::Connect)
@@ -368,7 +368,7 @@ mod tests {
         // flags are not (setting append-only or immutable needs a capability the job lacks).
         assert_eq!(claims.kind(chmod, &[0; 6]), Some(Kind::Metadata));
         assert_eq!(claims.kind(ioctl, &setflags), None);
-        let contained = Claims::for_tier(&p, Tier::Contained);
+        let contained = Claims::for_set(&p, ClaimSet::Contained);
         assert_eq!(contained.kind(chmod, &[0; 6]), Some(Kind::Metadata));
         // Opens that may write are claimed in both tiers; reads, `O_EXCL` creations and
         // `O_TMPFILE` not.
@@ -399,9 +399,9 @@ mod tests {
             Action::Allow
         );
         // A profile that writes nothing and makes no unix sockets: nothing.
-        assert!(!Claims::for_tier(&outer("minimal"), Tier::Isolated).any());
+        assert!(!Claims::for_set(&outer("minimal"), ClaimSet::Isolated).any());
         // `shell` makes no unix sockets: only the file claims.
-        let shell = Claims::for_tier(&outer("shell"), Tier::Isolated);
+        let shell = Claims::for_set(&outer("shell"), ClaimSet::Isolated);
         assert_eq!(shell.kind(connect, &[3, 0, 0, 0, 0, 0]), None);
         assert_eq!(shell.kind(openat, &at(libc::O_WRONLY)), Some(Kind::Open));
     }

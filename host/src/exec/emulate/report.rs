@@ -53,13 +53,10 @@ pub(crate) fn unguarded(
     ))
 }
 
-/// The warning of a contained run on a host that may not take a job's descriptors
-/// ([`super::claims::can_take_descriptors`]): the user's other terminals and, where the
+/// The warning of a contained run whose supervisor may not take its descriptors
+/// ([`crate::exec::tier::Gap::Undelegable`]): the user's other terminals and, where the
 /// profile allows them, file flags and host unix sockets are unguarded; `None` otherwise.
 pub(crate) fn undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
-    if super::claims::can_take_descriptors() {
-        return None;
-    }
     let policy = sandbox.profile_policy()?;
     let mut parts = vec!["the user's other terminals (/dev/pts)"];
     if sets_file_flags(policy) {
@@ -81,13 +78,13 @@ pub(crate) fn undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
     ))
 }
 
-/// The warning of an isolated run on a host that may not take a job's descriptors
-/// ([`super::claims::can_take_descriptors`]), under a profile that lets the job make unix
+/// The warning of an isolated run whose supervisor may not take its descriptors
+/// ([`crate::exec::tier::Gap::LateSockets`]), under a profile that lets the job make unix
 /// sockets: the view covers the host's sockets that exist at the start, but one bound later
 /// is reachable (no supervisor can make the job's connects); `None` otherwise.
 pub(crate) fn late_sockets_undelegable(sandbox: &crate::sandbox::Sandbox) -> Option<String> {
     let policy = sandbox.profile_policy()?;
-    if !makes_unix_sockets(policy) || super::claims::can_take_descriptors() {
+    if !makes_unix_sockets(policy) {
         return None;
     }
     Some(
