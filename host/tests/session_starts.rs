@@ -105,7 +105,7 @@ fn a_start_that_fails_after_the_clone_names_its_step_and_leaves_nothing_running(
                 .spawn(&Command::new(["true"]).cwd(host_tmp.path().to_str().unwrap()))
                 .expect_err("a cwd outside the view");
             assert!(
-                matches!(&e, ExecError::Setup(_)) && e.to_string().contains("cwd step"),
+                matches!(&e, ExecError::Setup { .. }) && e.to_string().contains("cwd step"),
                 "{who:?}: {e}"
             );
             // Nothing of the failed starts is left: the resident's only child is the sleeper.

@@ -12,7 +12,7 @@ use super::options::RunOptions;
 use super::options::StartFrom;
 use super::record::Recorder;
 use super::request::{OnViolation, Refusal, Streams, Validated};
-use super::result::ExecError;
+use super::result::{ExecError, Step};
 use super::spawn::{self, Init, SpawnError, Spec};
 #[cfg(target_arch = "x86_64")]
 use super::spawner::Spawner;
@@ -146,13 +146,13 @@ impl Job {
             }
             plan.filter = Some(
                 r.filter(path.as_ptr() as u64)
-                    .map_err(|e| ExecError::Setup(std::io::Error::other(e.to_string())))?,
+                    .map_err(|e| Step::RecorderFilter.says(e.to_string()))?,
             );
             plan.notify = true;
         }
         let here = match &v.cwd {
             Some(c) => c.clone(),
-            None => std::env::current_dir().map_err(ExecError::Setup)?,
+            None => std::env::current_dir().map_err(Step::WorkingDirectory.error())?,
         };
         // A job whose mount namespace gets a /tmp of its own has TMPDIR=/tmp there: it needs
         // no directory on the host's file system, which would only be made and removed for
@@ -322,7 +322,8 @@ impl Job {
         #[cfg(target_arch = "x86_64")]
         let spawner = match spawner_base {
             Some(base) if by_spawner => Some(
-                Spawner::for_set(sandbox.key(), base, choice.claims).map_err(ExecError::Setup)?,
+                Spawner::for_set(sandbox.key(), base, choice.claims)
+                    .map_err(Step::Spawner.error())?,
             ),
             _ => None,
         };
@@ -393,12 +394,12 @@ impl Job {
         let report = if plan.preload_env.is_empty() {
             None
         } else {
-            let pipe = ReportPipe::new().map_err(ExecError::Setup)?;
+            let pipe = ReportPipe::new().map_err(Step::ReportPipe.error())?;
             // Above 3, so that the child's dup to 3 never meets its own source.
-            let above = spawn::dup_above(pipe.child_fd(), 4).map_err(ExecError::Setup)?;
+            let above = spawn::dup_above(pipe.child_fd(), 4).map_err(Step::ReportPipe.error())?;
             Some((pipe, above))
         };
-        let mut limits = v.rlimits.plan().map_err(ExecError::Setup)?;
+        let mut limits = v.rlimits.plan().map_err(Step::Limits.error())?;
         // `sandbox run`'s stderr passes through the host when it is not a terminal (module
         // `tee`).
         let mut tee = None;
@@ -418,17 +419,17 @@ impl Job {
                 }
             }),
         }
-        .map_err(ExecError::Setup)?;
+        .map_err(Step::Streams.error())?;
 
         // Under an init of its own PID namespace the init's death ends the tree: no cgroup is
         // created only to hold it.
         let pid_namespace = namespaces.as_ref().is_some_and(|n| n.isolate);
-        let mut group = Group::new(opts.containment, pid_namespace).map_err(ExecError::Setup)?;
+        let mut group = Group::new(opts.containment, pid_namespace).map_err(Step::Group.error())?;
         *mechanism = Some(group.mechanism());
         // Memory of the whole job: by its cgroup where this caller has one, else by the host's
         // watchdog (module `memwatch`); never RLIMIT_AS, which node, Go and Java die under.
         let memory = group.limit_memory(v.rlimits.memory());
-        limits.extend(memory.rlimit().map_err(ExecError::Setup)?);
+        limits.extend(memory.rlimit().map_err(Step::Limits.error())?);
         if group.limit_processes(v.rlimits.processes) {
         } else if isolated.is_some() && !crate::platform::running_as_root() {
             // No pids controller, but a user namespace of its own: RLIMIT_NPROC counts the
@@ -547,7 +548,7 @@ impl Job {
             argv: &self.argv,
             envp: &self.envp,
             cwd: self.cwd.as_ref().or(self.here_c.as_ref()),
-            stdio: self.io.child_fds().map_err(ExecError::Setup)?,
+            stdio: self.io.child_fds().map_err(Step::Streams.error())?,
             report: self.report.as_ref().map(|(_, fd)| fd.as_raw_fd()),
             cgroup: self.group.dir_fd(),
             join_v1: &self.join_v1,
@@ -568,8 +569,9 @@ impl Job {
                 program: v.argv[0].clone(),
                 source,
             },
-            SpawnError::Setup(e) => ExecError::Setup(e),
+            SpawnError::Setup(e) => Step::Child.error()(e),
             SpawnError::Handover(e) => handover_refused(v, e),
+            SpawnError::NamespacesRefused(e) => Step::Namespaces.error()(e),
         })?;
         self.io.child = [None, None, None];
         // The child has its own copy now (as descriptor 3): the host keeps only the read end.
@@ -782,10 +784,7 @@ fn pipes(with_stdin: bool) -> std::io::Result<Pipes> {
 /// (built-in profiles report through the spawner thread's), so the refusal names that.
 fn handover_refused(v: &Validated, e: std::io::Error) -> ExecError {
     if e.raw_os_error() != Some(libc::EPERM) {
-        return ExecError::Setup(std::io::Error::new(
-            e.kind(),
-            format!("handing over the seccomp listener: {e}"),
-        ));
+        return Step::Listener.error()(e);
     }
     let field = if v.custom.is_some() {
         "allow"

@@ -92,7 +92,7 @@ pub use net::Report as NetworkReport;
 pub use options::{Cancel, RunOptions, StartFrom};
 pub use refusals::Refused;
 pub use request::{Limits, OnViolation, Refusal, Request};
-pub use result::{ExecError, ExecResult, SandboxInfo, Violation};
+pub use result::{ExecError, ExecResult, SandboxInfo, Step, Violation};
 pub use run::{exec, exec_with};
 pub use tier::Tier;
 

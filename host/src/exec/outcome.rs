@@ -97,7 +97,8 @@ pub(super) fn collect(
         .filter(|t| !t.seen.is_empty())
         .unwrap_or_else(|| registration.slot().tally());
     // Every descendant is dead: reap the direct child, then the adopted orphans.
-    let (status, written_blocks) = crate::sys::wait4(pid).map_err(ExecError::Setup)?;
+    let (status, written_blocks) =
+        crate::sys::wait4(pid).map_err(super::result::Step::Reap.error())?;
     // The init of a PID namespace that exited by itself has killed and reaped every other
     // process of the run (spawn/init.rs), so its usage counts the writes of all of them.
     // Not so without a PID namespace (orphans go to this host or the system's init), nor

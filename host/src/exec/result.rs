@@ -116,9 +116,92 @@ pub enum ExecError {
         /// What `fork`/`exec` said.
         source: std::io::Error,
     },
-    /// The process group could not be prepared (cgroup, pipes).
-    #[error("cannot prepare the run: {0}")]
-    Setup(std::io::Error),
+    /// A step of preparing, starting or ending the run failed on this machine (not the
+    /// request's fault); the message names the step.
+    #[error("cannot prepare the run: {step}: {source}")]
+    Setup {
+        /// Which step.
+        step: Step,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+/// The step of a run that failed, as [`ExecError::Setup`] names it (bubblewrap's and youki's
+/// errors name theirs: "cannot prepare the run: Permission denied" told a user nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Step {
+    /// Finding the working directory the job starts from.
+    WorkingDirectory,
+    /// Compiling the recorder's filter (`sandbox learn`).
+    RecorderFilter,
+    /// Starting the profile's spawner thread.
+    Spawner,
+    /// The preload's report pipe.
+    ReportPipe,
+    /// The job's resource limits.
+    Limits,
+    /// The job's standard streams (pipes, a terminal, `/dev/null`).
+    Streams,
+    /// The group that holds the job's processes (a cgroup, or the subreaper).
+    Group,
+    /// Making the job's namespaces, refused here although the probes had found them usable
+    /// (the run is planned again without them once).
+    Namespaces,
+    /// Starting the child, up to its `execve` (the message names the child's own step).
+    Child,
+    /// Handing over the job's seccomp listener to the host.
+    Listener,
+    /// Waiting for the program to end.
+    Reap,
+    /// A session's channel to its resident process, or the resident itself.
+    Session,
+    /// The cancellation handle of a command.
+    Cancel,
+    /// Starting or reading a command of `sandbox mcp`.
+    Command,
+}
+
+impl Step {
+    /// The step in words, as errors print it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::WorkingDirectory => "the working directory",
+            Step::RecorderFilter => "the recorder's filter",
+            Step::Spawner => "starting the profile's spawner thread",
+            Step::ReportPipe => "the preload's report pipe",
+            Step::Limits => "the resource limits",
+            Step::Streams => "the job's standard streams",
+            Step::Group => "the group holding the job's processes",
+            Step::Namespaces => "making the job's namespaces",
+            Step::Child => "starting the child",
+            Step::Listener => "handing over the seccomp listener",
+            Step::Reap => "waiting for the program",
+            Step::Session => "the session's resident process",
+            Step::Cancel => "the cancellation handle",
+            Step::Command => "the command",
+        }
+    }
+
+    /// An [`ExecError::Setup`] of this step; for `map_err`.
+    pub(crate) fn error(self) -> impl FnOnce(std::io::Error) -> ExecError {
+        move |source| ExecError::Setup { step: self, source }
+    }
+
+    /// An [`ExecError::Setup`] of this step with a message of the host's own.
+    pub(crate) fn says(self, why: impl Into<String>) -> ExecError {
+        ExecError::Setup {
+            step: self,
+            source: std::io::Error::other(why.into()),
+        }
+    }
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl ExecError {
@@ -129,7 +212,7 @@ impl ExecError {
             ExecError::Sandbox(SandboxError::Blocked(_)) | ExecError::Spawn { .. } => "argv[0]",
             ExecError::Sandbox(SandboxError::Unavailable(_)) => "require_sandbox",
             ExecError::Sandbox(SandboxError::Profile(..)) => "profile",
-            ExecError::Sandbox(_) | ExecError::Setup(_) => "sandbox",
+            ExecError::Sandbox(_) | ExecError::Setup { .. } => "sandbox",
         }
     }
 
@@ -155,5 +238,34 @@ impl ExecError {
             }
             other => other.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_step_is_named_in_the_message_and_is_the_sandboxs_not_the_requests() {
+        let e = Step::Group.error()(std::io::Error::from_raw_os_error(libc::EACCES));
+        assert_eq!(
+            e.to_string(),
+            "cannot prepare the run: the group holding the job's processes: Permission denied \
+             (os error 13)"
+        );
+        assert_eq!(e.field(), "sandbox");
+        assert_eq!(e.exit_code(), None);
+        let e = Step::Session.says("the resident sent no pidfd");
+        assert_eq!(
+            e.reason(),
+            "cannot prepare the run: the session's resident process: the resident sent no pidfd"
+        );
+        assert!(matches!(
+            e,
+            ExecError::Setup {
+                step: Step::Session,
+                ..
+            }
+        ));
     }
 }

@@ -9,8 +9,7 @@ use super::job::Job;
 use super::options::{RunOptions, StartFrom};
 use super::record::Recorder;
 use super::request::{Audience, Refusal, Request, Validated};
-use super::result::{ExecError, ExecResult};
-use super::spawn;
+use super::result::{ExecError, ExecResult, Step};
 use crate::policy::profile::Profile;
 use crate::policy::Action;
 use crate::sandbox::{Options, Sandbox};
@@ -63,7 +62,8 @@ pub(crate) fn run_validated(
 }
 
 /// [`run`], planned again once when the spawn found namespaces refused although they were
-/// presumed to work (nothing ran: the refusal is the `clone3` that would have started it).
+/// presumed to work (nothing ran: the refusal is the `clone3` that would have started it, or
+/// the init's id maps or mounts; the probes, run again, plan the job without them).
 fn run_planned(
     v: &Validated,
     sandbox: &Sandbox,
@@ -72,12 +72,13 @@ fn run_planned(
     mechanism: &mut Option<Mechanism>,
     recorder: Option<&Recorder>,
 ) -> Result<ExecResult, ExecError> {
-    spawn::take_namespaces_refused();
-    let res = run(v, sandbox, opts, start, mechanism, recorder);
-    if res.is_err() && spawn::take_namespaces_refused() {
-        return run(v, sandbox, opts, start, mechanism, recorder);
+    match run(v, sandbox, opts, start, mechanism, recorder) {
+        Err(ExecError::Setup {
+            step: Step::Namespaces,
+            ..
+        }) => run(v, sandbox, opts, start, mechanism, recorder),
+        res => res,
     }
-    res
 }
 
 /// Runs an already validated job on the same spawn path, but instead of the profile's filter

@@ -157,6 +157,9 @@ pub(crate) enum SpawnError {
     /// The host could not take the child's seccomp listener (`pidfd_getfd` is a ptrace
     /// access: EPERM for a caller without CAP_SYS_PTRACE when the child is non-dumpable).
     Handover(std::io::Error),
+    /// Namespaces presumed to work were refused, and the probes, run again, confirm it:
+    /// nothing ran, and the job may be planned again without them.
+    NamespacesRefused(std::io::Error),
 }
 
 thread_local! {
@@ -378,10 +381,11 @@ pub(crate) fn spawn(spec: &Spec) -> Result<Spawned, SpawnError> {
             // The clone worked but the init could not map ids or mount (a container whose
             // /proc has paths mounted over it refuses a fresh one): the probes say whether
             // namespaces are usable here at all, as after a refused clone.
-            if has_init && matches!(Stage::from_i32(stage), Some(Stage::IdMap | Stage::Mounts)) {
-                note_refusal(true);
-            }
+            let refused = has_init
+                && matches!(Stage::from_i32(stage), Some(Stage::IdMap | Stage::Mounts))
+                && super::isolation::recheck();
             failure = Some(match Stage::from_i32(stage) {
+                _ if refused => SpawnError::NamespacesRefused(err),
                 Some(Stage::Exec) => SpawnError::Exec(err),
                 Some(Stage::Mounts) => {
                     // A failed mount is named (which step of the plan, where).
@@ -502,31 +506,16 @@ unsafe fn after_clone(ctx: *mut c_void, rc: isize) {
     }
 }
 
-thread_local! {
-    /// This thread's last spawn found namespaces refused that were presumed to work.
-    static NAMESPACES_REFUSED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
 /// The error for a `clone3` that returned `rc`. With namespace flags, the probes run now
-/// (namespaces are presumed to work until then): when they confirm the refusal, the caller
-/// learns it from [`take_namespaces_refused`] and plans the job again without them.
+/// (namespaces are presumed to work until then): when they confirm the refusal, the error says
+/// so, and the caller plans the job again without them.
 fn clone_failed(rc: isize, namespaced: bool) -> SpawnError {
-    note_refusal(namespaced);
-    SpawnError::Setup(std::io::Error::from_raw_os_error(-rc as i32))
-}
-
-/// After a namespaced spawn failed: runs the probes, and when they confirm the refusal, flags
-/// it for [`take_namespaces_refused`].
-fn note_refusal(namespaced: bool) {
+    let err = std::io::Error::from_raw_os_error(-rc as i32);
     if namespaced && super::isolation::recheck() {
-        NAMESPACES_REFUSED.with(|f| f.set(true));
+        SpawnError::NamespacesRefused(err)
+    } else {
+        SpawnError::Setup(err)
     }
-}
-
-/// Whether this thread's last spawn failed because namespaces are refused here (once: the
-/// flag is cleared).
-pub(crate) fn take_namespaces_refused() -> bool {
-    NAMESPACES_REFUSED.with(|f| f.replace(false))
 }
 
 /// SIGKILL through a pidfd.

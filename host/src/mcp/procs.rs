@@ -7,7 +7,7 @@
 //! grows the host's memory. When the process has ended, its result waits in the table until a
 //! call has reported it; then its id is forgotten.
 
-use crate::exec::{ExecError, ExecResult, Refusal, Request};
+use crate::exec::{ExecError, ExecResult, Refusal, Request, Step};
 use crate::session::{Command, Event, Process, Session, SessionOptions};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -182,7 +182,7 @@ impl Procs {
         let session = match st.session.clone().filter(|s| !s.is_ended()) {
             Some(s) => s,
             None => {
-                let exe = std::env::current_exe().map_err(ExecError::Setup)?;
+                let exe = std::env::current_exe().map_err(Step::Session.error())?;
                 let mut options = SessionOptions::new(exe);
                 // The policy came from `sandbox mcp`'s flags, as its one-shot runs' did.
                 options.audience = crate::exec::Audience::Cli;
@@ -212,7 +212,7 @@ impl Procs {
         std::thread::Builder::new()
             .name("sandbox-mcp-output".into())
             .spawn(move || drain.drain(cap))
-            .map_err(ExecError::Setup)?;
+            .map_err(Step::Command.error())?;
         st.table.insert(id, entry);
         Ok(id)
     }

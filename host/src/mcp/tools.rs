@@ -15,7 +15,7 @@ use super::call::{argv_of, command_of, error_line, refused, Ctx};
 use super::inflight::Call;
 use super::policy::Policy;
 use super::schema;
-use crate::exec::{ExecError, ExecResult, Request, RunOptions};
+use crate::exec::{ExecError, ExecResult, Request, RunOptions, Step};
 use crate::session::{Command, Session};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -152,7 +152,7 @@ pub fn call(ctx: &Ctx<'_>, params: &Map<String, Value>, structured: bool) -> Out
 
 /// Runs `req` as a job of its own, killed when the call is cancelled.
 fn one_shot(req: &Request, call: &Call) -> Result<ExecResult, ExecError> {
-    let cancel = crate::exec::Cancel::new().map_err(ExecError::Setup)?;
+    let cancel = crate::exec::Cancel::new().map_err(Step::Cancel.error())?;
     let stop = cancel.clone();
     call.on_cancel(move || stop.cancel());
     let opts = RunOptions {
@@ -185,9 +185,9 @@ fn in_session(session: &Session, req: &Request, call: &Call) -> Result<ExecResul
             }
             writer.close_stdin();
         })
-        .map_err(ExecError::Setup)?;
+        .map_err(Step::Command.error())?;
     p.finish()
-        .ok_or_else(|| ExecError::Setup(std::io::Error::other("the command has no result")))
+        .ok_or_else(|| Step::Command.says("the command has no result"))
 }
 
 /// Refuses every key but the tool's own: a policy field (`profile`, `workspace`...) given as

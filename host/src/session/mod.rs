@@ -33,7 +33,7 @@ mod wire;
 use process::Layers;
 pub use process::{Event, Process};
 
-use crate::exec::{Cancel, ExecError, ExecResult, Refusal, Request, RunOptions};
+use crate::exec::{Cancel, ExecError, ExecResult, Refusal, Request, RunOptions, Step};
 use crate::sandbox::Sandbox;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::PathBuf;
@@ -257,11 +257,11 @@ impl Session {
                 .or_else(|| std::env::current_dir().ok())
         });
         let allowed_controls = v.paths.allowed_controls.clone();
-        let (host, child) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
+        let (host, child) = crate::sys::seqpacket_pair().map_err(Step::Session.error())?;
         v.streams = crate::exec::Streams::Session(child.as_raw_fd());
         v.timeout = None;
         let opts = RunOptions {
-            cancel: Some(Cancel::new().map_err(ExecError::Setup)?),
+            cancel: Some(Cancel::new().map_err(Step::Cancel.error())?),
             start: crate::exec::StartFrom::CallingThread,
             ..RunOptions::default()
         };
@@ -279,23 +279,21 @@ impl Session {
                 drop(child);
                 let _ = done_tx.send(res);
             })
-            .map_err(ExecError::Setup)?;
+            .map_err(Step::Session.error())?;
         let started = match rx.recv() {
             Ok(s) => s,
             Err(_) => {
                 let _ = engine.join();
                 return Err(match done_rx.recv() {
                     Ok(Err(e)) => e,
-                    _ => ExecError::Setup(std::io::Error::other(
-                        "the session's resident process did not start",
-                    )),
+                    _ => Step::Session.says("the session's resident process did not start"),
                 });
             }
         };
         let cancel_on_fail = cancel.clone();
         let fail = |e: std::io::Error| {
             cancel_on_fail.cancel();
-            ExecError::Setup(e)
+            Step::Session.error()(e)
         };
         let mut buf = Vec::new();
         let (addr, exit_info, resident_pid) =
@@ -325,9 +323,9 @@ impl Session {
                         Ok(Err(e)) => e.to_string(),
                         Err(_) => String::new(),
                     };
-                    return Err(ExecError::Setup(std::io::Error::other(format!(
+                    return Err(Step::Session.says(format!(
                         "the session's resident process ended before it was ready: {why}"
-                    ))));
+                    )));
                 }
                 Err(e) => return Err(fail(e)),
             };
@@ -374,9 +372,8 @@ impl Session {
                 None => {
                     // Fail closed: the engine found room for the claims; none is a bug.
                     cancel.cancel();
-                    return Err(ExecError::Setup(std::io::Error::other(
-                        "the session's filter cannot carry the contained tier's claims",
-                    )));
+                    return Err(Step::Session
+                        .says("the session's filter cannot carry the contained tier's claims"));
                 }
             },
             _ => sandbox.attached_filter(addr).map_err(|e| {
@@ -699,17 +696,21 @@ impl Inner {
                  calls (`@loader`), or a one-shot request",
             ));
         }
-        let (stdin_r, stdin_w) = crate::sys::pipe2(libc::O_CLOEXEC).map_err(ExecError::Setup)?;
-        let (stdout_r, stdout_w) = crate::sys::pipe2(libc::O_CLOEXEC).map_err(ExecError::Setup)?;
-        let (stderr_r, stderr_w) = crate::sys::pipe2(libc::O_CLOEXEC).map_err(ExecError::Setup)?;
+        let (stdin_r, stdin_w) =
+            crate::sys::pipe2(libc::O_CLOEXEC).map_err(Step::Streams.error())?;
+        let (stdout_r, stdout_w) =
+            crate::sys::pipe2(libc::O_CLOEXEC).map_err(Step::Streams.error())?;
+        let (stderr_r, stderr_w) =
+            crate::sys::pipe2(libc::O_CLOEXEC).map_err(Step::Streams.error())?;
         // With a terminal, its slave is the command's three streams and the host keeps the
         // master: written for stdin, read as stdout, resized. The pipes' ends then go unused
         // (stderr reads end of file at once).
         let (stdin_r, stdout_w, stderr_w, stdin_w, stdout_r, tty) = match cmd.pty {
             None => (stdin_r, stdout_w, stderr_w, stdin_w, stdout_r, None),
             Some((cols, rows)) => {
-                let (master, slave) = crate::sys::open_pty(cols, rows).map_err(ExecError::Setup)?;
-                let dup = |fd: &OwnedFd| fd.try_clone().map_err(ExecError::Setup);
+                let (master, slave) =
+                    crate::sys::open_pty(cols, rows).map_err(Step::Streams.error())?;
+                let dup = |fd: &OwnedFd| fd.try_clone().map_err(Step::Streams.error());
                 (
                     dup(&slave)?,
                     dup(&slave)?,
@@ -730,7 +731,8 @@ impl Inner {
             .collect();
         // The command's own reply socket: the resident answers the start and, later, the
         // command's exit on it, read directly by this thread and then the command's.
-        let (reply, reply_resident) = crate::sys::seqpacket_pair().map_err(ExecError::Setup)?;
+        let (reply, reply_resident) =
+            crate::sys::seqpacket_pair().map_err(Step::Session.error())?;
         self.running.fetch_add(1, Ordering::AcqRel);
         self.touch();
         let unroute = || {
@@ -747,7 +749,7 @@ impl Inner {
         drop((stdin_r, stdout_w, stderr_w, reply_resident));
         if let Err(e) = sent {
             unroute();
-            return Err(ExecError::Setup(e));
+            return Err(Step::Session.error()(e));
         }
         // One answer: `Started` with the pidfd (and the listener), or `Failed`.
         let mut buf = Vec::new();
@@ -773,7 +775,7 @@ impl Inner {
                         source,
                     }
                 } else {
-                    ExecError::Setup(std::io::Error::new(
+                    Step::Child.error()(std::io::Error::new(
                         source.kind(),
                         format!("the command's {stage} step failed: {source}"),
                     ))
@@ -786,17 +788,13 @@ impl Inner {
         };
         let Some(pidfd) = pidfd else {
             unroute();
-            return Err(ExecError::Setup(std::io::Error::other(
-                "the resident sent no pidfd",
-            )));
+            return Err(Step::Session.says("the resident sent no pidfd"));
         };
         if filtered && self.routes.is_none() && self.notify && listener.is_none() {
             // Fail closed: the filter's refused calls would have no one to answer them.
             let _ = crate::sys::pidfd_signal(pidfd.as_fd(), libc::SIGKILL);
             unroute();
-            return Err(ExecError::Setup(std::io::Error::other(
-                "the command's seccomp listener was not handed over",
-            )));
+            return Err(Step::Listener.says("the command's seccomp listener was not handed over"));
         }
         let pids = process::pids_knowing(&pidfd, ns_pid);
         let pid = pids.0;
@@ -828,9 +826,9 @@ impl Inner {
                 if let (Some(r), Some(_)) = (&self.routes, &routed) {
                     r.remove(pid);
                 }
-                return Err(ExecError::Setup(std::io::Error::other(format!(
+                return Err(Step::Limits.says(format!(
                     "the command's memory watchdog could not be started: {e}"
-                ))));
+                )));
             }
         }
         let process = process::start(process::Start {
@@ -968,7 +966,7 @@ impl Inner {
             ));
         }
         self.cgroups.make(id, own).map(Some).map_err(|e| {
-            ExecError::Setup(std::io::Error::new(
+            Step::Group.error()(std::io::Error::new(
                 e.kind(),
                 format!("cannot make the command's own cgroup: {e}"),
             ))
