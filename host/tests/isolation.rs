@@ -1165,3 +1165,106 @@ fn without_isolation_a_background_job_ends_with_the_run() {
         "control: outside the sandbox the job outlives its shell: {left:?}"
     );
 }
+
+/// An archive of `dir/f` owned by uid and gid 1001, as a PyPI sdist made by another user is.
+fn archive_of_another_user(ws: &Path) -> std::path::PathBuf {
+    let src = ws.join("pkg-1.0");
+    fs::create_dir(&src).unwrap();
+    fs::write(src.join("setup.py"), "print('hi')\n").unwrap();
+    let chown = Command::new("chown")
+        .args(["-R", "1001:1001"])
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let tar = ws.join("pkg-1.0.tar");
+    let made = Command::new("tar")
+        .arg("cf")
+        .arg(&tar)
+        .arg("pkg-1.0")
+        .current_dir(ws)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    fs::remove_dir_all(&src).unwrap();
+    tar
+}
+
+#[test]
+fn roots_tar_unpacks_another_users_archive_and_a_refused_owner_change_is_named() {
+    use std::os::unix::fs::MetadataExt;
+    let ws = workspace();
+    let tar = archive_of_another_user(ws.path());
+    let owner = |ws: &Path| fs::metadata(ws.join("pkg-1.0/setup.py")).unwrap().uid();
+    // Control: outside, root's tar gives the files the archive's owner (`--same-owner`).
+    let outside = command(As::Root, "tar")
+        .arg("xf")
+        .arg(&tar)
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(outside.status.success(), "{:?}", text(&outside));
+    assert_eq!(owner(ws.path()), 1001);
+    fs::remove_dir_all(ws.path().join("pkg-1.0")).unwrap();
+
+    // Inside, with the default layers: root's job holds no capabilities, and its default
+    // TAR_OPTIONS has tar keep its own ownership, as it does for every other user.
+    let run = |extra: &[&str], argv: &[&str]| {
+        command(As::Root, SANDBOX)
+            .args(["run", "--profile", "shell"])
+            .args(extra)
+            .arg("--")
+            .args(argv)
+            .current_dir(ws.path())
+            .output()
+            .unwrap()
+    };
+    let o = run(&["-v"], &["tar", "xf", "pkg-1.0.tar"]);
+    let (_, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("tier: isolated"), "{err}");
+    assert_eq!(owner(ws.path()), 0);
+    fs::remove_dir_all(ws.path().join("pkg-1.0")).unwrap();
+
+    // A request that sets TAR_OPTIONS itself keeps it: tar then asks for the archive's owner,
+    // which is refused, and named with the change.
+    let o = run(&["--env", "TAR_OPTIONS="], &["tar", "xf", "pkg-1.0.tar"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("/usr/bin/tar was refused fchown")
+            && err.contains("pkg-1.0/setup.py: root's job holds no capabilities here")
+            && err.contains("tar --no-same-owner")
+            && err.contains("--isolation off --allow-root"),
+        "{err}"
+    );
+
+    // chown to another owner, through exec --json: one violation with its change, which,
+    // applied once, lets the same call succeed.
+    let req = r#"{"argv":["chown","1001","pkg-1.0/setup.py"],"profile":"shell"}"#;
+    let mut exec = command(As::Root, SANDBOX);
+    exec.args(["exec", "--json"]).current_dir(ws.path());
+    let out = output_with_input(&mut exec, req.as_bytes());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["exit_code"], 1, "{v}");
+    let violation = &v["violations"][0];
+    assert_eq!(violation["syscall"], "fchownat", "{v}");
+    assert_eq!(
+        violation["change"], "\"isolation\": \"off\" with \"allow_root\": true",
+        "{v}"
+    );
+    let applied = run(
+        &["--isolation", "off", "--allow-root"],
+        &["chown", "1001", "pkg-1.0/setup.py"],
+    );
+    assert!(applied.status.success(), "{:?}", text(&applied));
+    assert_eq!(owner(ws.path()), 1001);
+
+    // Another user's jobs get no TAR_OPTIONS: tar keeps ownership for them anyway.
+    let o = command(As::Nobody, SANDBOX)
+        .args(["run", "--", "sh", "-c", "echo ${TAR_OPTIONS-unset}"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(text(&o).0, "unset\n", "{:?}", text(&o));
+}

@@ -321,6 +321,11 @@ fn env_scrub_drops_host_secrets() {
             .iter()
             .map(|(k, v)| format!("{k}={v}")),
     );
+    // Root's tar keeps its own ownership (docs/exec.md, "The environment").
+    if sandbox_host::exec::env::user() == "root" {
+        let (k, v) = sandbox_host::exec::env::ROOT_TAR;
+        want.push(format!("{k}={v}"));
+    }
     want.sort();
     assert_eq!(
         lines, want,

@@ -30,6 +30,13 @@ pub const COPY_MODES: &[(&str, &str)] = &[
     ("npm_config_package_import_method", "copy"),
 ];
 
+/// Set in the environment of a job whose user is root (unless the request sets it): GNU tar
+/// then extracts as it does for every other user, without giving files the archive's owners.
+/// Root's job holds no capabilities in the isolated tier (its namespaces' init drops them), so
+/// tar's default for root (`--same-owner`) failed on every archive made by another user, a
+/// PyPI sdist among them (docs/exec.md, "The environment").
+pub const ROOT_TAR: (&str, &str) = ("TAR_OPTIONS", "--no-same-owner");
+
 /// Variables refused by exact name, each with why: it makes a program load or run code it was
 /// not asked to run (a library, a module search path, a start-up file, a helper command),
 /// moves a program's configuration (which names such code) outside the workspace, or changes
@@ -325,6 +332,9 @@ pub fn scrubbed(base: Base<'_>, extra: &BTreeMap<String, String>) -> Vec<(String
     );
     for (k, v) in COPY_MODES {
         env.insert(k.to_string(), v.to_string());
+    }
+    if crate::sys::euid() == 0 {
+        env.insert(ROOT_TAR.0.to_string(), ROOT_TAR.1.to_string());
     }
     for (k, v) in extra {
         env.insert(k.clone(), v.clone());

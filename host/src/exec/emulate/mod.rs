@@ -187,7 +187,14 @@ fn decide(listener: BorrowedFd<'_>, n: &libc::seccomp_notif, places: &Places) ->
         _ => None,
     };
     if !standing.may_change(&shape, owner) {
-        return Answer::Result(Err(errno(libc::EPERM)));
+        // Where the thread holds fewer capabilities than the caller, the caller's own call
+        // would have been allowed: the sandbox refused it, and says so.
+        return match standing {
+            target::Standing::FewerCapabilities(_) => {
+                Answer::Refused(libc::EPERM, Why::Capabilities(places::name_of(fd.as_fd())))
+            }
+            _ => Answer::Result(Err(errno(libc::EPERM))),
+        };
     }
     Answer::Result(perform(fd.as_fd(), followed, &op))
 }

@@ -239,6 +239,11 @@ pub(crate) enum Why {
     /// A write or metadata change through a name in the writable places to a file that has
     /// other names (hard links) the job may not reach (its name).
     Linked(PathBuf),
+    /// A metadata change only capabilities allow (another owner; a file another user owns),
+    /// asked by a thread of the caller's user that holds fewer capabilities than the caller:
+    /// root's job in the isolated tier holds none (its init drops them), so what root could do
+    /// outside is refused inside (the file's name).
+    Capabilities(PathBuf),
 }
 
 /// A call the emulation refused.

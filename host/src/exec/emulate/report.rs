@@ -185,6 +185,24 @@ pub(crate) fn advice(
             "a process that made itself non-dumpable cannot have its call read".to_string(),
             None,
         ),
+        Why::Capabilities(path) => {
+            let change = match audience {
+                crate::exec::request::Audience::Json => {
+                    "\"isolation\": \"off\" with \"allow_root\": true"
+                }
+                crate::exec::request::Audience::Cli => "--isolation off --allow-root",
+            };
+            (
+                format!(
+                    "{}: root's job holds no capabilities here, so it changes only its own \
+                     files and gives them to no other owner; tar --no-same-owner (root's \
+                     default TAR_OPTIONS), cp --no-preserve=ownership, or the contained tier: \
+                     {change}",
+                    crate::escape::path(path)
+                ),
+                Some(change.to_string()),
+            )
+        }
     }
 }
 
@@ -236,7 +254,9 @@ impl Tally {
 /// again in the program's stderr, is not named twice).
 pub(crate) fn names(tally: &Tally, path: &std::path::Path) -> bool {
     tally.seen.iter().any(|s| match &s.refused.why {
-        Why::Socket(p) | Why::Outside(Some(p)) | Why::Linked(p) => p == path,
+        Why::Socket(p) | Why::Outside(Some(p)) | Why::Linked(p) | Why::Capabilities(p) => {
+            p == path
+        }
         _ => false,
     })
 }
