@@ -1233,7 +1233,7 @@ fn roots_tar_unpacks_another_users_archive_and_a_refused_owner_change_is_named()
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("/usr/bin/tar was refused fchown")
-            && err.contains("pkg-1.0/setup.py: root's job holds no capabilities here")
+            && err.contains("pkg-1.0/setup.py: root's job holds no capabilities here,")
             && err.contains("tar --no-same-owner")
             && err.contains("--isolation off --allow-root"),
         "{err}"
@@ -1259,6 +1259,23 @@ fn roots_tar_unpacks_another_users_archive_and_a_refused_owner_change_is_named()
     );
     assert!(applied.status.success(), "{:?}", text(&applied));
     assert_eq!(owner(ws.path()), 1001);
+
+    // Writing another user's file (mode 0644) is refused the same way, and named; root
+    // outside writes it (the control).
+    let o = run(&[], &["sh", "-c", "echo more >> pkg-1.0/setup.py"]);
+    let (_, err) = text(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("was refused openat")
+            && err.contains("pkg-1.0/setup.py: root's job holds no capabilities here,"),
+        "{err}"
+    );
+    let outside = command(As::Root, "sh")
+        .args(["-c", "echo more >> pkg-1.0/setup.py"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(outside.status.success(), "{:?}", text(&outside));
 
     // Another user's jobs get no TAR_OPTIONS: tar keeps ownership for them anyway.
     let o = command(As::Nobody, SANDBOX)

@@ -308,7 +308,6 @@ pub(crate) fn child_has_exited(pid: i32) -> bool {
     rc == 0 && unsafe { info.si_pid() } == pid
 }
 
-
 /// Makes this process the leader of a new session and process group, without a controlling
 /// terminal (`setsid`): a daemon holds nobody's terminal and gets no job-control signals.
 pub(crate) fn setsid() -> io::Result<()> {

@@ -264,7 +264,7 @@ fn existing(
         access,
         call.flags & libc::O_TRUNC != 0 || call.truncate.is_some(),
     ) {
-        return Plan::Fail(libc::EACCES);
+        return unpermitted(standing, object.as_fd());
     }
     if let Some(len) = call.truncate {
         return Plan::Done(
@@ -278,6 +278,18 @@ fn existing(
     match crate::sys::emulate::reopen(object.as_fd(), call.flags) {
         Ok(f) => Plan::Install(f, call.flags & libc::O_CLOEXEC != 0),
         Err(e) => Plan::Fail(err(e)),
+    }
+}
+
+/// EACCES for an object the thread's mode bits do not open: named where the thread holds
+/// fewer capabilities than the caller (root's job in the isolated tier), whose own open would
+/// have been allowed; the kernel's plain answer otherwise.
+fn unpermitted(standing: &Standing, object: BorrowedFd<'_>) -> Plan {
+    match standing {
+        Standing::FewerCapabilities(_) => {
+            Plan::Refused(libc::EACCES, Why::Capabilities(name_of(object)))
+        }
+        _ => Plan::Fail(libc::EACCES),
     }
 }
 
@@ -316,7 +328,7 @@ fn device(
     };
     let access = call.flags & libc::O_ACCMODE;
     if !standing.may_open(s, access, false) {
-        return Plan::Fail(libc::EACCES);
+        return unpermitted(standing, object.as_fd());
     }
     match crate::sys::emulate::reopen(object.as_fd(), call.flags) {
         Ok(f) => Plan::Install(f, call.flags & libc::O_CLOEXEC != 0),
@@ -372,8 +384,11 @@ fn create(
     if let Err(why) = places.writable(root, parent.as_fd()) {
         return Created::Plan(outside(parent.as_fd(), why, root));
     }
-    if places.denied(parent.as_fd()) || !standing.may_create_in(&s) {
+    if places.denied(parent.as_fd()) {
         return Created::Plan(Plan::Fail(libc::EACCES));
+    }
+    if !standing.may_create_in(&s) {
+        return Created::Plan(unpermitted(standing, parent.as_fd()));
     }
     // The directory's descriptor is `O_PATH`: the new name is made beneath it for real.
     let dir = match crate::sys::emulate::reopen(parent.as_fd(), libc::O_RDONLY | libc::O_DIRECTORY)

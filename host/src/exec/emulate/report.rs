@@ -194,10 +194,10 @@ pub(crate) fn advice(
             };
             (
                 format!(
-                    "{}: root's job holds no capabilities here, so it changes only its own \
-                     files and gives them to no other owner; tar --no-same-owner (root's \
-                     default TAR_OPTIONS), cp --no-preserve=ownership, or the contained tier: \
-                     {change}",
+                    "{}: root's job holds no capabilities here, so only a file's owner and \
+                     mode bits decide what it may write or change, and it gives no file to \
+                     another owner; tar --no-same-owner (root's default TAR_OPTIONS), cp \
+                     --no-preserve=ownership, or the contained tier: {change}",
                     crate::escape::path(path)
                 ),
                 Some(change.to_string()),
@@ -254,9 +254,7 @@ impl Tally {
 /// again in the program's stderr, is not named twice).
 pub(crate) fn names(tally: &Tally, path: &std::path::Path) -> bool {
     tally.seen.iter().any(|s| match &s.refused.why {
-        Why::Socket(p) | Why::Outside(Some(p)) | Why::Linked(p) | Why::Capabilities(p) => {
-            p == path
-        }
+        Why::Socket(p) | Why::Outside(Some(p)) | Why::Linked(p) | Why::Capabilities(p) => p == path,
         _ => false,
     })
 }
