@@ -349,7 +349,9 @@ fn run_setup(
     let paths = paths.rules().map_err(|e| e.to_string())?;
     opts.profile = paths.guard(opts.profile).map_err(|e| e.to_string())?;
     let network = net.network().map_err(|e| e.to_string())?;
-    opts.profile = network.guard(opts.profile).map_err(|e| e.to_string())?;
+    opts.profile = network
+        .guard(opts.profile, platform::delegable())
+        .map_err(|e| e.to_string())?;
     let sandbox = Sandbox::new(opts).map_err(|e| e.to_string())?;
     let settings = RunSettings {
         config,

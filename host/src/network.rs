@@ -225,13 +225,18 @@ impl Network {
 
     /// `profile`, adjusted for the mode: with `proxy`, the `@network` group joins an allow
     /// list (the program must open a TCP socket to reach the proxy; the network namespace,
-    /// not the filter, is then the boundary). Other modes leave the profile as it is.
+    /// not the filter, is then the boundary). With `none` asked for, a profile that runs
+    /// programs gets the same ([`own_network`]): the job's sockets reach only its own
+    /// loopback. Other modes leave the profile as it is. `unix_guarded`: the host can check
+    /// the job's unix socket connects ([`own_network`]).
     pub fn guard(
         &self,
         profile: sandbox_policy::profile::Profile,
+        unix_guarded: bool,
     ) -> Result<sandbox_policy::profile::Profile, sandbox_policy::profile::ProfileError> {
         match self.mode {
             Some(Mode::Proxy) => profile.with_allow("@network"),
+            Some(Mode::None) => own_network(profile, unix_guarded),
             _ => Ok(profile),
         }
     }
@@ -243,6 +248,49 @@ impl Network {
             p += 1;
         }
         p
+    }
+}
+
+/// The profile of a job that runs programs (its allow list has `@exec`: a shell) in a
+/// network namespace of its own with nothing but loopback (`network: none`, asked for: the
+/// mode is refused where no network namespace can be made, so it never runs on the host's
+/// network): the `@network` group is allowed and the profile's own refusals of socket
+/// families are dropped, so local servers, `multiprocessing` managers and test fixtures work
+/// as they do outside. A refusal the request added itself stays (only entries of the built-in
+/// profile's own deny list are dropped). Unix sockets stay refused (EACCES, named) where the
+/// host cannot check their connects (`unix_guarded` false: no descriptor can be taken from the
+/// job, as under Docker's default seccomp profile), since a pathname unix socket reaches the
+/// host's services whatever the network namespace. Any other profile is returned unchanged.
+pub fn own_network(
+    profile: sandbox_policy::profile::Profile,
+    unix_guarded: bool,
+) -> Result<sandbox_policy::profile::Profile, sandbox_policy::profile::ProfileError> {
+    let has = |entry: &str| {
+        profile
+            .allow()
+            .is_some_and(|a| a.iter().any(|e| e == entry))
+    };
+    if !has("@exec") || has("@network") {
+        return Ok(profile);
+    }
+    let call = |e: &str| e.split(['(', '=']).next().unwrap_or(e).trim().to_string();
+    let network: Vec<String> = sandbox_policy::groups::find("network")
+        .map(|g| g.entries.iter().map(|e| call(e)).collect())
+        .unwrap_or_default();
+    let defined: Vec<String> = sandbox_policy::profile::Profile::builtin(profile.name())
+        .map(|b| b.deny().to_vec())
+        .unwrap_or_default();
+    let drop: Vec<String> = profile
+        .deny()
+        .iter()
+        .filter(|d| defined.contains(d) && network.contains(&call(d)))
+        .cloned()
+        .collect();
+    let p = profile.with_allow("@network")?.without_denies(&drop)?;
+    if unix_guarded {
+        Ok(p)
+    } else {
+        p.with_deny("socket(a0 == AF_UNIX)=EACCES")
     }
 }
 
@@ -286,6 +334,69 @@ pub fn proxy_env_names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn none_asked_for_lets_a_shell_use_its_own_namespaces_sockets() {
+        use sandbox_policy::profile::Profile;
+        use sandbox_policy::{Action, NATIVE};
+        let socket = NATIVE.syscall_number("socket").unwrap();
+        let decide = |p: &Profile, family: i32, kind: i32| {
+            let policy = p.policy(NATIVE, None).unwrap().unwrap();
+            policy.decide(socket, &[family as u64, kind as u64, 0, 0, 0, 0])
+        };
+        let shell = Profile::builtin("shell").unwrap();
+        // Control: the profile as it is refuses unix, IPv6 and datagram sockets.
+        for (family, kind) in [
+            (libc::AF_UNIX, libc::SOCK_STREAM),
+            (libc::AF_INET6, libc::SOCK_STREAM),
+            (libc::AF_INET, libc::SOCK_DGRAM),
+        ] {
+            assert_eq!(
+                decide(&shell, family, kind),
+                Action::Errno(libc::EACCES as u16)
+            );
+        }
+        let none = Network {
+            mode: Some(Mode::None),
+            ..Network::default()
+        };
+        let own = none.guard(shell.clone(), true).unwrap();
+        for (family, kind) in [
+            (libc::AF_UNIX, libc::SOCK_STREAM),
+            (libc::AF_INET6, libc::SOCK_STREAM),
+            (libc::AF_INET, libc::SOCK_DGRAM),
+            (libc::AF_INET, libc::SOCK_STREAM),
+        ] {
+            assert_eq!(decide(&own, family, kind), Action::Allow, "{family}/{kind}");
+        }
+        // Raw and packet sockets stay out; the hardening rules stay.
+        assert_ne!(decide(&own, libc::AF_PACKET, libc::SOCK_RAW), Action::Allow);
+        assert!(own.deny().iter().any(|d| d == "@hardening"));
+        // Unix sockets stay refused where their connects cannot be checked.
+        let unguarded = none.guard(shell.clone(), false).unwrap();
+        assert_eq!(
+            decide(&unguarded, libc::AF_UNIX, libc::SOCK_STREAM),
+            Action::Errno(libc::EACCES as u16)
+        );
+        assert_eq!(
+            decide(&unguarded, libc::AF_INET6, libc::SOCK_STREAM),
+            Action::Allow
+        );
+        // A refusal the request added itself stays.
+        let asked = shell.extended(&[], &["socket".to_string()]).unwrap();
+        let kept = none.guard(asked, true).unwrap();
+        assert_ne!(
+            decide(&kept, libc::AF_INET, libc::SOCK_STREAM),
+            Action::Allow
+        );
+        // A profile that runs no programs, and the default mode, are left as they are.
+        let minimal = Profile::builtin("minimal").unwrap();
+        assert_eq!(none.guard(minimal.clone(), true).unwrap(), minimal);
+        assert_eq!(
+            Network::default().guard(shell.clone(), true).unwrap(),
+            shell
+        );
+    }
 
     fn fields(
         mode: Option<Mode>,

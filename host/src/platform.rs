@@ -142,6 +142,23 @@ pub fn weaknesses() -> Vec<Check> {
     .collect()
 }
 
+/// Whether this process may take another process's descriptors (`pidfd_getfd`), probed once
+/// per process; Docker's default seccomp profile refuses the call without `CAP_SYS_PTRACE`.
+/// Module `exec::emulate` says what needs it.
+pub fn can_take_descriptors() -> bool {
+    static CAN: OnceLock<bool> = OnceLock::new();
+    *CAN.get_or_init(crate::sys::take_fd_probe)
+}
+
+/// Whether a supervisor here could take a job's descriptors (for its connects and sends, its
+/// files' flags, its new terminals' peers): a seccomp listener (inside another sandbox there
+/// is none, and the descriptor probe is not made: the outer profile would refuse and name
+/// it), and `pidfd_getfd`. What a profile under `network: none` may open depends on it
+/// (`network::own_network`: unix sockets only where their connects are checked).
+pub fn delegable() -> bool {
+    seccomp_listener().is_ok() && can_take_descriptors()
+}
+
 /// Whether seccomp filters can send refused calls to a listener (user notification), probed
 /// once per process. Without it the engine still filters, but refused calls are answered by
 /// the filter itself (an errno, or the end of the process) and the host cannot name them.

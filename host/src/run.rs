@@ -430,17 +430,21 @@ pub(crate) fn outcome(
     for line in proxy_lines(r) {
         out.say(format_args!("{line}"));
     }
+    // The refusals first, on a timeout too: a program that waited for what a refused call
+    // would have given is named with the change that allows it, not only timed out.
+    for line in violation_lines(r, program) {
+        out.say(format_args!("{line}"));
+    }
     if r.timed_out {
+        let calls: Vec<&str> = r.violations.iter().map(|v| v.syscall.as_str()).collect();
+        let then = crate::exec::refused_first(&calls)
+            .unwrap_or_else(|| "raise --timeout if that is expected".to_string());
         out.say(format_args!(
-            "{} timed out after {:?}; it and every process it started were killed; raise \
-             --timeout if that is expected",
+            "{} timed out after {:?}; it and every process it started were killed; {then}",
             crate::escape::path(program),
             settings.timeout.unwrap_or_default()
         ));
         return (out.0, EXIT_TIMEOUT);
-    }
-    for line in violation_lines(r, program) {
-        out.say(format_args!("{line}"));
     }
     let status = match (r.exit_code, r.signal) {
         (Some(code), _) => code,

@@ -201,12 +201,33 @@ fn the_narrow_change_comes_first_and_never_opens_the_network_unsaid() {
     let v = exec(As::Nobody, home.path(), &trio);
     let e = &v["violations"][0];
     assert_eq!(e["syscall"], "setsockopt", "{v}");
+    // A shell that got `none` by default: asking for it gives the whole group in the job's
+    // own network namespace, in one run (an allow entry for the one call needed another run
+    // for each next call of the group), and the network stays closed.
+    assert_eq!(e["change"], "\"network\": \"none\"", "{v}");
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap()
+            .contains("own network namespace, which reaches nothing outside"),
+        "{v}"
+    );
+    let mut asked = trio.clone();
+    asked["network"] = json!("none");
+    let v = exec(As::Nobody, home.path(), &asked);
+    assert_eq!(v["violations"], json!([]), "{v}");
+    assert_eq!(v["network"]["mode"], "none", "{v}");
+    // A profile that runs no programs keeps the narrow change first; the group's profile
+    // comes second, with the mode that keeps the request without network, and the hint says
+    // why.
+    let mut narrow = trio.clone();
+    narrow["profile"] = json!("minimal");
+    let v = exec(As::Nobody, home.path(), &narrow);
+    let e = &v["violations"][0];
     assert_eq!(e["change"], "\"allow\": [\"setsockopt\"]", "{v}");
-    // The group's profile comes second, with the mode that keeps the request without
-    // network, and the hint says why.
     let hint = e["hint"].as_str().unwrap();
     assert!(
-        hint.contains("\"profile\": \"shell-network\", \"network\": \"none\"")
+        hint.contains("\"profile\": \"network\", \"network\": \"none\"")
             && hint.contains("host's network"),
         "{v}"
     );

@@ -691,3 +691,96 @@ fn a_proxy_refusal_is_named_in_refusals_and_its_change_works() {
         assert_eq!(e["allow"], "\"allow_domains\": [\"pkg.test\"]", "{r}");
     }
 }
+
+/// A test suite's local servers under the documented test request (`shell` with `none`
+/// asked for): a TCP server on the job's loopback answered over IPv4 and IPv6, a UDP echo, and
+/// a `multiprocessing` manager (a unix socket), as root and as uid 65534, through `sandbox run`
+/// and `exec --json`. Controls: the same script with the mode left to the profile is refused,
+/// and the hint's one change (`--network none`, `"network": "none"`) applied once runs it;
+/// the host's own loopback server is not reached from inside.
+#[test]
+fn a_shells_own_loopback_servers_work_under_none_asked_for() {
+    let script = r#"
+import http.server, multiprocessing, socket, threading, urllib.request
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a): pass
+for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+    class Server(http.server.HTTPServer):
+        address_family = family
+    s = Server((host, 0), Quiet)
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+    url = "http://%s:%d/" % (host if family == socket.AF_INET else "[::1]", s.server_address[1])
+    assert urllib.request.urlopen(url, timeout=5).status == 200
+    s.shutdown()
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
+c = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); c.sendto(b"ping", u.getsockname())
+assert u.recv(4) == b"ping"
+with multiprocessing.Manager() as m:
+    d = m.dict(); d["k"] = 1; assert d["k"] == 1
+print("ok")
+"#;
+    let host = Listener::start();
+    let reach_host = format!(
+        "import socket\ntry:\n    socket.create_connection(('127.0.0.1', {}), 5)\n    print('reached')\nexcept OSError as e:\n    print('refused', e.errno)\n",
+        host.port
+    );
+    for who in WHO {
+        let run = |args: &[&str], code: &str| {
+            let mut all = vec!["run", "--profile", "shell"];
+            all.extend_from_slice(args);
+            all.extend_from_slice(&["--", "python3", "-c", code]);
+            let o = sandbox(who, &all);
+            (
+                o.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        };
+        // Control: the mode left to the profile (`none` by default in the namespace layer)
+        // keeps the profile's refusals, and the hint names the one change.
+        let (code, out, err) = run(&[], script);
+        assert_ne!((code, out.as_str()), (0, "ok\n"), "{who:?}: {err}");
+        assert!(err.contains("--network none"), "{who:?}: {err}");
+        // A suite that waits for the server it could not start runs into the time limit,
+        // whose warning says the refusal came first.
+        let waits = "import socket, time\ntry:\n    socket.socket(socket.AF_INET, socket.SOCK_STREAM)\nexcept OSError:\n    pass\ntime.sleep(60)\n";
+        let (_, _, err) = run(&["--timeout", "2"], waits);
+        assert!(
+            err.contains("was refused socket")
+                && err.contains("timed out after")
+                && err.contains("it had been refused socket"),
+            "{who:?}: {err}"
+        );
+        // Asked for: the suite's servers work, and nothing is refused.
+        let (code, out, err) = run(&["--network", "none"], script);
+        assert_eq!((code, out.as_str()), (0, "ok\n"), "{who:?}: {err}");
+        assert!(!err.contains("refused"), "{who:?}: {err}");
+        // The host's loopback stays out of reach.
+        let before = host.hits();
+        let (_, out, err) = run(&["--network", "none"], &reach_host);
+        assert!(out.starts_with("refused"), "{who:?}: {out}{err}");
+        assert_eq!(host.hits(), before, "{who:?}");
+
+        // The same through exec --json: the violation's change, applied once, runs it.
+        let request = |extra: &str| {
+            serde_json::json!({
+                "argv": ["python3", "-c", script],
+                "profile": "shell",
+            })
+            .to_string()
+            .replacen('{', &format!("{{{extra}"), 1)
+        };
+        let v = exec_json_as(who, &request(""));
+        assert_ne!(v["stdout"], "ok\n", "{who:?}: {v}");
+        let changes: Vec<&str> = v["violations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["change"].as_str())
+            .collect();
+        assert!(changes.contains(&"\"network\": \"none\""), "{who:?}: {v}");
+        let v = exec_json_as(who, &request("\"network\": \"none\", "));
+        assert_eq!(v["stdout"], "ok\n", "{who:?}: {v}");
+        assert_eq!(v["violations"], serde_json::json!([]), "{who:?}: {v}");
+    }
+}

@@ -263,6 +263,14 @@ impl Profile {
         Ok(p)
     }
 
+    /// The same profile without the deny-list entries in `drop`, validated again.
+    pub fn without_denies(&self, drop: &[String]) -> Result<Profile, ProfileError> {
+        let mut p = self.clone();
+        p.deny.retain(|d| !drop.contains(d));
+        p.validate()?;
+        Ok(p)
+    }
+
     /// The same profile with one more deny-list entry, validated again.
     pub fn with_deny(&self, entry: &str) -> Result<Profile, ProfileError> {
         let mut p = self.clone();

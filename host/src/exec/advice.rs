@@ -144,6 +144,9 @@ pub(crate) struct Asker {
     /// The request left the network mode to the profile and got `none`: a change that lets
     /// the profile open TCP sockets must say `none` to keep it.
     pub keep_no_network: bool,
+    /// The host can check the job's unix socket connects (`platform::delegable`): what
+    /// `network: none` asked for lets a profile open ([`crate::network::own_network`]).
+    pub unix_guarded: bool,
 }
 
 /// Whether `policy` (`None`: no filter) lets a program open a TCP socket: what makes a
@@ -152,6 +155,54 @@ fn opens_tcp(policy: Option<&Policy>) -> bool {
     let tcp = [libc::AF_INET as u64, libc::SOCK_STREAM as u64, 0, 0, 0, 0];
     let socket = NATIVE.syscall_number("socket");
     policy.is_none_or(|p| socket.is_some_and(|nr| p.decide(nr, &tcp) == Action::Allow))
+}
+
+/// The change for a socket call refused in a job that got `none` by default: asking for
+/// `none` lets a profile that runs programs make and use sockets in its own network namespace
+/// ([`crate::network::own_network`]), which reaches nothing outside, so the whole group comes
+/// in one run and the network stays closed; `None` where that would not allow this call.
+fn own_network(
+    nr: u32,
+    args: &[u64; 6],
+    name: &str,
+    profile: &Profile,
+    asker: &Asker,
+    refused: &str,
+) -> Option<Advice> {
+    if !asker.keep_no_network || !groups_of(name).iter().any(|(g, _)| *g == "network") {
+        return None;
+    }
+    let own = crate::network::own_network(profile.clone(), asker.unix_guarded).ok()?;
+    let policy = own.policy(NATIVE, None).ok()?;
+    if own == *profile || policy.is_some_and(|p| p.decide(nr, args) != Action::Allow) {
+        return None;
+    }
+    let change = match asker.audience {
+        Audience::Cli => "--network none".to_string(),
+        Audience::Json => "\"network\": \"none\"".to_string(),
+    };
+    // For a program that must reach the network outside, the group's profile is the other way.
+    let outside = profile
+        .policy(NATIVE, None)
+        .ok()
+        .flatten()
+        .map(|p| allowed_set(Some(&p)))
+        .and_then(|cur| plus_group(nr, args, name, profile, &cur))
+        .map_or(String::new(), |(target, _)| {
+            let with = match asker.audience {
+                Audience::Cli => format!("--profile {target}"),
+                Audience::Json => format!("\"profile\": \"{target}\""),
+            };
+            format!("; to reach the network outside instead, profile {target}: {with}")
+        });
+    Some(Advice {
+        hint: format!(
+            "{refused}; asked for, {change} lets a profile that runs programs make and use \
+             sockets of every ordinary family in the job's own network namespace, which \
+             reaches nothing outside: {change}{outside}"
+        ),
+        change,
+    })
 }
 
 /// `change` with the network mode that keeps the request's network, when the changed profile
@@ -180,6 +231,9 @@ pub(crate) fn advise(nr: u32, args: &[u64; 6], profile: &Profile, asker: &Asker)
     let audience = asker.audience;
     let name = NATIVE.syscall_name(nr).unwrap_or("unknown");
     let refused = format!("{name} is not allowed by profile {}", profile.name());
+    if let Some(advice) = own_network(nr, args, name, profile, asker, &refused) {
+        return advice;
+    }
     let current = profile
         .policy(NATIVE, None)
         .ok()
@@ -339,6 +393,7 @@ mod tests {
         audience: Audience::Cli,
         allow_works: true,
         keep_no_network: false,
+        unix_guarded: true,
     };
     const JSON: Asker = Asker {
         audience: Audience::Json,
@@ -460,19 +515,34 @@ mod tests {
             "{a:?}"
         );
         // A call that opens nothing needs no mode.
-        let a = advise(nr("setsockopt"), &[3, 1, 2, 0, 0, 0], &shell, &keep(JSON));
+        let custom = Profile::custom(Some("@base:@fd-io:@fs-read"), None).unwrap();
+        let a = advise(nr("setsockopt"), &[3, 1, 2, 0, 0, 0], &custom, &keep(JSON));
         assert_eq!(a.change, "\"allow\": [\"setsockopt\"]", "{a:?}");
-        // But the group's profile in the hint, and as the change, does.
-        assert!(
-            a.hint
-                .contains("\"profile\": \"shell-network\", \"network\": \"none\""),
-            "{a:?}"
-        );
+        // A shell that got `none` by default: asking for it allows the whole group in the
+        // job's own network namespace, in one run.
+        for (call, args) in [
+            ("setsockopt", [3, 1, 2, 0, 0, 0]),
+            ("connect", [3, 0, 16, 0, 0, 0]),
+            ("socket", [libc::AF_UNIX as u64, 1, 0, 0, 0, 0]),
+            ("socket", [libc::AF_INET6 as u64, 1, 0, 0, 0, 0]),
+        ] {
+            let a = advise(nr(call), &args, &shell, &keep(JSON_NO_ALLOW));
+            assert_eq!(a.change, "\"network\": \"none\"", "{call}: {a:?}");
+            assert!(a.hint.contains("own network namespace"), "{a:?}");
+            let a = advise(nr(call), &args, &shell, &keep(CLI));
+            assert_eq!(a.change, "--network none", "{call}: {a:?}");
+        }
+        // Where unix connects cannot be checked, a unix socket stays refused with it: the
+        // group's profile is the change then.
+        let unguarded = Asker {
+            unix_guarded: false,
+            ..keep(JSON_NO_ALLOW)
+        };
         let a = advise(
-            nr("connect"),
-            &[3, 0, 16, 0, 0, 0],
+            nr("socket"),
+            &[libc::AF_UNIX as u64, 1, 0, 0, 0, 0],
             &shell,
-            &keep(JSON_NO_ALLOW),
+            &unguarded,
         );
         assert_eq!(
             a.change, "\"profile\": \"shell-network\", \"network\": \"none\"",

@@ -243,6 +243,39 @@ pub(crate) fn warning(hit: Hit, detail: &str, field: Option<&str>) -> String {
     format!("sandbox: limit hit: {}: {what}{change}", hit.name())
 }
 
+/// The time limit's warning in `warnings`, told that the job had been refused `calls` first
+/// (each named in the result's violations): a program that waits for what a refused call would
+/// have given (a server it could not start, a socket it could not open) waits until the limit,
+/// and raising the limit is then the wrong change.
+pub(crate) fn time_after_refusals(warnings: &mut [String], calls: &[&str]) {
+    let Some(line) = warnings
+        .iter_mut()
+        .find(|w| w.starts_with("sandbox: limit hit: time:"))
+    else {
+        return;
+    };
+    if let Some(said) = refused_first(calls) {
+        line.push_str(&format!(" ({said})"));
+    }
+}
+
+/// What the time limit's line adds when the job had been refused `calls` first (`None`
+/// where nothing was refused).
+pub(crate) fn refused_first(calls: &[&str]) -> Option<String> {
+    if calls.is_empty() {
+        return None;
+    }
+    let mut names: Vec<&str> = calls.to_vec();
+    names.sort_unstable();
+    names.dedup();
+    Some(format!(
+        "it had been refused {}: a program waiting for what a refused call would have given \
+         waits until the limit; allow the call, as its violation says, rather than raising \
+         the limit",
+        names.join(", ")
+    ))
+}
+
 /// Whether a program's output says it was refused a descriptor at RLIMIT_NOFILE: the words
 /// of `strerror(EMFILE)`, "Too many open files" (glibc, musl, Python, Rust, and Node's
 /// `EMFILE: too many open files`). Not the bare name `EMFILE`, which a `grep` of sources prints
@@ -254,6 +287,26 @@ pub(crate) fn said_emfile(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::{time_after_refusals, warning, Hit};
+
+    #[test]
+    fn the_time_limit_says_what_the_job_was_refused_before_it() {
+        let time = warning(Hit::Time, "", Some("timeout_s"));
+        let mut warnings = vec!["sandbox: warning: other".to_string(), time.clone()];
+        time_after_refusals(&mut warnings, &["socket", "connect", "socket"]);
+        assert_eq!(warnings[0], "sandbox: warning: other");
+        assert!(
+            warnings[1].starts_with(&time)
+                && warnings[1].contains("it had been refused connect, socket:")
+                && warnings[1].contains("rather than raising the limit"),
+            "{warnings:?}"
+        );
+        // Nothing refused: the line is as it was.
+        let mut alone = vec![time.clone()];
+        time_after_refusals(&mut alone, &[]);
+        assert_eq!(alone, [time]);
+    }
+
     #[test]
     fn emfile_in_the_words_programs_use() {
         for said in [

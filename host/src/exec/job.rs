@@ -16,6 +16,7 @@ use super::result::{ExecError, Step};
 use super::spawn::{self, Init, SpawnError, Spec};
 #[cfg(target_arch = "x86_64")]
 use super::spawner::Spawner;
+use crate::platform::delegable;
 use crate::policy::Action;
 use crate::report::ReportPipe;
 #[cfg(target_arch = "x86_64")]
@@ -696,14 +697,6 @@ fn isolated_places(
             devices: Default::default(),
         },
     )
-}
-
-/// Whether a contained run's supervisor could take the job's descriptors (for its connects and
-/// its new terminals' peers). Without a seccomp listener there is no supervisor: the probe is
-/// not made, since inside another sandbox its `pidfd_getfd` is a call the outer run's profile
-/// refuses and names, for nothing the inner run could use.
-fn delegable() -> bool {
-    crate::platform::seccomp_listener().is_ok() && super::emulate::can_take_descriptors()
 }
 
 /// How the supervisor answers the job's refused calls: kill, or the errno asked for, else the

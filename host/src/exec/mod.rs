@@ -105,6 +105,7 @@ pub use contain::{limit_cgroups, Mechanism};
 pub fn sole_request() {
     contain::sole_request();
 }
+pub(crate) use hits::refused_first;
 #[doc(hidden)]
 pub use limits::Rlimits;
 pub(crate) use outcome::{

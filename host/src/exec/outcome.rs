@@ -319,6 +319,7 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
             || init
             || crate::platform::running_as_root(),
         keep_no_network: v.network.mode.is_none() && network_mode == crate::network::Mode::None,
+        unix_guarded: crate::platform::delegable(),
     };
     let entry = |nr: u32, program: Option<String>, count: u64, args: &[u64; 6]| {
         violation_entry(nr, program, count, args, &v.profile, profile, &asker)
@@ -326,6 +327,10 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
     let mut violations = violation_entries(&tally, &v.profile, profile, &asker);
     // Metadata calls the supervisor refused in the contained tier (module `emulate`).
     violations.extend(emulated_entries(&emulated_refused, v));
+    if timed_out {
+        let calls: Vec<&str> = violations.iter().map(|e| e.syscall.as_str()).collect();
+        super::hits::time_after_refusals(&mut warnings, &calls);
+    }
     let violation = match (signal, tally.killer.clone()) {
         (_, Some((nr, program))) => Some(
             violations

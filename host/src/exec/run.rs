@@ -159,7 +159,7 @@ pub(crate) fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbo
         let profile = v
             .paths
             .guard(profile.clone())
-            .and_then(|p| v.network.guard(p))
+            .and_then(|p| v.network.guard(p, crate::platform::delegable()))
             .map_err(|e| Refusal::new("profile", e.to_string()))?;
         return Ok(Arc::new(Sandbox::new(Options {
             profile,
@@ -170,7 +170,14 @@ pub(crate) fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbo
             libsandbox_sha256: None,
         })?));
     }
-    type Key = (String, String, bool, Option<PathBuf>, bool, bool);
+    type Key = (
+        String,
+        String,
+        bool,
+        Option<PathBuf>,
+        bool,
+        Option<crate::network::Mode>,
+    );
     static CACHE: OnceLock<Mutex<HashMap<Key, Arc<Sandbox>>>> = OnceLock::new();
     let key = (
         v.profile.clone(),
@@ -178,7 +185,7 @@ pub(crate) fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbo
         v.require_sandbox,
         opts.libsandbox_path.clone(),
         v.paths.port_rules(),
-        v.network.mode == Some(crate::network::Mode::Proxy),
+        v.network.mode,
     );
     let cache = CACHE.get_or_init(Default::default);
     if let Some(s) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
@@ -186,7 +193,7 @@ pub(crate) fn sandbox_for(v: &Validated, opts: &RunOptions) -> Result<Arc<Sandbo
     }
     let profile = Profile::builtin(&v.profile)
         .and_then(|p| v.paths.guard(p))
-        .and_then(|p| v.network.guard(p))
+        .and_then(|p| v.network.guard(p, crate::platform::delegable()))
         .map_err(|e| Refusal::new("profile", e.to_string()))?;
     let options = Options {
         profile,

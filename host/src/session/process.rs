@@ -778,6 +778,7 @@ fn result(
         allow_works: false,
         keep_no_network: v.network.mode.is_none()
             && inner.layers().network == crate::network::Mode::None,
+        unix_guarded: crate::platform::delegable(),
     };
     let mut violations = crate::exec::violation_entries(&tally, &v.profile, profile, &asker);
     // The calls the contained tier's supervisor refused this command (module `emulate`).

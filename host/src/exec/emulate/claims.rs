@@ -1,6 +1,12 @@
 //! Which calls the contained tier's filter sends to the supervisor, and the rules that send
 //! them.
 
+// Making a job's `connect` and sends, setting its files' flags and opening its new terminal's
+// peer need the job's descriptors: where the host may not take them (Docker's default seccomp
+// profile without `CAP_SYS_PTRACE`) none of those is claimed (each would be refused wherever it
+// pointed), the host's `/dev/pts` stays granted, and the run says what is unguarded
+// (`report::undelegable`).
+use crate::platform::can_take_descriptors;
 use crate::policy::{Action, Policy, NATIVE};
 
 /// The calls that change a file's mode, owner, times or extended attributes (by path or by
@@ -89,17 +95,6 @@ pub(crate) const FS_IOC_SETVERSION: u32 = 0x4008_7602;
 pub(crate) const EXT4_IOC_SETVERSION: u32 = 0x4008_6604;
 /// `FS_IOC_ENABLE_VERITY`: `_IOW('f', 133, struct fsverity_enable_arg)`.
 pub(crate) const FS_IOC_ENABLE_VERITY: u32 = 0x4080_6685;
-
-/// Whether this host may take another process's descriptors (`pidfd_getfd`), which making a
-/// job's `connect` and sends, setting its files' flags and opening its new terminal's peer
-/// need. Docker's default seccomp profile
-/// refuses the call without `CAP_SYS_PTRACE`: there neither is claimed (each would be
-/// refused wherever it pointed), the host's `/dev/pts` stays granted, and the run says what
-/// is unguarded ([`super::report::undelegable`]).
-pub(crate) fn can_take_descriptors() -> bool {
-    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *CAN.get_or_init(crate::sys::take_fd_probe)
-}
 
 /// Which calls a job's filter sends to the supervisor, named for the tier they serve (module
 /// [`crate::exec::tier`] chooses it with the tier).

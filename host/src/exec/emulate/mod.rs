@@ -51,7 +51,6 @@ mod send;
 mod socket;
 mod target;
 
-pub(crate) use claims::can_take_descriptors;
 pub(crate) use claims::{ClaimSet, Claims, Kind};
 pub(crate) use flags::flags;
 pub(crate) use opens::{filters_in, open as write_open};
@@ -297,6 +296,7 @@ pub(crate) fn answer(
 mod tests {
     use super::claims::numbers;
     use super::*;
+    use crate::platform::can_take_descriptors;
     use crate::policy::{Action, Policy};
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
