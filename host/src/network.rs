@@ -257,7 +257,7 @@ impl Network {
 /// network): the `@network` group is allowed and the profile's own refusals of socket
 /// families are dropped, so local servers, `multiprocessing` managers and test fixtures work
 /// as they do outside. A refusal the request added itself stays (only entries of the built-in
-/// profile's own deny list are dropped). Unix sockets stay refused (EACCES, named) where the
+/// profile's own deny list are dropped). Unix sockets stay refused (named) where the
 /// host cannot check their connects (`unix_guarded` false: no descriptor can be taken from the
 /// job, as under Docker's default seccomp profile), since a pathname unix socket reaches the
 /// host's services whatever the network namespace. Any other profile is returned unchanged.
@@ -290,7 +290,7 @@ pub fn own_network(
     if unix_guarded {
         Ok(p)
     } else {
-        p.with_deny("socket(a0 == AF_UNIX)=EACCES")
+        p.with_deny("socket(a0 == AF_UNIX)")
     }
 }
 

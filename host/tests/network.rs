@@ -784,3 +784,63 @@ print("ok")
         assert_eq!(v["violations"], serde_json::json!([]), "{who:?}: {v}");
     }
 }
+
+/// Where the host may not take a job's descriptors (Docker's default seccomp profile without
+/// `CAP_SYS_PTRACE`; here the host itself runs under the preload's filter refusing
+/// `pidfd_getfd`), `none` asked for still gives a shell its TCP and UDP loopback, but unix
+/// sockets stay refused, and named: a pathname socket would reach the host's services, and
+/// their connects could not be checked. Control: the same run without that filter makes its
+/// `multiprocessing` manager.
+#[test]
+fn without_pidfd_getfd_none_keeps_unix_sockets_refused_and_named() {
+    let lib_dir = tempfile::tempdir().unwrap();
+    let lib = lib_dir.path().join("libsandbox.so");
+    let o = common::sandbox(As::Root)
+        .args(["extract", "--to"])
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    std::fs::set_permissions(
+        lib_dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let script = "import multiprocessing, socket\n\
+        s = socket.socket(); s.bind(('127.0.0.1', 0)); print('tcp ok', flush=True)\n\
+        with multiprocessing.Manager() as m: print('unix ok')\n";
+    for who in WHO {
+        let run = |denied: bool| {
+            let mut c = common::sandbox(who);
+            c.env("HOME", "/nonexistent")
+                .current_dir("/tmp")
+                .args([
+                    "run",
+                    "--allow-root",
+                    "--profile",
+                    "shell",
+                    "--network",
+                    "none",
+                ])
+                .args(["--", "python3", "-c", script]);
+            if denied {
+                c.env("LD_PRELOAD", &lib)
+                    .env("SECCOMP_SYSCALL_DENY", "pidfd_getfd")
+                    .env("SECCOMP_DEFAULT_ACTION", "errno:EPERM");
+            }
+            let o = c.output().unwrap();
+            (
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        };
+        let (out, err) = run(false);
+        assert_eq!(out, "tcp ok\nunix ok\n", "{who:?} control: {err}");
+        let (out, err) = run(true);
+        assert_eq!(out, "tcp ok\n", "{who:?}: {err}");
+        assert!(
+            err.contains("was refused socket") && err.contains("profile shell"),
+            "{who:?}: {err}"
+        );
+    }
+}
