@@ -55,13 +55,17 @@ pub struct RunArgs {
         conflicts_with_all = SESSION_CONFLICTS
     )]
     pub session: Option<String>,
-    /// With --session: the command's own memory in bytes (at least 32 MiB, at most the
-    /// session's), in a cgroup of its own below the session's.
-    #[arg(long, value_name = "BYTES", requires = "session")]
+    /// Memory of the program and everything it starts, as docker and podman take it: bytes,
+    /// or with a unit (`512M`, `2G`; K, M, G, T in powers of 1024); at least 32 MiB. Kept by
+    /// the job's cgroup, else the host's watchdog; none by default. With --session: the
+    /// command's own, at most the session's, in a cgroup of its own below the session's.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub memory: Option<u64>,
-    /// With --session: the processes and threads the command may have at once (1 to the
-    /// session's), in a cgroup of its own below the session's.
-    #[arg(long, value_name = "N", requires = "session")]
+    /// The processes and threads the program and everything it starts may have at once (1 to
+    /// 65536; default 1024 where the machine can enforce it, and refused where it cannot when
+    /// asked for). With --session: 1 to the session's, in a cgroup of its own below the
+    /// session's.
+    #[arg(long, value_name = "N")]
     pub processes: Option<u64>,
     /// The program and its arguments (after `--` when the program's name starts with `-`).
     // `trailing_var_arg` alone: everything from the program on is its own, but a flag-like
@@ -70,6 +74,35 @@ pub struct RunArgs {
     // the program.
     #[arg(required = true, trailing_var_arg = true)]
     pub argv: Vec<String>,
+}
+
+/// A size as docker, podman and systemd-run take one: bytes, or a number with a unit (`K`,
+/// `M`, `G`, `T`, powers of 1024, optionally followed by `B` or `iB`, any case): `512M`,
+/// `2GiB`, `1048576`. Zero, fractions, other units and sizes past 2^63 bytes are refused with
+/// what was read.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let unit = text[digits.len()..].to_ascii_uppercase();
+    let shift = match unit.as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => {
+            return Err(format!(
+                "`{text}`: the unit must be K, M, G or T (powers of 1024), or none for bytes"
+            ))
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}`: a whole number of bytes, or one with a unit (512M)"))?;
+    match n.checked_mul(1 << shift) {
+        Some(0) => Err(format!("`{text}`: must be more than zero")),
+        Some(b) if b <= i64::MAX as u64 => Ok(b),
+        _ => Err(format!("`{text}`: too large")),
+    }
 }
 
 /// The flags of `run` that `--session` refuses: every one that sets the policy or the

@@ -198,8 +198,8 @@ fn main() {
             processes,
             argv,
         }) => match session {
-            // clap refuses policy flags with --session (a command cannot widen its session),
-            // and --memory and --processes without it.
+            // clap refuses policy flags with --session (a command cannot widen its session);
+            // --memory and --processes are the command's own limits either way.
             Some(id) => sandbox_host::session::client::run(
                 &id,
                 &argv,
@@ -208,7 +208,8 @@ fn main() {
             ),
             None => {
                 sandbox_host::exec::sole_request();
-                cmd_run(&policy, &paths, &net, &env, timeout, verbose, &argv)
+                let limits = sandbox_host::session::client::Own { memory, processes };
+                cmd_run(&policy, &paths, &net, &env, timeout, verbose, limits, &argv)
             }
         },
         Cmd::Env {
@@ -291,6 +292,7 @@ fn cmd_session(what: sandbox_host::cli::SessionCmd) -> i32 {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn cmd_run(
     policy: &PolicyArgs,
     paths: &PathArgs,
@@ -298,6 +300,7 @@ fn cmd_run(
     env_args: &EnvArgs,
     timeout: Option<u64>,
     verbose: bool,
+    limits: sandbox_host::session::client::Own,
     argv: &[String],
 ) -> i32 {
     let env = match run::environment(&env_args.keep, &env_args.set) {
@@ -307,6 +310,11 @@ fn cmd_run(
     let home = env_args.home;
     match run_setup(policy, paths, net, timeout, verbose, env) {
         Ok((sandbox, mut settings)) => {
+            settings.memory = limits.memory;
+            settings.processes = limits.processes;
+            if let Err(e) = settings.rlimits() {
+                return fail(e);
+            }
             if let Some(mode) = home {
                 if let Err(e) = run::with_home(&mut settings, mode, env_args) {
                     return fail(e);
@@ -364,6 +372,8 @@ fn run_setup(
         env,
         root_warning: platform::running_as_root() && !policy.allow_root,
         home: None,
+        memory: None,
+        processes: None,
     };
     Ok((sandbox, settings))
 }

@@ -52,6 +52,36 @@ pub struct RunSettings {
     pub root_warning: bool,
     /// The job's home when `--home` asked for one (`None`: the caller's `HOME`, as given).
     pub home: Option<crate::exec::home::Home>,
+    /// `--memory`: the whole job's memory, bytes (`None`: no limit of the sandbox's own).
+    pub memory: Option<u64>,
+    /// `--processes`: processes and threads at once (`None`: the default, where the machine
+    /// can enforce it).
+    pub processes: Option<u64>,
+}
+
+impl RunSettings {
+    /// The run's limits: [`limits`], with `--memory` and `--processes` over them, checked as a
+    /// request's `limits` are.
+    pub fn rlimits(&self) -> Result<Rlimits, String> {
+        let mut r = limits(self.timeout);
+        if let Some(m) = self.memory {
+            if m < crate::exec::limits::MIN_MEMORY_BYTES {
+                return Err("--memory: must be at least 32M".to_string());
+            }
+            r.memory_bytes = m;
+        }
+        if let Some(p) = self.processes {
+            if !(1..=crate::exec::limits::MAX_PROCESSES).contains(&p) {
+                return Err(format!(
+                    "--processes: must be between 1 and {}",
+                    crate::exec::limits::MAX_PROCESSES
+                ));
+            }
+            r.processes = p;
+            r.processes_required = true;
+        }
+        Ok(r)
+    }
 }
 
 /// Gives the run the home `--home` asks for: its variables over the safe list's `HOME`
@@ -259,7 +289,9 @@ fn job(
         static_binary: options.static_binary,
         require_sandbox: options.require_sandbox,
         stdin: None,
-        rlimits: limits(settings.timeout),
+        rlimits: settings
+            .rlimits()
+            .unwrap_or_else(|_| limits(settings.timeout)),
         paths: settings.paths.clone(),
         secrets: Vec::new(),
         redact_secrets: false,

@@ -425,3 +425,64 @@ fn failures_that_are_not_memory_get_no_memory_warning() {
         assert!(!quiet(&v), "control {runner:?}: {v}");
     }
 }
+
+/// `sandbox run --memory SIZE` and `--processes N` on a one-shot run, as docker and podman
+/// take them: an allocation past the limit ends the job (137) and the line names the limit
+/// and the flag; control: the same allocation under a larger limit finishes. Sizes with units
+/// parse; sizes that do not, or are too small, are refused naming the flag, and nothing runs.
+#[test]
+fn run_takes_memory_and_process_limits_with_units() {
+    for who in common::BOTH {
+        let ws = common::contained::owned_dir(who, "limits-");
+        let run = |flags: &[&str], argv: &[&str]| {
+            let o = common::sandbox(who)
+                .args(["run", "--allow-root"])
+                .args(flags)
+                .arg("--")
+                .args(argv)
+                .current_dir(ws.path())
+                .output()
+                .unwrap();
+            (
+                o.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        };
+        let alloc = ["python3", "-c", "b = b'x' * (200 << 20); print('done')"];
+        let (code, out, err) = run(&["--memory", "96M"], &alloc);
+        assert_eq!(code, 137, "{who:?}: {out}{err}");
+        assert!(
+            err.contains("limit hit: memory") && err.contains("--memory"),
+            "{who:?}: {err}"
+        );
+        let (code, out, err) = run(&["--memory", "1GiB"], &alloc);
+        assert_eq!((code, out.as_str()), (0, "done\n"), "{who:?}: {err}");
+        // Processes: eight at once; the ninth fork is refused and named with its flag.
+        let forks = ["bash", "-c", "for i in $(seq 16); do sleep 2 & done; wait"];
+        let (_, _, err) = run(&["--profile", "shell", "--processes", "8"], &forks);
+        assert!(
+            err.contains("limit hit: processes") && err.contains("--processes"),
+            "{who:?}: {err}"
+        );
+        let (code, _, err) = run(&["--profile", "shell", "--processes", "64"], &forks);
+        assert_eq!(code, 0, "{who:?}: {err}");
+        // Refused before anything runs.
+        for (flags, code, said) in [
+            (["--memory", "16M"], 125, "--memory: must be at least 32M"),
+            (["--memory", "1.5G"], 2, "a whole number of bytes"),
+            (["--memory", "12Q"], 2, "the unit must be K, M, G or T"),
+            (["--memory", "0"], 2, "must be more than zero"),
+            (
+                ["--processes", "0"],
+                125,
+                "--processes: must be between 1 and 65536",
+            ),
+        ] {
+            let (c, out, err) = run(&flags, &["echo", "ran"]);
+            assert_eq!(c, code, "{who:?} {flags:?}: {err}");
+            assert!(err.contains(said), "{who:?} {flags:?}: {err}");
+            assert_eq!(out, "", "{who:?} {flags:?}");
+        }
+    }
+}

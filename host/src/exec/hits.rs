@@ -285,9 +285,51 @@ pub(crate) fn said_emfile(text: &str) -> bool {
     memchr::memmem::find(text.as_bytes(), b"oo many open files").is_some()
 }
 
+/// Whether a program's output says a fork failed for want of processes: the words of
+/// `strerror(EAGAIN)` on a line that names the fork (`bash: fork: retry: Resource temporarily
+/// unavailable`, `fork: Resource temporarily unavailable`; Python's `BlockingIOError` names
+/// no fork on its line and is not matched). Where the process limit is RLIMIT_NPROC in the job's user namespace (no pids
+/// controller) the kernel tells the host nothing; the program's own report is what there is.
+pub(crate) fn said_fork_refused(text: &str) -> bool {
+    fork_refused(text.as_bytes())
+}
+
+fn fork_refused(text: &[u8]) -> bool {
+    memchr::memmem::find_iter(text, b"Resource temporarily unavailable").any(|at| {
+        let start = memchr::memrchr(b'\n', &text[..at]).map_or(0, |i| i + 1);
+        let line = &text[start..at];
+        [&b"fork"[..], b"clone", b"spawn"]
+            .iter()
+            .any(|w| memchr::memmem::find(line, w).is_some())
+    })
+}
+
+/// Whether `text` holds a line a limit check reads (module `tee` keeps such lines of
+/// `sandbox run`'s stderr, as it keeps the refusals' candidates).
+pub(crate) fn names_a_limit(text: &[u8]) -> bool {
+    memchr::memmem::find(text, b"oo many open files").is_some() || fork_refused(text)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{time_after_refusals, warning, Hit};
+    use super::{said_fork_refused, time_after_refusals, warning, Hit};
+
+    #[test]
+    fn a_refused_fork_in_the_words_programs_use() {
+        for said in [
+            "bash: fork: retry: Resource temporarily unavailable\n",
+            "sh: 1: Cannot fork\nbash: fork: Resource temporarily unavailable",
+        ] {
+            assert!(said_fork_refused(said), "{said}");
+        }
+        for other in [
+            "read: Resource temporarily unavailable\n",
+            "fork() returned -1\nResource temporarily unavailable\n",
+            "",
+        ] {
+            assert!(!said_fork_refused(other), "{other}");
+        }
+    }
 
     #[test]
     fn the_time_limit_says_what_the_job_was_refused_before_it() {

@@ -612,7 +612,7 @@ fn limits_hit(
         hits.push((
             Hit::Memory,
             m.detail(v.rlimits.memory_bytes),
-            field("limits.memory_bytes", None),
+            field("limits.memory_bytes", Some("--memory")),
         ));
     }
     if counts.processes > 0 {
@@ -624,7 +624,20 @@ fn limits_hit(
                 if counts.processes == 1 { "" } else { "s" },
                 v.rlimits.processes
             ),
-            field("limits.processes", None),
+            field("limits.processes", Some("--processes")),
+        ));
+    }
+    if counts.processes == 0
+        && v.rlimits.processes != libc::RLIM_INFINITY
+        && outputs.iter().any(|o| super::hits::said_fork_refused(o))
+    {
+        hits.push((
+            Hit::Processes,
+            format!(
+                "a fork was refused at the process limit of {}",
+                v.rlimits.processes
+            ),
+            field("limits.processes", Some("--processes")),
         ));
     }
     if outputs.iter().any(|o| super::hits::said_emfile(o)) {

@@ -288,7 +288,7 @@ pub(super) fn collect(chunk: &[u8], line: &mut Vec<u8>, kept: &mut Kept) {
         return;
     };
     let body = &rest[..last];
-    if super::refusals::is_candidate(body) {
+    if wanted(body) {
         for l in body.split(|b| *b == b'\n') {
             keep(&l[..l.len().min(MAX_LINE)], kept);
         }
@@ -306,6 +306,12 @@ fn extend(line: &mut Vec<u8>, part: &[u8]) {
     line.extend_from_slice(&part[..part.len().min(room)]);
 }
 
+/// Whether `text` holds a line the host reads after the run: a refusal's candidate (module
+/// `refusals`) or a limit a program reports (module `hits`).
+fn wanted(text: &[u8]) -> bool {
+    super::refusals::is_candidate(text) || super::hits::names_a_limit(text)
+}
+
 /// Remembers `line` as one of the lines before the next candidate.
 fn remember(line: &[u8], kept: &mut Kept) {
     let mut slot = if kept.before.len() >= CONTEXT {
@@ -321,7 +327,7 @@ fn remember(line: &[u8], kept: &mut Kept) {
 /// Keeps `line` with the lines before it when it is a candidate (and there is room), else
 /// remembers it as a line before the next.
 fn keep(line: &[u8], kept: &mut Kept) {
-    if !super::refusals::is_candidate(line) {
+    if !wanted(line) {
         remember(line, kept);
         return;
     }
