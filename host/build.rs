@@ -62,6 +62,56 @@ fn main() {
         embedded.display()
     );
     println!("cargo:rustc-env=SANDBOX_PRELOAD_SHA256={hex}");
+    version(&workspace);
+}
+
+/// What `sandbox --version` says besides the version: the commit (`SANDBOX_COMMIT` when the
+/// packager sets it, else the checkout's own, else `unknown`: a crates.io build has none), the
+/// target and the features built in.
+fn version(workspace: &Path) {
+    println!("cargo:rerun-if-env-changed=SANDBOX_COMMIT");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(workspace)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = match env::var("SANDBOX_COMMIT") {
+        Ok(c) if !c.is_empty() => c,
+        _ => {
+            // A new commit, or another branch, changes these files: the commit is read again.
+            for path in ["HEAD", "packed-refs"] {
+                if let Some(p) = git(&["rev-parse", "--git-path", path]) {
+                    println!("cargo:rerun-if-changed={}", workspace.join(p).display());
+                }
+            }
+            if let Some(head) = git(&["symbolic-ref", "-q", "HEAD"]) {
+                if let Some(p) = git(&["rev-parse", "--git-path", &head]) {
+                    println!("cargo:rerun-if-changed={}", workspace.join(p).display());
+                }
+            }
+            git(&["rev-parse", "--short=12", "HEAD"]).unwrap_or_else(|| "unknown".into())
+        }
+    };
+    let target = env::var("TARGET").unwrap_or_default();
+    let features: Vec<String> = env::vars()
+        .filter_map(|(k, _)| k.strip_prefix("CARGO_FEATURE_").map(str::to_lowercase))
+        .filter(|f| f != "default")
+        .map(|f| f.replace('_', "-"))
+        .collect();
+    let features = if features.is_empty() {
+        "none".to_string()
+    } else {
+        features.join(",")
+    };
+    println!(
+        "cargo:rustc-env=SANDBOX_LONG_VERSION={} (commit {commit}, {target}, features: {features})",
+        env::var("CARGO_PKG_VERSION").unwrap_or_default()
+    );
 }
 
 /// Asks cargo to rerun this script when `path` changes; directories are listed file by file,

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 #[derive(Parser, Debug)]
 #[command(
     name = "sandbox",
-    version,
+    version = env!("SANDBOX_LONG_VERSION"),
     about = "Kernel-enforced confinement for the commands agents run"
 )]
 pub struct Cli {

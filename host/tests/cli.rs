@@ -1046,3 +1046,35 @@ fn check_refuses_a_value_or_an_argument_for_json() {
         assert!(text(&o.stderr).contains("error:"), "{args:?}: {o:?}");
     }
 }
+
+/// `--version` says what a bug report needs: the version, the commit it was built from, the
+/// target and the features built in.
+#[test]
+fn version_names_the_commit_target_and_features() {
+    let o = std::process::Command::new(common::SANDBOX)
+        .arg("--version")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    let want = format!("sandbox {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(out.starts_with(&want), "{out}");
+    assert!(
+        out.contains(", x86_64-unknown-linux-") || out.contains(", aarch64-unknown-linux-"),
+        "{out}"
+    );
+    assert!(
+        out.trim_end().ends_with(')') && out.contains("features: "),
+        "{out}"
+    );
+    let commit = out["sandbox ".len()..]
+        .split("commit ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap_or_default();
+    assert!(
+        commit == "unknown"
+            || (commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+        "{out}"
+    );
+}
