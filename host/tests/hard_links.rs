@@ -591,19 +591,7 @@ fn a_sessions_commands_do_not_write_through_a_linked_file() {
 /// profile would be).
 #[test]
 fn without_pidfd_getfd_the_host_still_makes_the_opens() {
-    let lib_dir = tempfile::tempdir().unwrap();
-    let lib = lib_dir.path().join("libsandbox.so");
-    let o = Command::new(common::SANDBOX)
-        .args(["extract", "--to"])
-        .arg(&lib)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    fs::set_permissions(
-        lib_dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let (_lib_dir, lib) = common::extracted_preload();
     for who in BOTH {
         let outside = owned_dir(who, "links-nogetfd-out");
         let ws = owned_dir(who, "links-nogetfd-ws");

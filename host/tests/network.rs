@@ -793,19 +793,7 @@ print("ok")
 /// `multiprocessing` manager.
 #[test]
 fn without_pidfd_getfd_none_keeps_unix_sockets_refused_and_named() {
-    let lib_dir = tempfile::tempdir().unwrap();
-    let lib = lib_dir.path().join("libsandbox.so");
-    let o = common::sandbox(As::Root)
-        .args(["extract", "--to"])
-        .arg(&lib)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{o:?}");
-    std::fs::set_permissions(
-        lib_dir.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let (_lib_dir, lib) = common::extracted_preload();
     let script = "import multiprocessing, socket\n\
         s = socket.socket(); s.bind(('127.0.0.1', 0)); print('tcp ok', flush=True)\n\
         with multiprocessing.Manager() as m: print('unix ok')\n";

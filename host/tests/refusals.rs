@@ -625,3 +625,40 @@ fn an_exec_refused_by_the_files_mode_is_not_named_a_write() {
         assert_eq!(named, [format!("{o}/new")], "{who:?}: {v}");
     }
 }
+
+/// A refusal a program prints on stdout (mocha and other test runners print their errors
+/// there) is named as one on stderr is, in a one-shot request and in a session's command;
+/// control: the same line about a path the sandbox does not refuse names nothing.
+#[test]
+fn a_refusal_printed_on_stdout_is_named() {
+    for who in BOTH {
+        let ws = dir(who, "refusals-stdout-ws");
+        let out = dir(who, "refusals-stdout-out");
+        let t = out.path().join("f");
+        let t = t.to_str().unwrap();
+        let request = |script: String| {
+            json!({
+                "argv": ["/bin/bash", "-c", script],
+                "profile": "shell",
+                "cwd": ws.path(),
+                "workspace": ws.path(),
+            })
+        };
+        let v = exec(who, None, request(format!("touch {t} 2>&1")));
+        assert_eq!(v["stderr"], "", "{who:?}: {v}");
+        let r = refusals(&v);
+        assert_eq!(r.len(), 1, "{who:?}: {v}");
+        assert_eq!(r[0]["path"], t, "{who:?}: {v}");
+        // Control: the same words about a path in the workspace are the program's own affair.
+        let own = ws.path().join("f");
+        let v = exec(
+            who,
+            None,
+            request(format!(
+                "echo \"touch: cannot touch '{}': Permission denied\"",
+                own.to_str().unwrap()
+            )),
+        );
+        assert!(refusals(&v).is_empty(), "{who:?}: {v}");
+    }
+}

@@ -307,7 +307,11 @@ fn the_wheel_installs_into_a_fresh_venv_as_root_and_nobody() {
             "sandbox --version",
         );
         let first = installed.elapsed().as_secs_f64();
-        assert_eq!(version, format!("sandbox {VERSION}\n"), "{who:?}");
+        // `sandbox 0.1.0 (commit ..., target, features: ...)`: the version first.
+        assert!(
+            version.starts_with(&format!("sandbox {VERSION} (commit ")),
+            "{who:?}: {version}"
+        );
         eprintln!(
             "{who:?}: venv {venv_s:.2} s; pip install to the first sandbox command {first:.2} s"
         );
@@ -410,7 +414,11 @@ fn the_npm_tarball_installs_offline_as_root_and_nobody() {
                 .unwrap(),
             "npx sandbox --version",
         );
-        assert_eq!(version, format!("sandbox {VERSION}\n"), "{who:?}");
+        // `sandbox 0.1.0 (commit ..., target, features: ...)`: the version first.
+        assert!(
+            version.starts_with(&format!("sandbox {VERSION} (commit ")),
+            "{who:?}: {version}"
+        );
         cli_refuses_the_credential(who, &p, &project.join("node_modules/.bin"), "");
 
         let script = project.join("client.js");

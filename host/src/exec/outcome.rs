@@ -360,8 +360,18 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
         ));
     }
     // The policy is resolved (the credential list, every writable place's links) only when
-    // the job's stderr holds a line worth naming: most runs have none.
+    // the job's stderr, or its captured stdout (mocha and other test runners print their
+    // errors there), holds a line worth naming: most runs have none.
     let text = teed.as_deref().unwrap_or(&stderr);
+    let on_stdout =
+        v.streams == Streams::Capture && super::refusals::is_candidate(stdout.as_bytes());
+    let both;
+    let text = if on_stdout {
+        both = format!("{text}\n{stdout}");
+        both.as_str()
+    } else {
+        text
+    };
     let mut refusals = if super::refusals::is_candidate(text.as_bytes()) {
         super::refusals::name(
             text,
@@ -444,7 +454,7 @@ pub(crate) fn emulated_entries(refused: &super::emulate::Tally, v: &Validated) -
         .collect()
 }
 
-/// Names the refusals a command's stderr reports in a result built outside this module (a
+/// Names the refusals a command's stderr or stdout reports in a result built outside this module (a
 /// session's command), as `run` names them for a one-shot request: `refusals`, and one
 /// `warnings` line each; a path the supervisor refused (`emulated`, named by its violation
 /// entry) is not named twice; the destinations the session's proxy refused the command come
@@ -456,9 +466,16 @@ pub(crate) fn name_refusals(
     emulated: &super::emulate::Tally,
 ) {
     let refused_destinations = result.network.destinations.iter().any(|d| !d.allowed);
-    if !result.refusals.is_empty()
-        || (!refused_destinations && !super::refusals::is_candidate(result.stderr.as_bytes()))
-    {
+    // Stdout as well as stderr: test runners (mocha) print their errors there.
+    let text = match (
+        super::refusals::is_candidate(result.stderr.as_bytes()),
+        super::refusals::is_candidate(result.stdout.as_bytes()),
+    ) {
+        (_, true) => Some(format!("{}\n{}", result.stderr, result.stdout)),
+        (true, false) => Some(result.stderr.clone()),
+        (false, false) => None,
+    };
+    if !result.refusals.is_empty() || (!refused_destinations && text.is_none()) {
         return;
     }
     let cwd = v
@@ -466,9 +483,9 @@ pub(crate) fn name_refusals(
         .clone()
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("/"));
-    let mut found = if super::refusals::is_candidate(result.stderr.as_bytes()) {
+    let mut found = if let Some(text) = &text {
         super::refusals::name(
-            &result.stderr,
+            text,
             &super::refusals::Policy::of_reported(
                 v,
                 sandbox,

@@ -72,6 +72,26 @@ pub fn command(who: As, program: impl AsRef<OsStr>) -> Command {
     c
 }
 
+/// The embedded preload extracted into a directory every user may read, for a test that
+/// runs the host itself under the preload's filter (as a container's seccomp profile would
+/// put it): the directory (removed on drop) and the library's path.
+pub fn extracted_preload() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("libsandbox.so");
+    let o = Command::new(SANDBOX)
+        .args(["extract", "--to"])
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    (dir, lib)
+}
+
 /// The `sandbox` binary run as `who`, as [`command`] sets it up.
 pub fn sandbox(who: As) -> Command {
     command(who, SANDBOX)
