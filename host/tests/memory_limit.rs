@@ -486,3 +486,44 @@ fn run_takes_memory_and_process_limits_with_units() {
         }
     }
 }
+
+/// The private `/tmp` and `/dev/shm` hold at most the job's memory between them (three
+/// quarters and a quarter), so a job cannot keep more of the machine's memory in files than
+/// in its processes; filling one is a named memory limit. Control: without a memory limit the
+/// same 100 MiB fit. A request's default limit (512 MiB) sizes them too.
+#[test]
+fn the_private_tmp_and_shm_are_sized_within_the_jobs_memory() {
+    for who in common::BOTH {
+        let ws = common::contained::owned_dir(who, "tmpfs-");
+        let run = |flags: &[&str], script: &str| {
+            let o = common::sandbox(who)
+                .args(["run", "--allow-root", "--profile", "shell"])
+                .args(flags)
+                .args(["--", "bash", "-c", script])
+                .current_dir(ws.path())
+                .output()
+                .unwrap();
+            (
+                o.status.code().unwrap_or(-1),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        };
+        let fill = "dd if=/dev/zero of=/tmp/big bs=1M count=100 status=none";
+        let (code, _, err) = run(&[], fill);
+        assert_eq!(code, 0, "{who:?} control: {err}");
+        let (code, _, err) = run(&["--memory", "64M"], fill);
+        assert_eq!(code, 1, "{who:?}: {err}");
+        assert!(
+            err.contains("limit hit: memory: the job's /tmp or /dev/shm was full")
+                && err.contains("--memory"),
+            "{who:?}: {err}"
+        );
+        let shm = "dd if=/dev/zero of=/dev/shm/big bs=1M count=32 status=none";
+        let (code, _, err) = run(&["--memory", "64M"], shm);
+        assert_eq!(code, 1, "{who:?}: {err}");
+        let sizes = "df --output=size -B1M /tmp /dev/shm | tail -2 | tr -d ' ' | tr '\\n' ' '";
+        let (_, out, err) = run(&["--memory", "512M"], sizes);
+        assert_eq!(out, "384 128 ", "{who:?}: {err}");
+    }
+}

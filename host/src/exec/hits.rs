@@ -304,15 +304,47 @@ fn fork_refused(text: &[u8]) -> bool {
     })
 }
 
+/// Whether a program's output says a file in the job's private `/tmp` or `/dev/shm` met the end
+/// of its space (`strerror(ENOSPC)` on a line naming one of them): those are sized within the
+/// job's memory (module `view`).
+pub(crate) fn said_tmp_full(text: &str) -> bool {
+    tmp_full(text.as_bytes())
+}
+
+fn tmp_full(text: &[u8]) -> bool {
+    memchr::memmem::find_iter(text, b"No space left on device").any(|at| {
+        let start = memchr::memrchr(b'\n', &text[..at]).map_or(0, |i| i + 1);
+        let end = memchr::memchr(b'\n', &text[at..]).map_or(text.len(), |i| at + i);
+        let line = &text[start..end];
+        [&b"/tmp"[..], b"/dev/shm"]
+            .iter()
+            .any(|w| memchr::memmem::find(line, w).is_some())
+    })
+}
+
 /// Whether `text` holds a line a limit check reads (module `tee` keeps such lines of
 /// `sandbox run`'s stderr, as it keeps the refusals' candidates).
 pub(crate) fn names_a_limit(text: &[u8]) -> bool {
-    memchr::memmem::find(text, b"oo many open files").is_some() || fork_refused(text)
+    memchr::memmem::find(text, b"oo many open files").is_some()
+        || fork_refused(text)
+        || tmp_full(text)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{said_fork_refused, time_after_refusals, warning, Hit};
+    use super::{said_fork_refused, said_tmp_full, time_after_refusals, warning, Hit};
+
+    #[test]
+    fn a_full_private_tmp_in_the_words_programs_use() {
+        assert!(said_tmp_full(
+            "dd: error writing '/tmp/big': No space left on device\n"
+        ));
+        assert!(said_tmp_full(
+            "OSError: [Errno 28] No space left on device: '/dev/shm/x'"
+        ));
+        assert!(!said_tmp_full("write /work/out: No space left on device\n"));
+        assert!(!said_tmp_full("/tmp\nNo space left on device"));
+    }
 
     #[test]
     fn a_refused_fork_in_the_words_programs_use() {

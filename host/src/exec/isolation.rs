@@ -381,6 +381,9 @@ pub(crate) struct Inputs<'a> {
     /// around them: the view covers them instead (module `conceal`). Empty: nothing to cover
     /// (no Landlock layer).
     pub deny_read: &'a [PathBuf],
+    /// The job's memory limit, bytes (`None`: none): the private `/tmp` and `/dev/shm` stay
+    /// within it.
+    pub memory: Option<u64>,
 }
 
 /// Resolves the layer for a job. `Ok(None)`: off, or unavailable under `preferred` (the
@@ -440,6 +443,7 @@ pub(crate) fn layer(inputs: &Inputs) -> Result<Result<Layer, String>, Refusal> {
         root_caller: crate::sys::euid() == 0,
         allowed_sockets: inputs.allowed_sockets,
         covers: covers.as_deref().unwrap_or_default(),
+        memory: inputs.memory,
     });
     let mut mounts = view.mounts;
     for p in &pins {

@@ -940,6 +940,7 @@ fn isolation_layer(
         writable: &writable,
         private_tmp,
         allowed_sockets: &v.paths.allowed_sockets,
+        memory: v.rlimits.memory(),
     };
     Ok(super::isolation::layer(&inputs)?)
 }

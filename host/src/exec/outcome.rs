@@ -260,6 +260,7 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
         .as_ref()
         .is_some_and(|l| !l.prepared.status().enforced.is_empty());
     let tier = super::tier::Tier::of(filter, landlock_held, isolation.is_ok());
+    let private_tmp = isolation.as_ref().is_ok_and(|l| l.namespaces.private_tmp);
     let mut isolation = match isolation {
         Ok(l) => Some(l.status.clone()),
         Err(why) if why.is_empty() => None,
@@ -307,6 +308,7 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
         stdout_truncated || stderr_truncated,
         &counts,
         [&stdout, teed.as_deref().unwrap_or(&stderr)],
+        private_tmp,
         &mut warnings,
     );
     warnings.extend(memory.warning());
@@ -602,6 +604,7 @@ fn limits_hit(
     truncated: bool,
     counts: &super::hits::Counts,
     outputs: [&str; 2],
+    private_tmp: bool,
     warnings: &mut Vec<String>,
 ) -> Vec<String> {
     use super::hits::{file_at_limit, roots_to_search, warning, Hit};
@@ -643,6 +646,22 @@ fn limits_hit(
             ),
             field("limits.processes", Some("--processes")),
         ));
+    }
+    // The private /tmp and /dev/shm are sized within the job's memory (module `view`).
+    if let (Some(m), true) = (v.rlimits.memory(), private_tmp) {
+        if counts.memory.is_none() && outputs.iter().any(|o| super::hits::said_tmp_full(o)) {
+            hits.push((
+                Hit::Memory,
+                format!(
+                    "the job's /tmp or /dev/shm was full: they hold at most {} and {} MiB, \
+                     within its memory of {} MiB",
+                    (m / 4 * 3) >> 20,
+                    (m / 4) >> 20,
+                    m >> 20
+                ),
+                field("limits.memory_bytes", Some("--memory")),
+            ));
+        }
     }
     if counts.processes == 0
         && v.rlimits.processes != libc::RLIM_INFINITY

@@ -37,13 +37,31 @@ pub(crate) const MAX_PTYS: u32 = 64;
 /// that took all of them left the user's editors and file watchers without any.
 pub(crate) const MAX_INOTIFY_INSTANCES: u32 = 32;
 
-/// The private `/tmp`'s size and file count (tmpfs takes a share of physical memory): the
-/// pages count against the job's memory cgroup where there is one, and this bounds them
-/// where there is none.
+/// The private `/tmp`'s size and file count without a memory limit (tmpfs takes a share of
+/// physical memory).
 const TMP_OPTIONS: &str = "mode=1777,size=25%,nr_inodes=262144";
 
-/// The private `/dev/shm` (POSIX shared memory and semaphores: `multiprocessing`).
+/// The private `/dev/shm` (POSIX shared memory and semaphores: `multiprocessing`), likewise.
 const SHM_OPTIONS: &str = "mode=1777,size=10%,nr_inodes=16384";
+
+/// The options of the private `/tmp` and `/dev/shm` for a job whose memory is `memory`: with
+/// a limit, the two together hold at most that much (three quarters for `/tmp`, a quarter for
+/// `/dev/shm`), so that a job cannot keep more of the machine's memory in files than in its
+/// processes: where no memory cgroup holds the job, the host's watchdog sees processes, not
+/// tmpfs pages (a review kept 1.3 GiB there beside a 512 MiB limit). Without one, shares of
+/// physical memory.
+fn tmpfs_options(memory: Option<u64>) -> (String, String) {
+    match memory {
+        Some(m) => {
+            let kib = |b: u64| (b / 1024).max(64);
+            (
+                format!("mode=1777,size={}k,nr_inodes=262144", kib(m / 4 * 3)),
+                format!("mode=1777,size={}k,nr_inodes=16384", kib(m / 4)),
+            )
+        }
+        None => (TMP_OPTIONS.to_string(), SHM_OPTIONS.to_string()),
+    }
+}
 
 /// The fresh `/dev` itself: a few nodes and links, then read-only.
 const DEV_OPTIONS: &str = "mode=755,size=64k,nr_inodes=64";
@@ -83,6 +101,9 @@ pub(crate) struct Inputs<'a> {
     /// The deny paths' covers (module `conceal`): mounted first, so that the copies of the
     /// trees bound back later carry them.
     pub covers: &'a [Mount],
+    /// The job's memory limit, bytes (`None`: none), which the private `/tmp` and `/dev/shm`
+    /// stay within ([`tmpfs_options`]).
+    pub memory: Option<u64>,
 }
 
 /// A job's view: the mount plan and what it hides.
@@ -189,8 +210,9 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
         });
         m.extend(files.iter().cloned().map(Mount::ReadOnly));
     }
+    let (tmp_options, shm_options) = tmpfs_options(inputs.memory);
     if inputs.private_tmp {
-        m.push(Mount::Tmpfs(c_str("/tmp"), c_str(TMP_OPTIONS)));
+        m.push(Mount::Tmpfs(c_str("/tmp"), c_str(&tmp_options)));
     }
     for (slot, d, writable) in exposed {
         attach_beneath(&mut m, Path::new("/tmp"), d, slot, writable);
@@ -219,7 +241,7 @@ pub(crate) fn plan(inputs: &Inputs) -> View {
         )),
     ));
     m.push(Mount::Mkdir(c_str("/dev/shm")));
-    m.push(Mount::Tmpfs(c_str("/dev/shm"), c_str(SHM_OPTIONS)));
+    m.push(Mount::Tmpfs(c_str("/dev/shm"), c_str(&shm_options)));
     // Writable places under the host's /dev (a workspace in /dev/shm) come back at the same
     // place in the fresh one.
     for (slot, p) in &in_dev {
@@ -358,6 +380,7 @@ mod tests {
             exposed: &[],
             private_tmp: true,
             root_caller: false,
+            memory: None,
             allowed_sockets: &[],
             covers: &[],
         };
@@ -383,6 +406,7 @@ mod tests {
             exposed: &[],
             private_tmp: true,
             root_caller: false,
+            memory: None,
             allowed_sockets: &[],
             covers: &[],
         };
