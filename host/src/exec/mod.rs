@@ -58,6 +58,7 @@ pub(crate) use no_listener::answer_in_program;
 pub(crate) mod notify;
 mod options;
 mod outcome;
+mod pacing;
 mod paths;
 mod placeholder;
 pub(crate) mod procfs;

@@ -66,29 +66,20 @@ pub(crate) struct Tally {
     pub paced_since: Option<Instant>,
 }
 
-/// Refused calls a request gets answered at once; past them, at most [`PACED_RATE`] a second.
-/// Every answer costs the host a receive, a reply and a context switch outside the job's
-/// limits: a program that looped on a refused call (867,587 in 5 s) cost the host two
-/// CPU-seconds. Paced, a loop costs the host at most a few percent of one CPU and the
-/// program just waits longer in the refused call.
-pub(crate) const FREE_CALLS: u64 = 10_000;
-
-/// Answers a second past [`FREE_CALLS`].
-pub(crate) const PACED_RATE: u64 = 10_000;
+// Refused calls are paced past `pacing::FREE_CALLS` (module `pacing`): a program that looped
+// on a refused call (867,587 in 5 s) cost the host two CPU-seconds.
+pub(crate) use super::pacing::{FREE_CALLS, PACED_RATE};
 
 impl Tally {
-    /// How long to hold the answer to the refused call just counted, so that past
-    /// [`FREE_CALLS`] the request gets at most [`PACED_RATE`] answers a second.
+    /// How long to hold the answer to the refused call just counted (module `pacing`).
     fn pace(&mut self, now: Instant) -> Option<Duration> {
-        if self.total <= FREE_CALLS {
-            return None;
-        }
-        let since = *self.paced_since.get_or_insert(now);
-        let owed = self.total - FREE_CALLS;
-        let due = since + Duration::from_micros(owed.saturating_mul(1_000_000) / PACED_RATE);
-        // Never more than 10 ms at once: a burst after a quiet spell is not saved up.
-        due.checked_duration_since(now)
-            .map(|d| d.min(Duration::from_millis(10)))
+        let mut p = super::pacing::Pacer {
+            total: self.total,
+            paced_since: self.paced_since,
+        };
+        let hold = p.hold(now);
+        self.paced_since = p.paced_since;
+        hold
     }
 
     /// Counts one refused call.
@@ -777,6 +768,18 @@ fn answer_emulated(
     if kind == Some(super::emulate::Kind::Peer) {
         super::emulate::peer(fd, c);
         return;
+    }
+    // Every call the host makes for the job costs it CPU outside the job's limits (a chmod
+    // loop cost the supervisor 17 times the job's own): past `pacing::FREE_CALLS` they are
+    // answered at most `pacing::PACED_RATE` a second, as refused calls are.
+    let hold = slot
+        .emulated
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .made
+        .count(std::time::Instant::now());
+    if let Some(wait) = hold {
+        std::thread::sleep(wait);
     }
     // Each refusal is counted before its answer lets the job go on.
     let mut record = |r: super::emulate::Refused| {

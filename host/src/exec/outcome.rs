@@ -219,6 +219,16 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
             super::notify::PACED_RATE
         ));
     }
+    if emulated_refused.made.paced_since.is_some() {
+        warnings.push(format!(
+            "sandbox: the host made {} of the program's calls for it (metadata changes, opens \
+             that may write, connects); past {} they were answered at most {} a second (each \
+             costs the host work outside the job's limits): it was slowed, not stopped",
+            emulated_refused.made.total,
+            super::notify::FREE_CALLS,
+            super::notify::PACED_RATE
+        ));
+    }
     // The preload's `violation` line is written from inside the program's own process, which
     // can write that line too, and raise SIGSYS (or queue one with the seccomp `si_code`)
     // itself: a claim, never the kernel's word. Only the supervisor's record of a refused

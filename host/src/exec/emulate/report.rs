@@ -227,6 +227,8 @@ pub(crate) struct Tally {
     pub seen: Vec<Seen>,
     /// Refusals beyond those.
     pub omitted: u64,
+    /// Every claimed call the host answered, allowed or refused, and its pacing.
+    pub made: crate::exec::pacing::Pacer,
 }
 
 impl Tally {
