@@ -93,7 +93,12 @@ pub fn with_home(
     args: &crate::cli::EnvArgs,
 ) -> Result<(), String> {
     use crate::exec::home;
-    let Some(h) = home::resolve(mode).map_err(|e| format!("--home {mode}: {e}"))? else {
+    let workspace = match &settings.paths.workspace {
+        Some(w) => w.clone(),
+        None => std::env::current_dir().map_err(|e| format!("--home {mode}: {e}"))?,
+    };
+    let Some(h) = home::resolve(mode, &workspace).map_err(|e| format!("--home {mode}: {e}"))?
+    else {
         // private: HOME=/tmp, the job's own /tmp in namespaces.
         settings.env.retain(|(k, _)| k != "HOME");
         settings.env.push(("HOME".into(), "/tmp".into()));

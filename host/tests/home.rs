@@ -76,7 +76,9 @@ fn a_persistent_home_keeps_files_between_commands_and_a_private_one_does_not() {
             shell("echo kept > \"$HOME/f\"; echo \"$HOME\"", &ws),
         );
         assert_eq!(first["exit_code"], 0, "{who:?}: {first}");
-        let home = data.join("sandbox/home");
+        let home = data
+            .join("sandbox/homes")
+            .join(sandbox_host::exec::home::workspace_key(&ws));
         assert_eq!(first["home"], json!(home), "{who:?}: {first}");
         assert_eq!(first["stdout"], format!("{}\n", home.display()), "{who:?}");
         assert_eq!(first["stderr"], "", "nothing on stderr when all is well");
@@ -181,7 +183,9 @@ fn the_identity_is_seeded_and_what_a_job_plants_does_not_run() {
         );
         let planted = exec(who, &data, Some(&real), shell(&plant, &ws));
         assert_eq!(planted["exit_code"], 0, "{who:?}: {planted}");
-        let home = data.join("sandbox/home");
+        let home = data
+            .join("sandbox/homes")
+            .join(sandbox_host::exec::home::workspace_key(&ws));
         // Control: the files planted do run commands, outside the sandbox.
         let control = common::command(who, "/bin/bash")
             .env("HOME", &home)
@@ -211,7 +215,7 @@ fn the_identity_is_seeded_and_what_a_job_plants_does_not_run() {
             shell("git config --global alias.st '!true'", &ws),
         );
         assert_ne!(global["exit_code"], 0, "{who:?}: {global}");
-        let empty = data.join("sandbox/gitconfig");
+        let empty = data.join("sandbox/homes/gitconfig");
         assert_eq!(std::fs::read(&empty).unwrap(), b"", "{who:?}");
         use std::os::unix::fs::FileTypeExt;
         assert!(std::fs::metadata("/dev/null")
@@ -253,7 +257,9 @@ fn an_open_home_is_refused_by_name() {
         let data = place.root.join("data");
         let ok = exec(who, &data, None, shell("true", &ws));
         assert_eq!(ok["exit_code"], 0, "{who:?}: {ok}");
-        let home = data.join("sandbox/home");
+        let home = data
+            .join("sandbox/homes")
+            .join(sandbox_host::exec::home::workspace_key(&ws));
         std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o777)).unwrap();
         let r = exec(who, &data, None, shell("true", &ws));
         assert_eq!(r["error"]["field"], "home", "{who:?}: {r}");
@@ -288,7 +294,9 @@ fn sandbox_run_takes_home_as_a_flag() {
             Some("persistent"),
             "echo kept > \"$HOME/f\"; echo \"$HOME\"",
         );
-        let home = data.join("sandbox/home");
+        let home = data
+            .join("sandbox/homes")
+            .join(sandbox_host::exec::home::workspace_key(&ws));
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             format!("{}\n", home.display()),
@@ -402,7 +410,9 @@ fn no_shells_startup_file_a_job_plants_runs_in_the_next_job() {
         ];
         let planted = exec(who, &data, None, shell(&plant, &ws));
         assert_eq!(planted["exit_code"], 0, "{who:?}: {planted}");
-        let home = data.join("sandbox/home");
+        let home = data
+            .join("sandbox/homes")
+            .join(sandbox_host::exec::home::workspace_key(&ws));
         // Control: each shell, outside with that home, runs what was planted.
         for (sh, args) in shells {
             let _ = std::fs::remove_file(&marker);
@@ -431,5 +441,55 @@ fn no_shells_startup_file_a_job_plants_runs_in_the_next_job() {
         for f in [".zlogin", ".zlogout", ".tcshrc"] {
             assert!(!home.join(f).exists(), "{who:?}: {f}");
         }
+    }
+}
+
+/// A home per workspace: what one project's job leaves in its home (a package's source in
+/// cargo's registry, read as code by the next build; a cache; a start-up file) is not in
+/// another project's, whose own home is kept between its commands too. Control: the same
+/// workspace's next job finds it. Two workspaces with the same name get two homes.
+#[test]
+fn each_workspace_has_a_home_of_its_own() {
+    for who in BOTH {
+        let place = Place::new(who);
+        let data = place.root.join("data");
+        let mk = |rel: &str| {
+            let w = place._dir.path().join(rel);
+            std::fs::create_dir_all(&w).unwrap();
+            if who == As::Nobody {
+                for p in [w.parent().unwrap(), w.as_path()] {
+                    std::os::unix::fs::chown(p, Some(NOBODY), Some(NOBODY)).unwrap();
+                }
+            }
+            w
+        };
+        let a = mk("a/proj");
+        let b = mk("b/proj");
+        let plant = "mkdir -p $CARGO_HOME/registry/src/x/dep-1.0 && \
+                     echo 'fn main() {}' > $CARGO_HOME/registry/src/x/dep-1.0/build.rs && \
+                     echo \"$HOME\"";
+        let first = exec(who, &data, None, shell(plant, &a));
+        assert_eq!(first["exit_code"], 0, "{who:?}: {first}");
+        let look = "ls $CARGO_HOME/registry/src/x/dep-1.0 2>/dev/null; echo \"$HOME\"";
+        // Control: the same workspace's next job finds what the first left.
+        let same = exec(who, &data, None, shell(look, &a));
+        assert_eq!(
+            same["stdout"],
+            format!("build.rs\n{}", first["stdout"].as_str().unwrap()),
+            "{who:?}: {same}"
+        );
+        // Another workspace (of the same name, elsewhere) has a home of its own, without it.
+        let other = exec(who, &data, None, shell(look, &b));
+        assert_eq!(other["exit_code"], 0, "{who:?}: {other}");
+        let other_home = other["stdout"].as_str().unwrap();
+        assert_ne!(other_home, first["stdout"].as_str().unwrap(), "{who:?}");
+        assert!(!other_home.contains("build.rs"), "{who:?}: {other}");
+        assert!(
+            other_home
+                .trim_end()
+                .ends_with(&sandbox_host::exec::home::workspace_key(&b)),
+            "{who:?}: {other_home}"
+        );
+        assert!(other_home.contains("/homes/proj-"), "{who:?}: {other_home}");
     }
 }

@@ -183,7 +183,7 @@ pub struct EnvArgs {
     #[arg(long = "keep-env", value_name = "NAME")]
     pub keep: Vec<String>,
     /// The program's HOME: real (the caller's, read-only: the default of `run`); persistent
-    /// (the per-user sandbox home, kept between commands, writable, with the package caches:
+    /// (the sandbox home of the user and workspace, kept between commands, writable, with the package caches:
     /// the default of `session start` and `mcp`); private (HOME=/tmp, gone after the
     /// command). See docs/exec.md, "The job's home".
     #[arg(long = "home", value_name = "persistent|private|real")]

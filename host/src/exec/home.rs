@@ -2,8 +2,8 @@
 //!
 //! Three modes, chosen per request (`home`):
 //!
-//! - `persistent` (the default of exec requests): one directory per user, kept between
-//!   commands and sessions, writable by the job, never the user's real home. Package managers'
+//! - `persistent` (the default of exec requests): one directory per user and workspace, kept
+//!   between commands and sessions, writable by the job, never the user's real home. Package managers'
 //!   caches live there (`CARGO_HOME`, the npm and pip caches, `GOPATH`/`GOCACHE`,
 //!   `XDG_CACHE_HOME`), so `cargo fetch` with the network and `cargo test` without it work as
 //!   two commands. Git gets the user's identity (`user.name`, `user.email` of the real global
@@ -11,8 +11,8 @@
 //! - `private`: `HOME=/tmp`, the job's private temporary directory (nothing survives).
 //! - `real`: the host's own `HOME`, readable only (what `sandbox run` always gave).
 //!
-//! The persistent home is shared by every job of the user by design, so one job can leave
-//! files there for the next. What a later program would read as configuration that runs
+//! The persistent home is shared by every job of the user in the same workspace, so one job
+//! can leave files there for the next. What a later program would read as configuration that runs
 //! commands is kept out of play two ways: the tools that can be told to read no user
 //! configuration are told so by variable (git's global and npm's user configuration name
 //! empty files beside the home, [`EMPTY_CONFIGS`]; pip's configuration files, the Go
@@ -22,13 +22,20 @@
 //! removed before every job.
 //! docs/security.md names what is left.
 //!
-//! Where: `$XDG_DATA_HOME/sandbox/home`, else `$HOME/.local/share/sandbox/home` (the host's
-//! variables; each used only when absolute, and the parent only when it is the caller's and
-//! no other user may write it), else `home` in the per-user state directory (module
-//! `state_dir`; uid 65534 with `HOME=/nonexistent` gets `/tmp/sandbox-65534/home`, which
-//! lasts until the temporary directory is cleaned). One per user, not per workspace: caches
-//! are meant to be shared across projects, and a per-workspace home would isolate nothing
-//! from a job of the same user, whose next request may name any workspace.
+//! Where: `$XDG_DATA_HOME/sandbox/homes/NAME-HASH`, else
+//! `$HOME/.local/share/sandbox/homes/NAME-HASH` (the host's variables; each used only when
+//! absolute, and the parent only when it is the caller's and no other user may write it), else
+//! `homes/NAME-HASH` in the per-user state directory (module `state_dir`; uid 65534 with
+//! `HOME=/nonexistent` gets `/tmp/sandbox-65534/homes/...`, which lasts until the temporary
+//! directory is cleaned). NAME is the workspace's last component and HASH 16 hex digits of the
+//! SHA-256 of its canonical path ([`workspace_key`]).
+//!
+//! One per workspace, not per user: the package caches are read as code by the next build
+//! (`~/.cargo/registry/src`, pip's and npm's caches, shell start-up files no deny list can
+//! name in full), so a job of one project could plant code that another project's job ran. A
+//! job cannot choose its workspace (the caller does), so a home per workspace keeps what one
+//! project's jobs write out of every other project's; the price is a cache per project (a
+//! first `cargo fetch` in each).
 
 use serde::{Deserialize, Serialize};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -40,7 +47,7 @@ use std::sync::OnceLock;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// The per-user sandbox home, kept between commands, writable.
+    /// The sandbox home of the user and the workspace, kept between commands, writable.
     #[default]
     Persistent,
     /// `HOME=/tmp`: the job's private temporary directory.
@@ -216,8 +223,9 @@ pub fn planted() -> impl Iterator<Item = &'static str> {
         .filter(move |p| seen.insert(*p))
 }
 
-/// The home for `mode` (`None` for `private`, which keeps `HOME=/tmp`), made when missing.
-pub(crate) fn resolve(mode: Mode) -> Result<Option<Home>, String> {
+/// The home for `mode` of a job whose workspace is `workspace` (`None` for `private`, which
+/// keeps `HOME=/tmp`), made when missing.
+pub(crate) fn resolve(mode: Mode, workspace: &Path) -> Result<Option<Home>, String> {
     match mode {
         Mode::Private => Ok(None),
         Mode::Real => {
@@ -233,15 +241,56 @@ pub(crate) fn resolve(mode: Mode) -> Result<Option<Home>, String> {
         }
         Mode::Persistent => {
             static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-            let path = DIR
+            static MADE: OnceLock<std::sync::Mutex<std::collections::HashMap<PathBuf, PathBuf>>> =
+                OnceLock::new();
+            let homes = DIR
                 .get_or_init(|| persistent_dir(crate::sys::euid()))
                 .clone()?;
+            let made = MADE.get_or_init(Default::default);
+            if let Some(path) = made
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(workspace)
+            {
+                return Ok(Some(Home {
+                    mode,
+                    path: path.clone(),
+                }));
+            }
+            let path = homes.join(workspace_key(workspace));
+            private(&path, crate::sys::euid())?;
+            made.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(workspace.to_path_buf(), path.clone());
             Ok(Some(Home { mode, path }))
         }
     }
 }
 
-/// Finds (and makes) the persistent home of `uid`.
+/// The name of `workspace`'s home among the homes: its last component (letters, digits,
+/// `.`, `_` and `-`, at most 40; `root` for `/`) and 16 hex digits of the SHA-256 of its
+/// canonical path, so two workspaces never share a home however alike their names.
+pub fn workspace_key(workspace: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    let path = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let digest = Sha256::digest(path.as_os_str().as_encoded_bytes());
+    let hash: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let name: String = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".to_string())
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+        .take(40)
+        .collect();
+    let name = match name.trim_start_matches('.') {
+        "" => "workspace",
+        n => n,
+    };
+    format!("{name}-{hash}")
+}
+
+/// Finds (and makes) the directory of `uid`'s persistent homes.
 fn persistent_dir(uid: u32) -> Result<PathBuf, String> {
     let abs = |k: &str| {
         std::env::var_os(k)
@@ -261,12 +310,12 @@ fn persistent_dir(uid: u32) -> Result<PathBuf, String> {
         }
         let dir = data.join("sandbox");
         private(&dir, uid)?;
-        let home = dir.join("home");
-        private(&home, uid)?;
-        return Ok(home);
+        let homes = dir.join("homes");
+        private(&homes, uid)?;
+        return Ok(homes);
     }
-    let home = crate::state_dir::sub("home")?;
-    Ok(home)
+    let homes = crate::state_dir::sub("homes")?;
+    Ok(homes)
 }
 
 /// Whether `data` is a directory of `uid` that no other user may write, made (mode 0700)

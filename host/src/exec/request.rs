@@ -120,7 +120,7 @@ pub struct Request {
     pub resolve: BTreeMap<String, String>,
     /// Ports of the host's loopback reachable at the same address inside (`none`, `proxy`).
     pub host_ports: Vec<u16>,
-    /// The job's home: `persistent` (default: the per-user sandbox home, kept between
+    /// The job's home: `persistent` (default: the sandbox home of the user and workspace, kept between
     /// commands, with the package caches), `private` (`HOME=/tmp`) or `real` (read-only).
     pub home: super::home::Mode,
 }
@@ -364,7 +364,11 @@ impl Request {
         let home = if self.env.contains_key("HOME") {
             None
         } else {
-            super::home::resolve(self.home).map_err(|e| Refusal::new("home", e))?
+            let workspace = match (&paths.workspace, &cwd) {
+                (Some(w), _) | (None, Some(w)) => w.clone(),
+                (None, None) => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            };
+            super::home::resolve(self.home, &workspace).map_err(|e| Refusal::new("home", e))?
         };
         let mut env = env::scrubbed(env::Base::Fixed, &self.env);
         if let Some(h) = &home {
