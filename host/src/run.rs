@@ -97,8 +97,14 @@ pub fn with_home(
         Some(w) => w.clone(),
         None => std::env::current_dir().map_err(|e| format!("--home {mode}: {e}"))?,
     };
-    let Some(h) = home::resolve(mode, &workspace).map_err(|e| format!("--home {mode}: {e}"))?
-    else {
+    let resolved = home::resolve(mode, &workspace).map_err(|e| format!("--home {mode}: {e}"))?;
+    if resolved.is_none() && mode == crate::exec::HomeMode::Persistent {
+        return Err(format!(
+            "--home {mode}: {}",
+            home::NOWHERE.trim_start_matches("sandbox: warning: ")
+        ));
+    }
+    let Some(h) = resolved else {
         // private: HOME=/tmp, the job's own /tmp in namespaces.
         settings.env.retain(|(k, _)| k != "HOME");
         settings.env.push(("HOME".into(), "/tmp".into()));
@@ -308,6 +314,7 @@ fn job(
         custom: None,
         network: settings.network.clone(),
         home: settings.home.clone(),
+        home_nowhere: false,
     }
 }
 

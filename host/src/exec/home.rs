@@ -223,8 +223,16 @@ pub fn planted() -> impl Iterator<Item = &'static str> {
         .filter(move |p| seen.insert(*p))
 }
 
+/// Why no persistent home could be made for a job, said in its result: every place for one
+/// is outside what may be written here (inside another sandbox). The job then has the private
+/// `HOME=/tmp`, as `"home": "private"` gives.
+pub(crate) const NOWHERE: &str = "sandbox: warning: no persistent home can be made here (every \
+     place for one is read-only or outside the writable places, as inside another sandbox): \
+     HOME is the job's private /tmp, and nothing in it outlasts the command";
+
 /// The home for `mode` of a job whose workspace is `workspace` (`None` for `private`, which
-/// keeps `HOME=/tmp`), made when missing.
+/// keeps `HOME=/tmp`, and for a persistent home that can be made nowhere here: [`NOWHERE`]),
+/// made when missing.
 pub(crate) fn resolve(mode: Mode, workspace: &Path) -> Result<Option<Home>, String> {
     match mode {
         Mode::Private => Ok(None),
@@ -240,12 +248,8 @@ pub(crate) fn resolve(mode: Mode, workspace: &Path) -> Result<Option<Home>, Stri
             Ok(Some(Home { mode, path: home }))
         }
         Mode::Persistent => {
-            static DIR: OnceLock<Result<PathBuf, String>> = OnceLock::new();
             static MADE: OnceLock<std::sync::Mutex<std::collections::HashMap<PathBuf, PathBuf>>> =
                 OnceLock::new();
-            let homes = DIR
-                .get_or_init(|| persistent_dir(crate::sys::euid()))
-                .clone()?;
             let made = MADE.get_or_init(Default::default);
             if let Some(path) = made
                 .lock()
@@ -257,8 +261,9 @@ pub(crate) fn resolve(mode: Mode, workspace: &Path) -> Result<Option<Home>, Stri
                     path: path.clone(),
                 }));
             }
-            let path = homes.join(workspace_key(workspace));
-            private(&path, crate::sys::euid())?;
+            let Some(path) = persistent_home(crate::sys::euid(), &workspace_key(workspace))? else {
+                return Ok(None);
+            };
             made.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(workspace.to_path_buf(), path.clone());
@@ -290,8 +295,13 @@ pub fn workspace_key(workspace: &Path) -> String {
     format!("{name}-{hash}")
 }
 
-/// Finds (and makes) the directory of `uid`'s persistent homes.
-fn persistent_dir(uid: u32) -> Result<PathBuf, String> {
+/// Finds (and makes) `uid`'s persistent home named `key`: in the first candidate directory of
+/// homes that is the user's and can take it. A candidate where the directory cannot be made
+/// (read-only, or not writable here: inside another sandbox, the user's data directory is
+/// outside its writable places) is passed over for the next, the per-user state directory
+/// last (`None` when it cannot take it either); one that exists but is not private is
+/// refused, never passed over.
+fn persistent_home(uid: u32, key: &str) -> Result<Option<PathBuf>, String> {
     let abs = |k: &str| {
         std::env::var_os(k)
             .map(PathBuf::from)
@@ -309,13 +319,57 @@ fn persistent_dir(uid: u32) -> Result<PathBuf, String> {
             continue;
         }
         let dir = data.join("sandbox");
-        private(&dir, uid)?;
         let homes = dir.join("homes");
-        private(&homes, uid)?;
-        return Ok(homes);
+        let home = homes.join(key);
+        let mut passed_over = false;
+        for d in [&dir, &homes, &home] {
+            match private_dir(d, uid) {
+                Ok(()) => {}
+                Err(Unusable::Create(e)) if not_writable_here(&e) => {
+                    passed_over = true;
+                    break;
+                }
+                Err(u) => return Err(u.say(d)),
+            }
+        }
+        if !passed_over {
+            return Ok(Some(home));
+        }
     }
-    let homes = crate::state_dir::sub("homes")?;
-    Ok(homes)
+    let home = crate::state_dir::sub("homes")?.join(key);
+    match private_dir(&home, uid) {
+        Ok(()) => Ok(Some(home)),
+        Err(Unusable::Create(e)) if not_writable_here(&e) => Ok(None),
+        Err(u) => Err(u.say(&home)),
+    }
+}
+
+/// Why a directory cannot be a home: it could not be made, or it is not private.
+enum Unusable {
+    Create(std::io::Error),
+    Unsafe(String),
+}
+
+impl Unusable {
+    /// The refusal naming `dir`.
+    fn say(&self, dir: &Path) -> String {
+        let why = match self {
+            Unusable::Create(e) => format!("cannot create it: {e}"),
+            Unusable::Unsafe(why) => why.clone(),
+        };
+        format!(
+            "refusing {} as the sandbox's home: {why}; remove it, or use \"private\"",
+            crate::escape::path(dir)
+        )
+    }
+}
+
+/// Whether making a directory failed because this place may not be written here.
+fn not_writable_here(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EACCES | libc::EROFS | libc::EPERM)
+    )
 }
 
 /// Whether `data` is a directory of `uid` that no other user may write, made (mode 0700)
@@ -339,22 +393,16 @@ fn usable_parent(data: &Path, anchor: &Path, uid: u32) -> bool {
 }
 
 /// Creates `dir` with mode 0700 when missing, then checks it is a directory of `uid` (not a
-/// symlink) that nobody else may enter.
-fn private(dir: &Path, uid: u32) -> Result<(), String> {
-    let refused = |why: String| {
-        format!(
-            "refusing {} as the sandbox's home: {why}; remove it, or use \"private\"",
-            crate::escape::path(dir)
-        )
-    };
+/// symlink) that nobody else may enter; why not, as a value.
+fn private_dir(dir: &Path, uid: u32) -> Result<(), Unusable> {
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => return Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(refused(format!("cannot create it: {e}"))),
+        Err(e) => return Err(Unusable::Create(e)),
     }
-    let m = std::fs::symlink_metadata(dir).map_err(|e| refused(e.to_string()))?;
+    let m = std::fs::symlink_metadata(dir).map_err(|e| Unusable::Unsafe(e.to_string()))?;
     if !m.is_dir() || m.uid() != uid || m.mode() & 0o077 != 0 {
-        return Err(refused(format!(
+        return Err(Unusable::Unsafe(format!(
             "it is not a directory of uid {uid} that only it may enter"
         )));
     }
@@ -747,9 +795,11 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let uid = crate::sys::euid();
         let parent = t.path().join("sandbox");
-        private(&parent, uid).unwrap();
+        private_dir(&parent, uid)
+            .map_err(|u| u.say(&parent))
+            .unwrap();
         let path = parent.join("home");
-        private(&path, uid).unwrap();
+        private_dir(&path, uid).map_err(|u| u.say(&path)).unwrap();
         let outside = t.path().join("etc");
         std::fs::create_dir_all(outside.join("git")).unwrap();
         std::fs::write(outside.join("git/config"), "x").unwrap();
@@ -781,9 +831,11 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         let parent = t.path().join("sandbox");
         let uid = crate::sys::euid();
-        private(&parent, uid).unwrap();
+        private_dir(&parent, uid)
+            .map_err(|u| u.say(&parent))
+            .unwrap();
         let path = parent.join("home");
-        private(&path, uid).unwrap();
+        private_dir(&path, uid).map_err(|u| u.say(&path)).unwrap();
         let home = Home {
             mode: Mode::Persistent,
             path: path.clone(),

@@ -219,6 +219,9 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
             super::notify::PACED_RATE
         ));
     }
+    if v.home_nowhere {
+        warnings.push(super::home::NOWHERE.to_string());
+    }
     if emulated_refused.made.paced_since.is_some() {
         warnings.push(format!(
             "sandbox: the host made {} of the program's calls for it (metadata changes, opens \

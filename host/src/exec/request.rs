@@ -247,6 +247,9 @@ pub struct Validated {
     pub network: crate::network::Network,
     /// The job's home, when it is not the private `HOME=/tmp` (module `home`).
     pub home: Option<super::home::Home>,
+    /// The persistent home asked for could be made nowhere here ([`super::home::NOWHERE`]):
+    /// the job has the private one, and its result says so.
+    pub home_nowhere: bool,
 }
 
 impl Request {
@@ -361,6 +364,7 @@ impl Request {
         // A request that sets `HOME` itself has chosen its home: the sandbox's home and what
         // goes with it (the caches below it, git's and npm's user configuration pinned to empty
         // files beside it) would contradict it (git would ignore that home's `.gitconfig`).
+        let persistent = self.home == super::home::Mode::Persistent;
         let home = if self.env.contains_key("HOME") {
             None
         } else {
@@ -370,6 +374,7 @@ impl Request {
             };
             super::home::resolve(self.home, &workspace).map_err(|e| Refusal::new("home", e))?
         };
+        let home_nowhere = persistent && home.is_none() && !self.env.contains_key("HOME");
         let mut env = env::scrubbed(env::Base::Fixed, &self.env);
         if let Some(h) = &home {
             super::home::apply(h, &mut env, &self.env, &mut paths.writable);
@@ -398,6 +403,7 @@ impl Request {
             custom,
             network,
             home,
+            home_nowhere,
         })
     }
 

@@ -126,6 +126,7 @@ pub fn learn(
             ..Default::default()
         },
         home: None,
+        home_nowhere: false,
     };
     let progress = settings
         .progress
