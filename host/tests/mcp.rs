@@ -359,10 +359,26 @@ fn a_call_that_times_out_is_killed_and_said() {
             "{who:?}: {t}"
         );
         assert!(
-            t.contains("sandbox: /bin/sh timed out after 1 s"),
+            t.contains("sandbox: /bin/sh timed out after 1 s")
+                && t.contains("a call may ask for up to the server's --timeout"),
             "{who:?}: {t}"
         );
         assert_eq!(call["structuredContent"]["timed_out"], true);
+        // A program that waits for what a refused call would have given: the timeout line
+        // says the refusal came first, not to ask for more time.
+        let out = mcp(
+            who,
+            home.path(),
+            &["--profile", "shell", "--timeout", "20"],
+            json!([{"tool": "shell", "arguments": {
+                "command": "python3 -c 'import socket, time\ntry: socket.socket()\nexcept OSError: pass\ntime.sleep(60)'",
+                "timeout_s": 1}}]),
+        );
+        let t = text(&out["calls"][0]);
+        assert!(
+            t.contains("timed out after 1 s; it and every process it started were killed; it had been refused socket"),
+            "{who:?}: {t}"
+        );
     }
 }
 

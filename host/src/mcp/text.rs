@@ -95,9 +95,14 @@ pub(super) fn sandbox_lines(r: &ExecResult, timeout_s: f64) -> Vec<String> {
     let prefixed = |l: String| format!("sandbox: {l}");
     lines.extend(crate::run::proxy_lines(r).into_iter().map(prefixed));
     if r.timed_out {
+        // A program that waited for what a refused call would have given is named as such:
+        // a longer timeout is then the wrong change.
+        let calls: Vec<&str> = r.violations.iter().map(|v| v.syscall.as_str()).collect();
+        let then = crate::exec::refused_first(&calls)
+            .unwrap_or_else(|| "a call may ask for up to the server's --timeout".to_string());
         lines.push(format!(
             "sandbox: {} timed out after {timeout_s} s; it and every process it started were \
-             killed; a call may ask for up to the server's --timeout",
+             killed; {then}",
             crate::escape::path(program)
         ));
     }
