@@ -225,9 +225,9 @@ impl Network {
 
     /// `profile`, adjusted for the mode: with `proxy`, the `@network` group joins an allow
     /// list (the program must open a TCP socket to reach the proxy; the network namespace,
-    /// not the filter, is then the boundary). With `none` asked for, a profile that runs
-    /// programs gets the same ([`own_network`]): the job's sockets reach only its own
-    /// loopback. Other modes leave the profile as it is. `unix_guarded`: the host can check
+    /// not the filter, is then the boundary). With `none` asked for, and with `proxy`, a
+    /// profile that runs programs also loses its own socket refusals ([`own_network`]): the
+    /// job's sockets reach only its own loopback (and the proxy). Other modes leave the profile as it is. `unix_guarded`: the host can check
     /// the job's unix socket connects ([`own_network`]).
     pub fn guard(
         &self,
@@ -235,7 +235,10 @@ impl Network {
         unix_guarded: bool,
     ) -> Result<sandbox_policy::profile::Profile, sandbox_policy::profile::ProfileError> {
         match self.mode {
-            Some(Mode::Proxy) => profile.with_allow("@network"),
+            // The same namespace is the boundary under `proxy` as under `none`: a shell gets its
+            // own loopback's sockets there too (a session that fetched with a registry preset
+            // runs its tests in it).
+            Some(Mode::Proxy) => own_network(profile, unix_guarded)?.with_allow("@network"),
             Some(Mode::None) => own_network(profile, unix_guarded),
             _ => Ok(profile),
         }
@@ -390,6 +393,17 @@ mod tests {
             decide(&kept, libc::AF_INET, libc::SOCK_STREAM),
             Action::Allow
         );
+        // Under `proxy` a shell gets the same; a profile that runs no programs gets @network.
+        let proxy = Network {
+            mode: Some(Mode::Proxy),
+            ..Network::default()
+        };
+        let p = proxy.guard(shell.clone(), true).unwrap();
+        assert_eq!(decide(&p, libc::AF_UNIX, libc::SOCK_STREAM), Action::Allow);
+        let m = proxy
+            .guard(Profile::builtin("minimal").unwrap(), true)
+            .unwrap();
+        assert_eq!(decide(&m, libc::AF_INET, libc::SOCK_STREAM), Action::Allow);
         // A profile that runs no programs, and the default mode, are left as they are.
         let minimal = Profile::builtin("minimal").unwrap();
         assert_eq!(none.guard(minimal.clone(), true).unwrap(), minimal);
