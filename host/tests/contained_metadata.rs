@@ -438,15 +438,7 @@ fn without_fchmodat2_the_supervisor_changes_modes_through_the_descriptors_magic_
     // with it `git init`. Here the host itself runs under a filter that answers `fchmodat2`
     // with ENOSYS (the preload, as a container's profile would be): chmod, `git init` and a
     // tar extraction work, and a chmod outside the writable places is still refused.
-    let lib_dir = tempfile::tempdir().unwrap();
-    let lib = lib_dir.path().join("libsandbox.so");
-    let st = Command::new(SANDBOX)
-        .args(["extract", "--to"])
-        .arg(&lib)
-        .output()
-        .unwrap();
-    assert!(st.status.success(), "{}", text(&st));
-    fs::set_permissions(lib_dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let (_lib_dir, lib) = common::extracted_preload();
     for who in BOTH {
         let ws = owned_dir(who, "contained-no-fchmodat2");
         let script = "echo x > f; chmod 0751 f; stat -c 'mode %a' f; \
@@ -455,19 +447,17 @@ fn without_fchmodat2_the_supervisor_changes_modes_through_the_descriptors_magic_
              git init -q g && echo git-init-ok; mkdir src; echo a > src/a; chmod 0700 src/a; \
              tar cf t.tar src; mkdir out; tar xpf t.tar -C out; stat -c 'tar %a' out/src/a; \
              chmod 0777 /etc/hostname || echo refused-outside";
-        let o = command(who, SANDBOX)
-            .args([
-                "run",
-                "--allow-root",
-                "--isolation",
-                "off",
-                "--profile",
-                "shell",
-            ])
-            .args(["--", "bash", "-c", script])
-            .env("LD_PRELOAD", &lib)
-            .env("SECCOMP_SYSCALL_DENY", "fchmodat2")
-            .env("SECCOMP_DEFAULT_ACTION", "errno:ENOSYS")
+        let mut host = command(who, SANDBOX);
+        host.args([
+            "run",
+            "--allow-root",
+            "--isolation",
+            "off",
+            "--profile",
+            "shell",
+        ])
+        .args(["--", "bash", "-c", script]);
+        let o = common::under_host_filter(&mut host, &lib, "fchmodat2", "errno:ENOSYS")
             .current_dir(ws.path())
             .stdin(std::process::Stdio::null())
             .output()

@@ -596,24 +596,22 @@ fn without_pidfd_getfd_the_host_still_makes_the_opens() {
         let outside = owned_dir(who, "links-nogetfd-out");
         let ws = owned_dir(who, "links-nogetfd-ws");
         let f = linked(who, outside.path(), ws.path(), "victim");
-        let o = common::command(who, common::SANDBOX)
-            .args([
-                "run",
-                "--allow-root",
-                "--isolation",
-                "off",
-                "--profile",
-                "shell",
-            ])
-            .args([
-                "--",
-                "bash",
-                "-c",
-                "echo evil >> victim; echo rc $?; echo mine > own && cat own",
-            ])
-            .env("LD_PRELOAD", &lib)
-            .env("SECCOMP_SYSCALL_DENY", "pidfd_getfd")
-            .env("SECCOMP_DEFAULT_ACTION", "errno:EPERM")
+        let mut host = common::command(who, common::SANDBOX);
+        host.args([
+            "run",
+            "--allow-root",
+            "--isolation",
+            "off",
+            "--profile",
+            "shell",
+        ])
+        .args([
+            "--",
+            "bash",
+            "-c",
+            "echo evil >> victim; echo rc $?; echo mine > own && cat own",
+        ]);
+        let o = common::under_host_filter(&mut host, &lib, "pidfd_getfd", "errno:EPERM")
             .current_dir(ws.path())
             .output()
             .unwrap();

@@ -426,6 +426,23 @@ fn failures_that_are_not_memory_get_no_memory_warning() {
     }
 }
 
+/// `sandbox run --allow-root FLAGS -- ARGV` as `who` in `cwd`: (exit status, stdout, stderr).
+fn run_in(who: As, cwd: &std::path::Path, flags: &[&str], argv: &[&str]) -> (i32, String, String) {
+    let o = common::sandbox(who)
+        .args(["run", "--allow-root"])
+        .args(flags)
+        .arg("--")
+        .args(argv)
+        .current_dir(cwd)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 /// `sandbox run --memory SIZE` and `--processes N` on a one-shot run, as docker and podman
 /// take them: an allocation past the limit ends the job (137) and the line names the limit
 /// and the flag; control: the same allocation under a larger limit finishes. Sizes with units
@@ -434,21 +451,7 @@ fn failures_that_are_not_memory_get_no_memory_warning() {
 fn run_takes_memory_and_process_limits_with_units() {
     for who in common::BOTH {
         let ws = common::contained::owned_dir(who, "limits-");
-        let run = |flags: &[&str], argv: &[&str]| {
-            let o = common::sandbox(who)
-                .args(["run", "--allow-root"])
-                .args(flags)
-                .arg("--")
-                .args(argv)
-                .current_dir(ws.path())
-                .output()
-                .unwrap();
-            (
-                o.status.code().unwrap_or(-1),
-                String::from_utf8_lossy(&o.stdout).into_owned(),
-                String::from_utf8_lossy(&o.stderr).into_owned(),
-            )
-        };
+        let run = |flags: &[&str], argv: &[&str]| run_in(who, ws.path(), flags, argv);
         let alloc = ["python3", "-c", "b = b'x' * (200 << 20); print('done')"];
         let (code, out, err) = run(&["--memory", "96M"], &alloc);
         assert_eq!(code, 137, "{who:?}: {out}{err}");
@@ -496,18 +499,8 @@ fn the_private_tmp_and_shm_are_sized_within_the_jobs_memory() {
     for who in common::BOTH {
         let ws = common::contained::owned_dir(who, "tmpfs-");
         let run = |flags: &[&str], script: &str| {
-            let o = common::sandbox(who)
-                .args(["run", "--allow-root", "--profile", "shell"])
-                .args(flags)
-                .args(["--", "bash", "-c", script])
-                .current_dir(ws.path())
-                .output()
-                .unwrap();
-            (
-                o.status.code().unwrap_or(-1),
-                String::from_utf8_lossy(&o.stdout).into_owned(),
-                String::from_utf8_lossy(&o.stderr).into_owned(),
-            )
+            let flags = [&["--profile", "shell"], flags].concat();
+            run_in(who, ws.path(), &flags, &["bash", "-c", script])
         };
         let fill = "dd if=/dev/zero of=/tmp/big bs=1M count=100 status=none";
         let (code, _, err) = run(&[], fill);

@@ -60,10 +60,9 @@ pub(crate) struct Tally {
     /// blocked, ignored or caught, as a shell has around `vfork`): the result reports SIGSYS,
     /// as the kernel's kill action would have ended it.
     pub program_sigkill: bool,
-    /// Refused calls of the request, all pairs together.
-    pub total: u64,
-    /// When the request went past [`FREE_CALLS`] (then its answers are paced).
-    pub paced_since: Option<Instant>,
+    /// Refused calls of the request, all pairs together, and their pacing past
+    /// [`FREE_CALLS`] (module `pacing`).
+    pub refused: super::pacing::Pacer,
 }
 
 // Refused calls are paced past `pacing::FREE_CALLS` (module `pacing`): a program that looped
@@ -73,18 +72,12 @@ pub(crate) use super::pacing::{FREE_CALLS, PACED_RATE};
 impl Tally {
     /// How long to hold the answer to the refused call just counted (module `pacing`).
     fn pace(&mut self, now: Instant) -> Option<Duration> {
-        let mut p = super::pacing::Pacer {
-            total: self.total,
-            paced_since: self.paced_since,
-        };
-        let hold = p.hold(now);
-        self.paced_since = p.paced_since;
-        hold
+        self.refused.hold(now)
     }
 
     /// Counts one refused call.
     fn record(&mut self, nr: u32, program: Option<String>, args: [u64; 6]) {
-        self.total = self.total.saturating_add(1);
+        self.refused.total = self.refused.total.saturating_add(1);
         if let Some(s) = self
             .seen
             .iter_mut()
@@ -913,7 +906,7 @@ mod tests {
         assert_eq!(t.pace(start), Some(Duration::from_millis(10)));
         // Long after, nothing is owed.
         assert_eq!(t.pace(start + Duration::from_secs(60)), None);
-        assert_eq!(t.total, FREE_CALLS + 10_001);
+        assert_eq!(t.refused.total, FREE_CALLS + 10_001);
         assert_eq!(t.seen.len(), 1);
     }
 }

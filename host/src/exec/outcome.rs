@@ -209,12 +209,12 @@ pub(super) fn report(v: &Validated, sandbox: &Sandbox, ended: Ended, start: Inst
             ));
         }
     }
-    if tally.paced_since.is_some() {
+    if tally.refused.paced_since.is_some() {
         warnings.push(format!(
             "sandbox: the program made {} refused calls; past {} they were answered at most {} \
              a second (each costs the host work outside the job's limits): it was slowed, not \
              stopped",
-            tally.total,
+            tally.refused.total,
             super::notify::FREE_CALLS,
             super::notify::PACED_RATE
         ));
@@ -486,8 +486,11 @@ pub(crate) fn name_refusals(
         super::refusals::is_candidate(result.stderr.as_bytes()),
         super::refusals::is_candidate(result.stdout.as_bytes()),
     ) {
-        (_, true) => Some(format!("{}\n{}", result.stderr, result.stdout)),
-        (true, false) => Some(result.stderr.clone()),
+        (_, true) => Some(std::borrow::Cow::Owned(format!(
+            "{}\n{}",
+            result.stderr, result.stdout
+        ))),
+        (true, false) => Some(std::borrow::Cow::Borrowed(result.stderr.as_str())),
         (false, false) => None,
     };
     if !result.refusals.is_empty() || (!refused_destinations && text.is_none()) {

@@ -92,6 +92,20 @@ pub fn extracted_preload() -> (tempfile::TempDir, std::path::PathBuf) {
     (dir, lib)
 }
 
+/// `host` (a `sandbox` command) run under the preload `lib`'s filter, which answers `call`
+/// with `action` (`errno:EPERM`): a container's seccomp profile that refuses the call, as
+/// Docker's refuses `pidfd_getfd` without `CAP_SYS_PTRACE`.
+pub fn under_host_filter<'a>(
+    host: &'a mut Command,
+    lib: &std::path::Path,
+    call: &str,
+    action: &str,
+) -> &'a mut Command {
+    host.env("LD_PRELOAD", lib)
+        .env("SECCOMP_SYSCALL_DENY", call)
+        .env("SECCOMP_DEFAULT_ACTION", action)
+}
+
 /// The `sandbox` binary run as `who`, as [`command`] sets it up.
 pub fn sandbox(who: As) -> Command {
     command(who, SANDBOX)
